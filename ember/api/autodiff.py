@@ -1,0 +1,231 @@
+"""grad, value_and_grad, vjp, jacrev, hessian and stop_gradient.
+
+Each traces the user's function to a Graph, transforms it with ember.passes.autodiff and evaluates
+the result on the arguments: inlined into the current trace, or (at top level) through an implicit,
+cached jit, so `grad(f)(x)` and `jit(grad(f))(x)` compile the same single graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ember.api.tracing import Transformed, fun_name, inline, leaf_avals, trace_pytree
+from ember.errors import TransformError, user_location
+from ember.passes.autodiff import differentiable_outputs, grad_graph, split_forward_backward, vjp_graph
+from ember.tracer import dtypes
+from ember.tracer import prims as P
+from ember.tracer.trace import eval_graph, is_tracing
+from ember.tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
+
+
+def _argnums(argnums, n_args: int, name: str) -> tuple[tuple[int, ...], bool]:
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    if not nums:
+        raise TransformError(f"argnums of {name} must not be empty", user_location())
+    for i in nums:
+        if not -n_args <= i < n_args:
+            valid = f"0..{n_args - 1}" if n_args else "none: it was called without positional arguments"
+            raise TransformError(f"argnums {i} is out of range: {name} was called with {n_args} positional "
+                                 f"argument(s), so valid argnums are {valid}", user_location())
+    return tuple(i % n_args for i in nums), single
+
+
+def _active_mask(args: tuple, kwargs: dict, nums: Sequence[int], name: str, what: str) -> list[bool]:
+    """One flag per leaf of (args, kwargs): True for the leaves of the differentiated arguments."""
+    mask = []
+    for i, a in enumerate(args):
+        leaves_with_path, _ = tree_flatten_with_path(a)
+        for path, leaf in leaves_with_path:
+            active = i in nums
+            if active:
+                aval = leaf_avals([leaf], leaf)[0]
+                if not dtypes.is_float(aval.dtype):
+                    raise TransformError(
+                        f"{what} requires floating-point inputs, but argument {i}{path} of {name} has dtype "
+                        f"{aval.dtype.name}; differentiate with respect to a float argument (convert it with "
+                        ".astype(float)) or leave it out of argnums", user_location())
+            mask.append(active)
+    mask += [False] * len(tree_flatten(kwargs)[0])
+    return mask
+
+
+def _check_scalar_loss(graph, out_tree, has_aux: bool, name: str, what: str):
+    outs = graph.outputs
+    if has_aux:
+        if out_tree.node is not tuple or len(out_tree.children) != 2:
+            raise TransformError(f"{what}(has_aux=True) needs {name} to return a pair (loss, aux), got "
+                                 f"{out_tree}", user_location())
+        n_loss = out_tree.children[0].num_leaves
+    else:
+        n_loss = len(outs)
+    if n_loss != 1 or outs[0].aval.shape != ():
+        got = ", ".join(o.aval.str_short() for o in outs[:n_loss]) or "nothing"
+        raise TransformError(f"{what} needs {name} to return a scalar, got {got}; use vjp or jacrev to "
+                             "differentiate non-scalar outputs", user_location())
+    if not dtypes.is_float(outs[0].aval.dtype):
+        raise TransformError(f"{what} needs a floating-point output, but {name} returned "
+                             f"{outs[0].aval.str_short()}", user_location())
+
+
+def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """A function returning (fun(*args), gradient of fun w.r.t. args[argnums]); the value is
+    ((loss, aux), grads) with has_aux=True. Gradients have the structure of their arguments."""
+    name = fun_name(fun)
+
+    def impl(*args, **kwargs):
+        nums, single = _argnums(argnums, len(args), name)
+        mask = _active_mask(args, kwargs, nums, name, "grad")
+        graph, leaves, _, out_tree = trace_pytree(fun, args, kwargs)
+        _check_scalar_loss(graph, out_tree, has_aux, name, "grad")
+        results = inline(grad_graph(graph, mask), leaves)
+        n_out = len(graph.outputs)
+        value = tree_unflatten(out_tree, results[:n_out])
+        grads = iter(results[n_out:])
+        per_arg = [tree_unflatten(tree_flatten(args[i])[1], [next(grads) for _ in tree_flatten(args[i])[0]])
+                   for i in nums]
+        return value, (per_arg[0] if single else tuple(per_arg))
+
+    return Transformed(impl, fun, "value_and_grad")
+
+
+def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """The gradient of scalar-valued `fun` with respect to args[argnums] (aux too with has_aux)."""
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    def impl(*args, **kwargs):
+        value, g = vg._impl(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return Transformed(impl, fun, "grad")
+
+
+class _VJPFunction:
+    """The pullback returned by `vjp`: call it with cotangents shaped like the (main) outputs."""
+
+    def __init__(self, backward, residuals, ct_tree, out_avals, diff, n_main, primal_trees, name, compiled):
+        self._backward, self._residuals = backward, residuals
+        self._ct_tree, self._out_avals, self._diff, self._n_main = ct_tree, out_avals, diff, n_main
+        self._primal_trees, self._name, self._compiled = primal_trees, name, compiled
+
+    def __call__(self, ct):
+        ct_leaves, ct_tree = tree_flatten(ct)
+        if ct_tree != self._ct_tree:
+            raise TransformError(f"the vjp of {self._name} takes cotangents structured like its output "
+                                 f"{self._ct_tree}, got {ct_tree}", user_location())
+        for i, c in enumerate(ct_leaves):
+            shape, want = tuple(np.shape(c)), self._out_avals[i].shape
+            if shape != want:
+                raise TransformError(f"cotangent {i} of the vjp of {self._name} has shape {shape}, but the "
+                                     f"output has shape {want}", user_location())
+        cts = []
+        for i in self._diff:  # aux outputs (i >= n_main) get zero cotangents
+            aval = self._out_avals[i]
+            if i < self._n_main:
+                c = ct_leaves[i]
+                cts.append(np.asarray(c, dtype=aval.dtype) if self._compiled else c)
+            else:
+                cts.append(np.zeros(aval.shape, aval.dtype) if self._compiled
+                           else P.full(aval.shape, 0, aval.dtype))
+        if self._compiled:
+            grads = self._backward(*self._residuals, *cts)
+        else:
+            grads = eval_graph(self._backward, list(self._residuals) + cts)
+        it = iter(grads)
+        return tuple(tree_unflatten(tree, [next(it) if active else np.zeros(shape, dt)
+                                           for active, shape, dt in info])
+                     for tree, info in self._primal_trees)
+
+
+def vjp(fun: Callable, *primals, has_aux: bool = False):
+    """(fun(*primals), vjp_fn) where vjp_fn(ct) returns one cotangent per primal; with has_aux,
+    (out, vjp_fn, aux). The forward runs now; vjp_fn runs only the backward part, from the saved
+    residuals."""
+    name = fun_name(fun)
+    graph, leaves, _, out_tree = trace_pytree(fun, primals)
+    if has_aux and (out_tree.node is not tuple or len(out_tree.children) != 2):
+        raise TransformError(f"vjp(has_aux=True) needs {name} to return a pair (out, aux), got {out_tree}",
+                             user_location())
+    avals = graph.in_avals
+    mask = [dtypes.is_float(a.dtype) for a in avals]
+    n_out = len(graph.outputs)
+    forward, backward, _ = split_forward_backward(vjp_graph(graph, mask), len(leaves), n_out)
+    compiled = not is_tracing()
+    if compiled:
+        from ember.backends import get_backend
+        from ember.passes.pipeline import optimize
+
+        backend = get_backend()
+        fwd_out = backend.compile(optimize(forward))(*[np.asarray(x) for x in leaves])
+        backward = backend.compile(optimize(backward))
+    else:
+        fwd_out = eval_graph(forward, list(leaves))
+    out_value = tree_unflatten(out_tree, fwd_out[:n_out])
+    flags = iter(zip(avals, mask))
+    primal_trees = []
+    for p in primals:
+        p_leaves, p_tree = tree_flatten(p)
+        primal_trees.append((p_tree, [(m, a.shape, a.dtype) for a, m in (next(flags) for _ in p_leaves)]))
+    ct_tree = out_tree.children[0] if has_aux else out_tree
+    fn = _VJPFunction(backward, fwd_out[n_out:], ct_tree, graph.out_avals, differentiable_outputs(graph),
+                      ct_tree.num_leaves, primal_trees, name, compiled)
+    return (out_value[0], fn, out_value[1]) if has_aux else (out_value, fn)
+
+
+def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """The Jacobian of `fun` w.r.t. args[argnums] by reverse mode: one vjp, batched over the rows
+    with vmap. Each entry has shape out.shape + arg.shape; the result mirrors the output's structure
+    (then the arguments')."""
+    from ember.api.batching import vmap
+
+    name = fun_name(fun)
+
+    def impl(*args):
+        nums, single = _argnums(argnums, len(args), name)
+        _active_mask(args, {}, nums, name, "jacrev")
+
+        def partial(*dyn):
+            full = list(args)
+            for i, d in zip(nums, dyn):
+                full[i] = d
+            return fun(*full)
+
+        dyn = tuple(args[i] for i in nums)
+        if has_aux:
+            out, pullback, aux = vjp(partial, *dyn, has_aux=True)
+        else:
+            out, pullback = vjp(partial, *dyn)
+        out_leaves, out_tree = tree_flatten(out)
+        rows = []
+        for j, o in enumerate(out_leaves):
+            shape = tuple(np.shape(o))
+            n = int(np.prod(shape, dtype=np.int64))
+            dt = o.dtype
+            basis = P.reshape(P.convert_element_type(P.eq(P.iota(dtypes.int_, (n, n), 0),
+                                                          P.iota(dtypes.int_, (n, n), 1)), dt), (n,) + shape)
+
+            def row_pullback(e, j=j):
+                cts = [e if k == j else P.full(np.shape(x), 0, x.dtype) for k, x in enumerate(out_leaves)]
+                return pullback(tree_unflatten(out_tree, cts))
+
+            cols = vmap(row_pullback)(basis)
+            rows.append(tree_map(lambda c, shape=shape: P.reshape(c, shape + tuple(np.shape(c))[1:]), cols))
+        per_out = [r[0] if single else r for r in rows]
+        jac = tree_unflatten(out_tree, per_out)
+        return (jac, aux) if has_aux else jac
+
+    return Transformed(impl, fun, "jacrev")
+
+
+def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """Second derivatives of scalar `fun`: jacrev of grad, so the rows are one batched backward pass."""
+    return jacrev(grad(fun, argnums), argnums)
+
+
+def stop_gradient(x):
+    """`x` (a pytree) treated as a constant by differentiation."""
+    from ember.numpy import asarray
+
+    return tree_map(lambda leaf: P.stop_gradient(asarray(leaf)), x)

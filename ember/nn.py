@@ -1,0 +1,87 @@
+"""Neural-network functions in stable formulations, and small Dense/MLP helpers."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+import ember.numpy as jnp
+from ember.api.autodiff import stop_gradient
+from ember.numpy._core import asarray, elementwise, normalize_axes
+from ember.tracer import prims as P
+
+
+def relu(x):
+    """max(x, 0); its gradient at 0 is 0 (and the backward pass reads only the output)."""
+    return jnp.maximum(x, 0)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)), computed stably (the `logistic` primitive)."""
+    return elementwise(P.logistic, "sigmoid", x, to_float=True)
+
+
+def gelu(x, approximate: bool = True):
+    """Gaussian error linear unit: the tanh approximation by default (as in JAX), or exact with erf."""
+    x = asarray(x)
+    if approximate:
+        c = math.sqrt(2.0 / math.pi)
+        return 0.5 * x * (1.0 + jnp.tanh(c * (x + 0.044715 * (x * x * x))))
+    return 0.5 * x * (1.0 + elementwise(P.erf, "gelu", x * (1.0 / math.sqrt(2.0)), to_float=True))
+
+
+def _max_shift(x, axis):
+    """The max along `axis` (kept), with infinities replaced by 0 and no gradient through it."""
+    m = stop_gradient(jnp.max(x, axis=axis, keepdims=True))
+    return jnp.where(jnp.isfinite(m), m, 0.0)
+
+
+def logsumexp(x, axis=None, keepdims: bool = False):
+    """log(sum(exp(x))) without overflow: the max is subtracted first."""
+    x = asarray(x)
+    if not np.issubdtype(x.dtype, np.floating):
+        x = x.astype(np.float32)
+    axes = normalize_axes(axis, x.ndim, "logsumexp")
+    m = _max_shift(x, axes)
+    out = jnp.log(jnp.sum(jnp.exp(x - m), axis=axes, keepdims=True)) + m
+    return out if keepdims else jnp.squeeze(out, axes)
+
+
+def softmax(x, axis: int | Sequence[int] = -1):
+    """exp(x) / sum(exp(x)) along `axis`, shifted by the max for stability."""
+    x = asarray(x)
+    e = jnp.exp(x - _max_shift(x, axis))
+    return e / jnp.sum(e, axis=axis, keepdims=True)
+
+
+def log_softmax(x, axis: int | Sequence[int] = -1):
+    """x - logsumexp(x) along `axis`, computed stably."""
+    x = asarray(x)
+    shifted = x - _max_shift(x, axis)
+    return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True))
+
+
+# --- Dense / MLP helpers --------------------------------------------------------------------------
+
+def init_mlp(sizes: Sequence[int], seed: int = 0, dtype=np.float32) -> list[tuple[np.ndarray, np.ndarray]]:
+    """[(w, b), ...] for layers sizes[0] -> sizes[1] -> ...; w is (in, out), scaled by 1/sqrt(in)."""
+    rng = np.random.default_rng(seed)
+    return [((rng.standard_normal((n_in, n_out)) / math.sqrt(n_in)).astype(dtype), np.zeros(n_out, dtype))
+            for n_in, n_out in zip(sizes[:-1], sizes[1:])]
+
+
+def dense(params, x):
+    """x @ w + b for params (w, b); x may carry leading batch axes."""
+    w, b = params
+    return x @ w + b
+
+
+def mlp(params, x, activation: Callable | None = relu):
+    """Dense layers with `activation` between them (none after the last; identity when None)."""
+    for i, layer in enumerate(params):
+        x = dense(layer, x)
+        if activation is not None and i < len(params) - 1:
+            x = activation(x)
+    return x

@@ -1,0 +1,128 @@
+"""ember.numpy: the array functions users call, with NumPy's names and semantics.
+
+Outside a traced function they compute with NumPy; inside one they stage primitives. Promotion
+follows JAX: Python scalars are weak (``x * 2.0`` keeps x's dtype), new arrays default to float32.
+"""
+
+import numpy as _np
+
+from ember.numpy import _methods, linalg
+from ember.numpy._core import asarray
+from ember.numpy._creation import (
+    arange,
+    array,
+    empty,
+    empty_like,
+    eye,
+    full,
+    full_like,
+    identity,
+    linspace,
+    ones,
+    ones_like,
+    zeros,
+    zeros_like,
+)
+from ember.numpy._indexing import take
+from ember.numpy._math import (
+    abs,
+    absolute,
+    add,
+    around,
+    bitwise_and,
+    bitwise_or,
+    ceil,
+    clip,
+    cos,
+    divide,
+    equal,
+    exp,
+    expm1,
+    floor,
+    floor_divide,
+    greater,
+    greater_equal,
+    isfinite,
+    isinf,
+    isnan,
+    less,
+    less_equal,
+    log,
+    log1p,
+    log2,
+    log10,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    maximum,
+    minimum,
+    mod,
+    multiply,
+    negative,
+    not_equal,
+    positive,
+    power,
+    reciprocal,
+    remainder,
+    round,
+    sign,
+    sin,
+    sqrt,
+    square,
+    subtract,
+    tanh,
+    true_divide,
+    where,
+)
+from ember.numpy._products import dot, einsum, inner, matmul, outer, tensordot, vdot
+from ember.numpy._reductions import all, amax, amin, any, argmax, argmin, max, mean, min, prod, std, sum, var
+from ember.numpy._shape import (
+    atleast_1d,
+    atleast_2d,
+    broadcast_arrays,
+    broadcast_to,
+    concatenate,
+    expand_dims,
+    flip,
+    hstack,
+    moveaxis,
+    ndim,
+    ravel,
+    reshape,
+    shape,
+    size,
+    split,
+    squeeze,
+    stack,
+    swapaxes,
+    transpose,
+    vstack,
+)
+
+_methods.install()
+
+bool_ = _np.bool_
+int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
+uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
+float16, float32, float64 = _np.float16, _np.float32, _np.float64
+dtype = _np.dtype
+pi, e, inf, nan = _np.pi, _np.e, _np.inf, _np.nan
+newaxis = None
+ndarray = _np.ndarray
+
+__all__ = [
+    "linalg", "asarray", "arange", "array", "empty", "empty_like", "eye", "full", "full_like", "identity",
+    "linspace", "ones", "ones_like", "zeros", "zeros_like", "take", "abs", "absolute", "add", "around",
+    "bitwise_and", "bitwise_or", "ceil", "clip", "cos", "divide", "equal", "exp", "expm1", "floor",
+    "floor_divide", "greater", "greater_equal", "isfinite", "isinf", "isnan", "less", "less_equal", "log",
+    "log1p", "log2", "log10", "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum",
+    "mod", "multiply", "negative", "not_equal", "positive", "power", "reciprocal", "remainder", "round",
+    "sign", "sin", "sqrt", "square", "subtract", "tanh", "true_divide", "where", "dot", "einsum", "inner",
+    "matmul", "outer", "tensordot", "vdot", "all", "amax", "amin", "any", "argmax", "argmin", "max", "mean",
+    "min", "prod", "std", "sum", "var", "atleast_1d", "atleast_2d", "broadcast_arrays", "broadcast_to",
+    "concatenate", "expand_dims", "flip", "hstack", "moveaxis", "ndim", "ravel", "reshape", "shape", "size",
+    "split", "squeeze", "stack", "swapaxes", "transpose", "vstack", "bool_", "int8", "int16", "int32",
+    "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64", "dtype", "pi", "e",
+    "inf", "nan", "newaxis", "ndarray",
+]

@@ -1,0 +1,182 @@
+"""What every ember.numpy function does first: turn operands into arrays, promote dtypes (weak
+Python scalars included) and broadcast shapes, raising errors that name the function and the user's
+line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ember.errors import ShapeError, user_location
+from ember.tracer import dtypes
+from ember.tracer import prims as P
+from ember.tracer.aval import ShapedArray
+from ember.tracer.trace import Tracer
+
+Array = Tracer | np.ndarray
+_SCALARS = (bool, int, float)
+
+
+def is_scalar(x) -> bool:
+    return isinstance(x, _SCALARS) or isinstance(x, np.generic)
+
+
+def dtype_weak(x) -> tuple[np.dtype, bool]:
+    """(dtype, weak) of an operand: Python scalars are weak, everything else strong."""
+    if isinstance(x, Tracer):
+        return x.dtype, x.weak_type
+    if isinstance(x, (np.ndarray, np.generic)):
+        return dtypes.canonicalize(x.dtype), False
+    if isinstance(x, _SCALARS):
+        return dtypes.scalar_dtype(x)
+    x = asarray(x)
+    return dtype_weak(x)
+
+
+def aval_of(x) -> ShapedArray:
+    dt, weak = dtype_weak(x)
+    return ShapedArray(np.shape(x) if not isinstance(x, Tracer) else x.shape, dt, weak)
+
+
+def _list_dtype(x) -> np.dtype | None:
+    """Default dtype of a nested list of Python scalars (float32/int32/bool), None if it holds arrays."""
+    kinds = set()
+    stack = [x]
+    while stack:
+        y = stack.pop()
+        if isinstance(y, (list, tuple)):
+            stack.extend(y)
+        elif isinstance(y, bool):
+            kinds.add(0)
+        elif isinstance(y, int):
+            kinds.add(1)
+        elif isinstance(y, float):
+            kinds.add(2)
+        else:
+            return None
+    return {0: dtypes.bool_, 1: dtypes.int_, 2: dtypes.float_}[max(kinds)] if kinds else dtypes.float_
+
+
+def _contains_tracer(x) -> bool:
+    if isinstance(x, Tracer):
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(_contains_tracer(y) for y in x)
+    return False
+
+
+def asarray(x, dtype=None) -> Array:
+    """`x` as an array (a Tracer while tracing, else a NumPy array), optionally converted to `dtype`.
+
+    Python scalars and lists of them default to float32/int32/bool, as in JAX.
+    """
+    want = dtypes.canonicalize(dtype) if dtype is not None else None
+    if isinstance(x, Tracer):
+        return x if want is None else P.convert_element_type(x, want)
+    if isinstance(x, (list, tuple)) and _contains_tracer(x):
+        from ember.numpy._shape import stack
+
+        return stack([asarray(y, want) for y in x])
+    if isinstance(x, np.ndarray):
+        arr = x
+    elif isinstance(x, (list, tuple)):
+        arr = np.array(x, dtype=want or _list_dtype(x))
+    elif isinstance(x, _SCALARS):
+        arr = np.asarray(x, dtype=want or dtypes.scalar_dtype(x)[0])
+    elif isinstance(x, np.generic):
+        arr = np.asarray(x)
+    elif hasattr(x, "__array__"):
+        arr = np.asarray(x)
+    else:
+        raise TypeError(f"cannot convert {type(x).__name__} to an array (at {user_location()})")
+    target = want or dtypes.canonicalize(arr.dtype)
+    return arr if arr.dtype == target else arr.astype(target)
+
+
+def promote(*xs, name: str = "op") -> list:
+    """Operands converted to their common dtype; Python scalars become NumPy scalars of it."""
+    dts = [dtype_weak(x) for x in xs]
+    target, _ = dtypes.result_type(*dts)
+    return [to_dtype(x, target) for x in xs]
+
+
+def to_dtype(x, dtype: np.dtype):
+    if isinstance(x, _SCALARS):
+        return np.asarray(x, dtype=dtype)[()]
+    if isinstance(x, np.generic):
+        return x if x.dtype == dtype else np.asarray(x, dtype=dtype)[()]
+    if isinstance(x, (list, tuple)):
+        x = asarray(x)
+    if x.dtype == dtype:
+        return x
+    return P.convert_element_type(x, dtype)
+
+
+def shape_of(x) -> tuple[int, ...]:
+    return x.shape if isinstance(x, (Tracer, np.ndarray)) else np.shape(x)
+
+
+def broadcast_shapes(*shapes: Sequence[int], name: str = "broadcast") -> tuple[int, ...]:
+    """NumPy's broadcasting of shapes, with an error that names the operation and shapes."""
+    nd = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(nd):
+        size = 1
+        for s in shapes:
+            d = s[i - nd + len(s)] if i - nd + len(s) >= 0 else 1
+            if d != 1:
+                if size != 1 and d != size:
+                    shown = " and ".join(str(tuple(s)) for s in shapes)
+                    raise ShapeError(f"{name}: shapes {shown} cannot be broadcast together "
+                                     f"(axis {i - nd} has sizes {size} and {d})", user_location())
+                size = d
+        out.append(size)
+    return tuple(out)
+
+
+def broadcast_to_shape(x, shape: tuple[int, ...]):
+    """Broadcast `x` to `shape` unless it is 0-d (elementwise primitives broadcast scalars)."""
+    s = shape_of(x)
+    if s == shape or len(s) == 0:
+        return x
+    return P.broadcast_to(x, shape)
+
+
+def elementwise(prim_fn, name: str, *xs, to_float: bool = False):
+    """Promote, optionally convert integers to the default float, broadcast and apply `prim_fn`."""
+    xs = [asarray(x) if isinstance(x, (list, tuple)) else x for x in xs]
+    dts = [dtype_weak(x) for x in xs]
+    target, _ = dtypes.result_type(*dts)
+    if to_float and not dtypes.is_float(target):
+        target = dtypes.float_
+    xs = [to_dtype(x, target) for x in xs]
+    if len(xs) > 1:
+        shape = broadcast_shapes(*(shape_of(x) for x in xs), name=name)
+        xs = [broadcast_to_shape(x, shape) for x in xs]
+    return prim_fn(*xs)
+
+
+def normalize_axis(axis: int, ndim: int, name: str) -> int:
+    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise ShapeError(f"{name}: axis {axis} is out of bounds for an array of dimension {ndim}",
+                         user_location())
+    return axis % ndim if ndim else 0
+
+
+def normalize_axes(axis, ndim: int, name: str) -> tuple[int, ...]:
+    """`axis` (None, an int or a tuple) as sorted non-negative axes; None means all."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        a = int(a)
+        if not -ndim <= a < ndim:
+            raise ShapeError(f"{name}: axis {a} is out of bounds for an array of dimension {ndim}",
+                             user_location())
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{name}: repeated axis in {axis}", user_location())
+    return tuple(sorted(out))

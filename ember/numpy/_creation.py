@@ -1,0 +1,132 @@
+"""Array creation: array, zeros, ones, full, *_like, arange, linspace, eye. New arrays default to
+float32 (int32 for integer ranges), as in JAX. Inside a trace they become nodes, not big constants.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ember.errors import ConcretizationError, user_location
+from ember.numpy._core import asarray, dtype_weak, is_scalar, shape_of, to_dtype
+from ember.tracer import dtypes
+from ember.tracer import prims as P
+from ember.tracer.trace import Tracer, is_tracing
+
+
+def array(object, dtype=None, copy: bool = True):
+    """An array from `object` (nested lists may hold traced values); copies NumPy input by default."""
+    out = asarray(object, dtype)
+    if copy and isinstance(out, np.ndarray) and out is object:
+        out = out.copy()
+    return out
+
+
+def _shape(shape) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    try:
+        return tuple(int(d) for d in shape)
+    except ConcretizationError:
+        raise
+    except TypeError:
+        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+
+
+def full(shape, fill_value, dtype=None):
+    """An array of `shape` filled with `fill_value` (which may be a traced scalar or broadcast)."""
+    shape = _shape(shape)
+    dt = dtypes.canonicalize(dtype) if dtype is not None else dtype_weak(fill_value)[0]
+    if is_scalar(fill_value):
+        return P.full(shape, fill_value, dt)
+    return P.broadcast_to(to_dtype(asarray(fill_value), dt), shape)
+
+
+def zeros(shape, dtype=None):
+    return P.full(_shape(shape), 0, dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_)
+
+
+def ones(shape, dtype=None):
+    return P.full(_shape(shape), 1, dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_)
+
+
+empty = zeros
+
+
+def _like(a, dtype, shape):
+    dt = dtypes.canonicalize(dtype) if dtype is not None else dtype_weak(a)[0]
+    return dt, (_shape(shape) if shape is not None else shape_of(asarray(a) if isinstance(a, list) else a))
+
+
+def zeros_like(a, dtype=None, shape=None):
+    dt, s = _like(a, dtype, shape)
+    return P.full(s, 0, dt)
+
+
+def ones_like(a, dtype=None, shape=None):
+    dt, s = _like(a, dtype, shape)
+    return P.full(s, 1, dt)
+
+
+def full_like(a, fill_value, dtype=None, shape=None):
+    dt, s = _like(a, dtype, shape)
+    return full(s, fill_value, dt)
+
+
+empty_like = zeros_like
+
+
+def _static_number(x, name: str, arg: str):
+    if isinstance(x, Tracer):
+        raise ConcretizationError(f"{name}: `{arg}` must be a concrete Python number, not a traced value "
+                                  "(array shapes are fixed when a function is traced)", user_location())
+    return x
+
+
+def arange(start, stop=None, step=None, dtype=None):
+    """Evenly spaced values in [start, stop); integers default to int32 and floats to float32."""
+    for v, n in ((start, "start"), (stop, "stop"), (step, "step")):
+        _static_number(v, "arange", n)
+    if stop is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    if dtype is None:
+        is_int = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (start, stop, step))
+        dt = dtypes.int_ if is_int else dtypes.float_
+    else:
+        dt = dtypes.canonicalize(dtype)
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    n = max(0, math.ceil((stop - start) / step))
+    if not is_tracing():
+        return np.arange(start, stop, step).astype(dt)[:n]
+    out = P.iota(dt if not dtypes.is_bool(dt) else dtypes.int_, (n,), 0)
+    if step != 1:
+        out = P.mul(out, step)
+    if start != 0:
+        out = P.add(out, start)
+    return P.convert_element_type(out, dt)
+
+
+def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None):
+    """`num` evenly spaced values from start to stop (concrete bounds), as numpy.linspace."""
+    _static_number(start, "linspace", "start")
+    _static_number(stop, "linspace", "stop")
+    dt = dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_
+    return asarray(np.linspace(start, stop, num, endpoint=endpoint).astype(dt))
+
+
+def eye(N: int, M: int | None = None, k: int = 0, dtype=None):
+    """Ones on the k-th diagonal of an N x M matrix."""
+    M = N if M is None else M
+    dt = dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_
+    if not is_tracing():
+        return np.eye(N, M, k, dtype=dt)
+    rows = P.iota(dtypes.int_, (N, M), 0)
+    cols = P.iota(dtypes.int_, (N, M), 1)
+    return P.convert_element_type(P.eq(P.add(rows, k) if k else rows, cols), dt)
+
+
+def identity(n: int, dtype=None):
+    return eye(n, dtype=dtype)

@@ -1,0 +1,233 @@
+"""NumPy indexing on arrays and tracers: `x[key]`, `take`, and JAX's functional `x.at[key].set/add`.
+
+Basic indices (ints, slices, None, Ellipsis) become `slice`/`rev`/`reshape`; integer arrays (and
+ints mixed with them) become one `gather`, placed where NumPy puts advanced-index axes. Concrete
+indices are bounds-checked (IndexError); traced ones wrap negatives and clamp, as in JAX.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ember.errors import ConcretizationError, ShapeError, user_location
+from ember.numpy._core import asarray, broadcast_shapes, shape_of
+from ember.tracer import dtypes
+from ember.tracer import prims as P
+from ember.tracer.trace import Tracer
+
+
+def _is_int_scalar(k) -> bool:
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+
+
+def _normalize_key(key, ndim: int) -> list:
+    """Key entries as ints, slices, None or integer arrays, with Ellipsis expanded and concrete
+    boolean masks turned into integer arrays."""
+    key = list(key) if isinstance(key, tuple) else [key]
+    items = []
+    for k in key:
+        if isinstance(k, (list, tuple)):
+            k = np.asarray(k) if not any(isinstance(e, Tracer) for e in k) else asarray(k)
+        if isinstance(k, np.ndarray) and k.dtype == np.bool_:
+            items.extend(np.nonzero(k))
+            continue
+        if isinstance(k, Tracer) and dtypes.is_bool(k.dtype):
+            raise ConcretizationError(
+                "indexing with a traced boolean mask gives a result whose shape depends on the data, "
+                "which ember cannot trace; use ember.numpy.where(mask, x, 0) (or a concrete NumPy mask)",
+                user_location())
+        if isinstance(k, (Tracer, np.ndarray)) and not (dtypes.is_int(k.dtype) or dtypes.is_bool(k.dtype)):
+            raise IndexError(f"arrays used as indices must be of integer type, got {k.dtype}")
+        if isinstance(k, (bool, np.bool_)):
+            raise IndexError("boolean scalars are not supported as indices")
+        if not (_is_int_scalar(k) or k is None or k is Ellipsis or isinstance(k, (slice, Tracer, np.ndarray))):
+            raise IndexError(f"only integers, slices, None, Ellipsis and integer arrays are valid indices; "
+                             f"got {type(k).__name__}")
+        items.append(k)
+    n_ell = sum(1 for k in items if k is Ellipsis)
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    consumed = sum(1 for k in items if k is not None and k is not Ellipsis)
+    if consumed > ndim:
+        raise IndexError(f"too many indices for array: array is {ndim}-dimensional, but {consumed} were "
+                         "indexed")
+    if n_ell:
+        i = items.index(Ellipsis)
+        items[i:i + 1] = [slice(None)] * (ndim - consumed)
+    else:
+        items += [slice(None)] * (ndim - consumed)
+    return items
+
+
+def _check_int(i: int, dim: int, axis: int) -> int:
+    if not -dim <= i < dim:
+        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {dim}")
+    return i % dim
+
+
+def getitem(x, key):
+    """x[key] with NumPy semantics."""
+    x = asarray(x)
+    items = _normalize_key(key, len(x.shape))
+    # None inserts a unit axis; afterwards every entry consumes exactly one axis.
+    if any(k is None for k in items):
+        it = iter(x.shape)
+        x = P.reshape(x, tuple(1 if k is None else next(it) for k in items))
+        items = [slice(None) if k is None else k for k in items]
+    is_adv = [isinstance(k, (Tracer, np.ndarray)) for k in items]
+    if not any(is_adv):
+        return _basic(x, items)
+    return _advanced(x, items, is_adv)
+
+
+def _basic(x, items):
+    start, limit, strides, flip, out_shape = [], [], [], [], []
+    for axis, (k, dim) in enumerate(zip(items, x.shape)):
+        if _is_int_scalar(k):
+            i = _check_int(int(k), dim, axis)
+            start.append(i)
+            limit.append(i + 1)
+            strides.append(1)
+            continue
+        lo, hi, step = k.indices(dim)
+        r = range(lo, hi, step)
+        n = len(r)
+        if step > 0 or n == 0:
+            s, l, st = (r.start, r.start + (n - 1) * step + 1, step) if n else (0, 0, 1)
+        else:
+            s, l, st = r[-1], r[0] + 1, -step
+            flip.append(axis)
+        start.append(s)
+        limit.append(l)
+        strides.append(st)
+        out_shape.append(n)
+    out = P.slice(x, start, limit, strides)
+    out = P.rev(out, flip)
+    return P.reshape(out, tuple(out_shape))
+
+
+def _index_array(k, dim: int, axis: int):
+    """An advanced index as an integer array with negative entries wrapped (and checked if concrete)."""
+    if _is_int_scalar(k):
+        return np.asarray(_check_int(int(k), dim, axis), dtype=np.int32)
+    if isinstance(k, np.ndarray):
+        if k.size and (k.min() < -dim or k.max() >= dim):
+            bad = k[(k < -dim) | (k >= dim)].flat[0]
+            raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {dim}")
+        return np.where(k < 0, k + dim, k).astype(np.int64 if dim >= 2**31 else np.int32)
+    if k.dtype.kind == "i":
+        return P.select(P.lt(k, 0), P.add(k, dim), k)
+    return k
+
+
+def _advanced(x, items, is_adv):
+    # Slice (and flip) the non-advanced axes first; they keep their positions.
+    basic_items = [slice(None) if a else k for k, a in zip(items, is_adv)]
+    x = _basic(x, basic_items)
+    adv_axes = [i for i, a in enumerate(is_adv) if a]
+    idx = [_index_array(items[i], x.shape[i], i) for i in adv_axes]
+    n_shape = broadcast_shapes(*(shape_of(i) for i in idx), name="indexing")
+    itype = np.dtype(np.int64) if any(getattr(i, "dtype", None) == np.int64 for i in idx) else np.dtype(np.int32)
+    cols = [P.reshape(P.broadcast_to(P.convert_element_type(i, itype), n_shape), n_shape + (1,)) for i in idx]
+    indices = P.concatenate(cols, len(n_shape)) if len(cols) > 1 else cols[0]
+    rest = [i for i in range(len(x.shape)) if i not in adv_axes]
+    x = P.transpose(x, tuple(adv_axes) + tuple(rest))
+    out = P.gather(x, indices)  # n_shape + rest
+    contiguous = adv_axes == list(range(adv_axes[0], adv_axes[-1] + 1))
+    if contiguous and adv_axes[0] > 0:
+        nb, first = len(n_shape), adv_axes[0]
+        perm = tuple(range(nb, nb + first)) + tuple(range(nb)) + tuple(range(nb + first, len(out.shape)))
+        out = P.transpose(out, perm)
+    return out
+
+
+def take(a, indices, axis: int | None = None):
+    """Elements of `a` at `indices` along `axis` (of the flattened array when None)."""
+    a = asarray(a)
+    if axis is None:
+        a, axis = P.reshape(a, (math.prod(a.shape),)), 0
+    nd = len(a.shape)
+    if not -nd <= axis < nd:
+        raise ShapeError(f"take: axis {axis} is out of bounds for an array of dimension {nd}", user_location())
+    axis %= nd
+    indices = np.asarray(indices) if isinstance(indices, (list, tuple, int, np.integer)) else indices
+    key = (slice(None),) * axis + (indices,)
+    return getitem(a, key)
+
+
+# --- functional updates: x.at[key].set(v) ---------------------------------------------------------
+
+def _has_tracer(key) -> bool:
+    key = key if isinstance(key, tuple) else (key,)
+    return any(isinstance(k, Tracer) or (isinstance(k, (list, tuple)) and _has_tracer(tuple(k))) for k in key)
+
+
+def _flat_positions(shape, key):
+    """The flat position in an array of `shape` of every element `x[key]` selects."""
+    n = math.prod(shape)
+    itype = np.int32 if n < 2**31 else np.int64
+    if not _has_tracer(key):
+        return np.arange(n, dtype=itype).reshape(shape)[key]
+    pos = None
+    stride = 1
+    for axis in reversed(range(len(shape))):
+        term = P.iota(itype, shape, axis)
+        term = P.mul(term, stride) if stride != 1 else term
+        pos = term if pos is None else P.add(pos, term)
+        stride *= shape[axis]
+    if pos is None:
+        pos = np.zeros((), itype)
+    return getitem(pos, key)
+
+
+class _IndexUpdateRef:
+    __slots__ = ("array", "key")
+
+    def __init__(self, array, key):
+        self.array, self.key = array, key
+
+    def get(self):
+        return getitem(self.array, self.key)
+
+    def set(self, values):
+        """A copy of the array with x[key] = values (duplicated indices: one of the values wins)."""
+        return self._update(P.scatter, values)
+
+    def add(self, values):
+        """A copy of the array with values added at x[key] (duplicated indices accumulate)."""
+        return self._update(P.scatter_add, values)
+
+    def _update(self, prim_fn, values):
+        from ember.numpy._core import to_dtype
+
+        x = asarray(self.array)
+        pos = _flat_positions(x.shape, self.key)
+        pos_shape = shape_of(pos)
+        values = asarray(values) if not isinstance(values, (int, float, bool)) else values
+        values = to_dtype(values, x.dtype)
+        if len(shape_of(values)) > len(pos_shape) or broadcast_shapes(shape_of(values), pos_shape,
+                                                                       name="at[].set") != pos_shape:
+            raise ShapeError(f"at[...]: values of shape {shape_of(values)} cannot be broadcast to the "
+                             f"indexed shape {pos_shape}", user_location())
+        values = P.broadcast_to(values, pos_shape) if shape_of(values) != pos_shape else values
+        m = math.prod(pos_shape)
+        flat_x = P.reshape(x, (math.prod(x.shape),))
+        out = prim_fn(flat_x, P.reshape(pos, (m, 1)), P.reshape(values, (m,)))
+        return P.reshape(out, x.shape)
+
+
+class _IndexUpdateHelper:
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getitem__(self, key):
+        return _IndexUpdateRef(self.array, key)
+
+
+def at(x) -> _IndexUpdateHelper:
+    return _IndexUpdateHelper(x)
+

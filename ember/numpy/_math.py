@@ -1,0 +1,196 @@
+"""Elementwise functions with NumPy's names, broadcasting and promotion (weak Python scalars)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ember.numpy._core import asarray, broadcast_shapes, broadcast_to_shape, dtype_weak, elementwise, shape_of, to_dtype
+from ember.tracer import dtypes
+from ember.tracer import prims as P
+
+
+def _unary(prim_fn, name: str, to_float: bool = False):
+    def fn(x):
+        return elementwise(prim_fn, name, x, to_float=to_float)
+
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {name}, as numpy.{name}."
+    return fn
+
+
+def _binary(prim_fn, name: str, to_float: bool = False):
+    def fn(x1, x2):
+        return elementwise(prim_fn, name, x1, x2, to_float=to_float)
+
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {name} with broadcasting, as numpy.{name}."
+    return fn
+
+
+exp = _unary(P.exp, "exp", True)
+log = _unary(P.log, "log", True)
+log1p = _unary(P.log1p, "log1p", True)
+expm1 = _unary(P.expm1, "expm1", True)
+tanh = _unary(P.tanh, "tanh", True)
+sin = _unary(P.sin, "sin", True)
+cos = _unary(P.cos, "cos", True)
+sqrt = _unary(P.sqrt, "sqrt", True)
+floor = _unary(P.floor, "floor", True)
+ceil = _unary(P.ceil, "ceil", True)
+isfinite = _unary(P.is_finite, "isfinite", True)
+negative = _unary(P.neg, "negative")
+sign = _unary(P.sign, "sign")
+
+add = _binary(P.add, "add")
+subtract = _binary(P.sub, "subtract")
+multiply = _binary(P.mul, "multiply")
+divide = _binary(P.div, "divide", True)
+true_divide = divide
+power = _binary(P.pow, "power")
+maximum = _binary(P.maximum, "maximum")
+minimum = _binary(P.minimum, "minimum")
+equal = _binary(P.eq, "equal")
+not_equal = _binary(P.ne, "not_equal")
+less = _binary(P.lt, "less")
+less_equal = _binary(P.le, "less_equal")
+greater = _binary(P.gt, "greater")
+greater_equal = _binary(P.ge, "greater_equal")
+bitwise_and = _binary(P.and_, "bitwise_and")
+bitwise_or = _binary(P.or_, "bitwise_or")
+
+
+def abs(x):
+    """Absolute value (bool arrays are returned unchanged)."""
+    x = asarray(x) if isinstance(x, (list, tuple)) else x
+    if dtype_weak(x)[0] == dtypes.bool_:
+        return asarray(x)
+    return elementwise(P.abs, "abs", x)
+
+
+absolute = abs
+
+
+def positive(x):
+    return asarray(x)
+
+
+def square(x):
+    return elementwise(lambda a: P.mul(a, a), "square", x)
+
+
+def reciprocal(x):
+    return divide(1.0, x) if dtypes.is_float(dtype_weak(x)[0]) else divide(1, x)
+
+
+def log2(x):
+    return multiply(log(x), 1.0 / math.log(2.0))
+
+
+def log10(x):
+    return multiply(log(x), 1.0 / math.log(10.0))
+
+
+def round(a, decimals: int = 0):
+    """Round half to even, as numpy.round."""
+    a = asarray(a) if isinstance(a, (list, tuple)) else a
+    if not dtypes.is_float(dtype_weak(a)[0]):
+        return asarray(a)
+    if decimals == 0:
+        return elementwise(P.round, "round", a)
+    scale = 10.0 ** decimals
+    return divide(elementwise(P.round, "round", multiply(a, scale)), scale)
+
+
+around = round
+
+
+def isnan(x):
+    return not_equal(x, x)
+
+
+def isinf(x):
+    x = asarray(x) if isinstance(x, (list, tuple)) else x
+    if not dtypes.is_float(dtype_weak(x)[0]):
+        return not_equal(x, x)
+    return equal(abs(x), np.inf)
+
+
+def logical_not(x):
+    return elementwise(P.not_, "logical_not", _to_bool(x))
+
+
+def logical_and(x1, x2):
+    return elementwise(P.and_, "logical_and", _to_bool(x1), _to_bool(x2))
+
+
+def logical_or(x1, x2):
+    return elementwise(P.or_, "logical_or", _to_bool(x1), _to_bool(x2))
+
+
+def logical_xor(x1, x2):
+    return elementwise(P.ne, "logical_xor", _to_bool(x1), _to_bool(x2))
+
+
+def _to_bool(x):
+    x = asarray(x) if isinstance(x, (list, tuple)) else x
+    if isinstance(x, (bool, np.bool_)):
+        return x
+    if dtype_weak(x)[0] == dtypes.bool_:
+        return x
+    return not_equal(x, 0)
+
+
+def floor_divide(x1, x2):
+    """Division rounded toward -inf, as numpy.floor_divide (and the // operator)."""
+    x1, x2 = _promoted(x1, x2)
+    if dtypes.is_float(dtype_weak(x1)[0]):
+        return floor(divide(x1, x2))
+    q = elementwise(P.div, "floor_divide", x1, x2)  # integer div truncates toward zero
+    r = subtract(x1, multiply(q, x2))
+    fix = logical_and(not_equal(r, 0), not_equal(less(r, 0), less(x2, 0)))
+    return subtract(q, where(fix, 1, 0))
+
+
+def remainder(x1, x2):
+    """Remainder with the sign of the divisor, as numpy.remainder (and the % operator)."""
+    x1, x2 = _promoted(x1, x2)
+    if dtypes.is_float(dtype_weak(x1)[0]):
+        return subtract(x1, multiply(floor(divide(x1, x2)), x2))
+    return subtract(x1, multiply(floor_divide(x1, x2), x2))
+
+
+mod = remainder
+
+
+def _promoted(*xs):
+    xs = [asarray(x) if isinstance(x, (list, tuple)) else x for x in xs]
+    target, _ = dtypes.result_type(*(dtype_weak(x) for x in xs))
+    return [to_dtype(x, target) for x in xs]
+
+
+def where(condition, x=None, y=None):
+    """Elementwise choice: x where condition holds, else y (all three broadcast together)."""
+    if x is None or y is None:
+        from ember.errors import ShapeError, user_location
+
+        raise ShapeError("where(condition) without x and y returns data-dependent shapes, which "
+                         "ember cannot trace; pass both x and y", user_location())
+    cond = _to_bool(condition)
+    x, y = _promoted(x, y)
+    shape = broadcast_shapes(shape_of(cond), shape_of(x), shape_of(y), name="where")
+    return P.select(broadcast_to_shape(cond, shape), broadcast_to_shape(x, shape),
+                    broadcast_to_shape(y, shape))
+
+
+def clip(a, a_min=None, a_max=None):
+    """Limit values to [a_min, a_max]; either bound may be None."""
+    if a_min is None and a_max is None:
+        raise ValueError("clip: at least one of a_min and a_max must be given")
+    out = a
+    if a_min is not None:
+        out = maximum(out, a_min)
+    if a_max is not None:
+        out = minimum(out, a_max)
+    return out

@@ -1,0 +1,93 @@
+"""NumPy-style operators and methods of Tracer, forwarded to ember.numpy (installed at import)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.errors import ConcretizationError, user_location
+from ember.numpy import _indexing, _math, _products, _reductions, _shape
+from ember.numpy._core import to_dtype
+from ember.tracer import dtypes
+from ember.tracer import prims as P
+from ember.tracer.trace import Tracer
+
+_OPERANDS = (Tracer, np.ndarray, np.generic, bool, int, float, list, tuple)
+
+
+def _binop(fn, reflected: bool = False):
+    def method(self, other):
+        if not isinstance(other, _OPERANDS):
+            return NotImplemented
+        return fn(other, self) if reflected else fn(self, other)
+
+    return method
+
+
+def _astype(self, dtype, copy: bool = True):
+    return to_dtype(self, dtypes.canonicalize(dtype))
+
+
+def _reshape(self, *shape, order: str = "C"):
+    if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+        shape = shape[0]
+    return _shape.reshape(self, shape, order)
+
+
+def _transpose(self, *axes):
+    if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+        axes = axes[0]
+    return _shape.transpose(self, axes or None)
+
+
+def _item(self, *args):
+    raise ConcretizationError("item()/tolist() need the value of a traced array, which is unknown while "
+                              "tracing; return the array from the function instead", user_location())
+
+
+_METHODS = {
+    "__add__": _binop(_math.add), "__radd__": _binop(_math.add, True),
+    "__sub__": _binop(_math.subtract), "__rsub__": _binop(_math.subtract, True),
+    "__mul__": _binop(_math.multiply), "__rmul__": _binop(_math.multiply, True),
+    "__truediv__": _binop(_math.divide), "__rtruediv__": _binop(_math.divide, True),
+    "__floordiv__": _binop(_math.floor_divide), "__rfloordiv__": _binop(_math.floor_divide, True),
+    "__mod__": _binop(_math.remainder), "__rmod__": _binop(_math.remainder, True),
+    "__pow__": _binop(_math.power), "__rpow__": _binop(_math.power, True),
+    "__matmul__": _binop(_products.matmul), "__rmatmul__": _binop(_products.matmul, True),
+    "__and__": _binop(_math.bitwise_and), "__rand__": _binop(_math.bitwise_and, True),
+    "__or__": _binop(_math.bitwise_or), "__ror__": _binop(_math.bitwise_or, True),
+    "__lt__": _binop(_math.less), "__le__": _binop(_math.less_equal),
+    "__gt__": _binop(_math.greater), "__ge__": _binop(_math.greater_equal),
+    "__eq__": _binop(_math.equal), "__ne__": _binop(_math.not_equal),
+    "__neg__": lambda self: _math.negative(self),
+    "__pos__": lambda self: self,
+    "__abs__": lambda self: _math.abs(self),
+    "__invert__": lambda self: P.not_(self),
+    "__getitem__": _indexing.getitem,
+    "astype": _astype,
+    "reshape": _reshape,
+    "transpose": _transpose,
+    "sum": _reductions.sum, "mean": _reductions.mean, "prod": _reductions.prod,
+    "max": _reductions.max, "min": _reductions.min,
+    "argmax": _reductions.argmax, "argmin": _reductions.argmin,
+    "var": _reductions.var, "std": _reductions.std,
+    "all": _reductions.all, "any": _reductions.any,
+    "squeeze": _shape.squeeze, "ravel": _shape.ravel, "flatten": _shape.ravel,
+    "swapaxes": _shape.swapaxes,
+    "clip": _math.clip, "dot": _products.dot, "round": _math.round,
+    "copy": lambda self: self, "conj": lambda self: self,
+    "item": _item, "tolist": _item,
+}
+
+_PROPERTIES = {
+    "T": property(lambda self: _shape.transpose(self)),
+    "at": property(lambda self: _indexing.at(self)),
+    "real": property(lambda self: self),
+}
+
+
+def install() -> None:
+    for name, fn in _METHODS.items():
+        setattr(Tracer, name, fn)
+    for name, prop in _PROPERTIES.items():
+        setattr(Tracer, name, prop)
+    Tracer.__hash__ = None  # arrays compare elementwise, so they are unhashable (as in JAX/NumPy)

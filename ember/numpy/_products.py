@@ -1,0 +1,232 @@
+"""Products: matmul, dot, vdot, inner, outer, tensordot and einsum, all lowered to one dot_general
+(plus layout ops) so later passes see a single contraction."""
+
+from __future__ import annotations
+
+import math
+import string
+
+import numpy as np
+
+from ember.errors import ShapeError, user_location
+from ember.numpy._core import asarray, broadcast_shapes, dtype_weak, normalize_axis, to_dtype
+from ember.numpy._math import multiply
+from ember.tracer import dtypes
+from ember.tracer import prims as P
+
+
+def _promote_pair(a, b, name):
+    a, b = asarray(a), asarray(b)
+    target, _ = dtypes.result_type(dtype_weak(a), dtype_weak(b))
+    if dtypes.is_bool(target):
+        target = dtypes.int_
+    return to_dtype(a, target), to_dtype(b, target)
+
+
+def _mismatch(name, a, b, ax_a, ax_b):
+    raise ShapeError(f"{name}: operand shapes {a.shape} and {b.shape} do not align (axis {ax_a} of the "
+                     f"first has size {a.shape[ax_a]}, axis {ax_b} of the second has {b.shape[ax_b]})",
+                     user_location())
+
+
+def matmul(a, b):
+    """Matrix product with NumPy's rules: 1-D operands are promoted, batch axes broadcast."""
+    a, b = _promote_pair(a, b, "matmul")
+    if len(a.shape) == 0 or len(b.shape) == 0:
+        raise ShapeError("matmul: operands must not be 0-d (use multiply or *)", user_location())
+    a_vec, b_vec = len(a.shape) == 1, len(b.shape) == 1
+    if a_vec:
+        a = P.reshape(a, (1,) + a.shape)
+    if b_vec:
+        b = P.reshape(b, b.shape + (1,))
+    if a.shape[-1] != b.shape[-2]:
+        _mismatch("matmul", a, b, len(a.shape) - 1, len(b.shape) - 2)
+    na, nb = len(a.shape), len(b.shape)
+    if nb == 2:  # weights without batch axes: contract directly, no broadcast of b
+        out = P.dot_general(a, b, (((na - 1,), (0,)), ((), ())))
+    elif na == 2:
+        out = P.dot_general(a, b, (((1,), (nb - 2,)), ((), ())))  # (n, batch..., m)
+        out = P.transpose(out, tuple(range(1, nb - 1)) + (0, nb - 1))
+    else:
+        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], name="matmul")
+        a = P.broadcast_to(a, batch + a.shape[-2:])
+        b = P.broadcast_to(b, batch + b.shape[-2:])
+        k = len(batch)
+        out = P.dot_general(a, b, (((k + 1,), (k,)), (tuple(range(k)), tuple(range(k)))))
+    if a_vec:
+        out = P.reshape(out, out.shape[:-2] + out.shape[-1:])
+    if b_vec:
+        out = P.reshape(out, out.shape[:-1])
+    return out
+
+
+def dot(a, b):
+    """numpy.dot: products of scalars, inner products of vectors, sum over a's last and b's
+    second-to-last axis otherwise."""
+    a, b = _promote_pair(a, b, "dot")
+    if len(a.shape) == 0 or len(b.shape) == 0:
+        return multiply(a, b)
+    ax_b = 0 if len(b.shape) == 1 else len(b.shape) - 2
+    if a.shape[-1] != b.shape[ax_b]:
+        _mismatch("dot", a, b, len(a.shape) - 1, ax_b)
+    return P.dot_general(a, b, (((len(a.shape) - 1,), (ax_b,)), ((), ())))
+
+
+def inner(a, b):
+    a, b = _promote_pair(a, b, "inner")
+    if len(a.shape) == 0 or len(b.shape) == 0:
+        return dot(a, b)
+    if a.shape[-1] != b.shape[-1]:
+        _mismatch("inner", a, b, len(a.shape) - 1, len(b.shape) - 1)
+    return P.dot_general(a, b, (((len(a.shape) - 1,), (len(b.shape) - 1,)), ((), ())))
+
+
+def vdot(a, b):
+    a, b = _promote_pair(a, b, "vdot")
+    a = P.reshape(a, (math.prod(a.shape),))
+    b = P.reshape(b, (math.prod(b.shape),))
+    return inner(a, b)
+
+
+def outer(a, b):
+    a, b = _promote_pair(a, b, "outer")
+    a = P.reshape(a, (math.prod(a.shape),))
+    b = P.reshape(b, (math.prod(b.shape),))
+    return P.dot_general(a, b, (((), ()), ((), ())))
+
+
+def tensordot(a, b, axes=2):
+    a, b = _promote_pair(a, b, "tensordot")
+    if isinstance(axes, (int, np.integer)):
+        n = int(axes)
+        ax_a = tuple(range(len(a.shape) - n, len(a.shape)))
+        ax_b = tuple(range(n))
+    else:
+        ax_a, ax_b = axes
+        ax_a = (ax_a,) if isinstance(ax_a, int) else tuple(ax_a)
+        ax_b = (ax_b,) if isinstance(ax_b, int) else tuple(ax_b)
+    ax_a = tuple(normalize_axis(x, len(a.shape), "tensordot") for x in ax_a)
+    ax_b = tuple(normalize_axis(x, len(b.shape), "tensordot") for x in ax_b)
+    if len(ax_a) != len(ax_b):
+        raise ShapeError("tensordot: the two axes lists must have the same length", user_location())
+    for i, j in zip(ax_a, ax_b):
+        if a.shape[i] != b.shape[j]:
+            _mismatch("tensordot", a, b, i, j)
+    return P.dot_general(a, b, ((ax_a, ax_b), ((), ())))
+
+
+# --- einsum ---------------------------------------------------------------------------------------
+
+def _parse(subscripts: str, shapes):
+    subscripts = subscripts.replace(" ", "")
+    if "->" in subscripts:
+        ins, out = subscripts.split("->")
+        explicit = True
+    else:
+        ins, out, explicit = subscripts, None, False
+    in_specs = ins.split(",")
+    if len(in_specs) != len(shapes):
+        raise ShapeError(f"einsum: {len(in_specs)} operand specs in {subscripts!r} for {len(shapes)} operands",
+                         user_location())
+    used = set(c for c in subscripts if c.isalpha())
+    spare = [c for c in string.ascii_letters if c not in used]
+    ell_nd = 0
+    for spec, shape in zip(in_specs, shapes):
+        if "..." in spec:
+            ell_nd = max(ell_nd, len(shape) - (len(spec) - 3))
+    ell = spare[:ell_nd]
+    labels = []
+    for spec, shape in zip(in_specs, shapes):
+        if "..." in spec:
+            pre, post = spec.split("...")
+            n = len(shape) - len(pre) - len(post)
+            lab = list(pre) + ell[ell_nd - n:] + list(post)
+        else:
+            lab = list(spec)
+        if not all(c.isalpha() for c in lab) or len(lab) != len(shape):
+            raise ShapeError(f"einsum: spec {spec!r} does not fit an operand of shape {tuple(shape)}",
+                             user_location())
+        labels.append(lab)
+    if explicit:
+        if "..." in out:
+            pre, post = out.split("...")
+            out_labels = list(pre) + ell + list(post)
+        else:
+            out_labels = list(out)
+    else:
+        counts = {}
+        for lab in labels:
+            for c in lab:
+                counts[c] = counts.get(c, 0) + 1
+        out_labels = ell + sorted(c for c, k in counts.items() if k == 1 and c not in ell)
+    if len(set(out_labels)) != len(out_labels):
+        raise ShapeError(f"einsum: output subscript {''.join(out_labels)!r} repeats a label", user_location())
+    for c in out_labels:
+        if not any(c in lab for lab in labels):
+            raise ShapeError(f"einsum: output label {c!r} appears in no operand", user_location())
+    return labels, out_labels
+
+
+def _diagonal(x, labels):
+    """Fold repeated labels of one operand into one axis (its diagonal), via gather."""
+    while True:
+        dup = next((c for c in labels if labels.count(c) > 1), None)
+        if dup is None:
+            return x, labels
+        pos = [i for i, c in enumerate(labels) if c == dup]
+        sizes = {x.shape[i] for i in pos}
+        if len(sizes) != 1:
+            raise ShapeError(f"einsum: label {dup!r} has sizes {sorted(sizes)} in one operand", user_location())
+        n = sizes.pop()
+        rest = [i for i in range(len(labels)) if i not in pos]
+        x = P.transpose(x, tuple(pos) + tuple(rest))
+        idx = np.repeat(np.arange(n, dtype=np.int32)[:, None], len(pos), axis=1)
+        x = P.gather(x, idx)  # (n, rest...)
+        labels = [dup] + [labels[i] for i in rest]
+
+
+def _sum_out(x, labels, keep):
+    axes = tuple(i for i, c in enumerate(labels) if c not in keep)
+    if axes:
+        x = P.reduce_sum(x, axes)
+        labels = [c for c in labels if c in keep]
+    return x, labels
+
+
+def einsum(subscripts: str, *operands):
+    """Einstein summation over one or two operands (any contraction, with batch axes, diagonals,
+    ellipses and implicit output), lowered to a single dot_general."""
+    if len(operands) not in (1, 2):
+        raise NotImplementedError("einsum: ember supports one or two operands; chain calls for more")
+    ops = [asarray(o) for o in operands]
+    if len(ops) == 2:
+        ops = list(_promote_pair(ops[0], ops[1], "einsum"))
+    labels, out_labels = _parse(subscripts, [o.shape for o in ops])
+    ops_labels = [_diagonal(o, list(lab)) for o, lab in zip(ops, labels)]
+    if len(ops) == 1:
+        (x, lab), = ops_labels
+        x, lab = _sum_out(x, lab, set(out_labels))
+        return P.transpose(x, tuple(lab.index(c) for c in out_labels))
+    (a, la), (b, lb) = ops_labels
+    a, la = _sum_out(a, la, set(lb) | set(out_labels))
+    b, lb = _sum_out(b, lb, set(la) | set(out_labels))
+    common = [c for c in la if c in lb]
+    for c in common:  # size-1 axes broadcast (as in ellipsis broadcasting)
+        sa, sb = a.shape[la.index(c)], b.shape[lb.index(c)]
+        if sa != sb:
+            if sa == 1:
+                a = P.broadcast_in_dim(a, tuple(sb if l == c else a.shape[i] for i, l in enumerate(la)),
+                                       tuple(range(len(la))))
+            elif sb == 1:
+                b = P.broadcast_in_dim(b, tuple(sa if l == c else b.shape[i] for i, l in enumerate(lb)),
+                                       tuple(range(len(lb))))
+            else:
+                raise ShapeError(f"einsum: label {c!r} has size {sa} in the first operand and {sb} in the "
+                                 "second", user_location())
+    batch = [c for c in common if c in out_labels]
+    contract = [c for c in common if c not in out_labels]
+    dn = ((tuple(la.index(c) for c in contract), tuple(lb.index(c) for c in contract)),
+          (tuple(la.index(c) for c in batch), tuple(lb.index(c) for c in batch)))
+    out = P.dot_general(a, b, dn)
+    res_labels = batch + [c for c in la if c not in common] + [c for c in lb if c not in common]
+    return P.transpose(out, tuple(res_labels.index(c) for c in out_labels))

@@ -1,0 +1,28 @@
+"""Common-subexpression elimination: nodes with the same primitive, params and operands compute the
+same values (every primitive is pure), so later copies reuse the first one's outputs."""
+
+from __future__ import annotations
+
+from ember.tracer.ir import Graph, Literal, Node, Var
+
+
+def _key(a):
+    return ("lit", a.value, a.aval.dtype) if isinstance(a, Literal) else a
+
+
+def cse(graph: Graph) -> Graph:
+    rename: dict[Var, Var] = {}
+    seen: dict[tuple, Node] = {}
+    nodes = []
+    for node in graph.nodes:
+        ins = tuple(rename.get(a, a) if isinstance(a, Var) else a for a in node.inputs)
+        key = (node.prim, node.params, tuple(_key(a) for a in ins))
+        prev = seen.get(key)
+        if prev is not None:
+            rename.update(zip(node.outputs, prev.outputs))
+            continue
+        new = node if ins == node.inputs else Node(node.prim, ins, node.params, node.outputs, node.loc)
+        seen[key] = new
+        nodes.append(new)
+    outs = [rename.get(v, v) if isinstance(v, Var) else v for v in graph.outputs]
+    return graph.replace(nodes=nodes, outputs=outs)

@@ -1,0 +1,296 @@
+"""The IR: SSA graphs of primitive applications, their invariants (`verify`) and jaxpr-like text.
+
+A Graph is immutable by convention: passes build a new one. Vars carry avals; Literals hold scalars.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+
+from ember.errors import EmberError, GraphError
+from ember.tracer import dtypes
+from ember.tracer.aval import ShapedArray
+
+
+class Var:
+    """An SSA value: defined once (graph input, const or node output), used by later nodes."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray):
+        self.aval = aval
+
+    def __repr__(self):
+        return f"Var<{self.aval.str_short()}>@{id(self) & 0xFFFF:x}"
+
+
+class Literal:
+    """A scalar constant operand. `value` is a Python scalar, `val` the same as a NumPy scalar."""
+
+    __slots__ = ("value", "val", "aval")
+
+    def __init__(self, value, dtype, weak_type: bool = False):
+        dt = dtypes.canonicalize(dtype)
+        self.val = np.asarray(value, dtype=dt)[()]
+        self.value = self.val.item()
+        self.aval = ShapedArray((), dt, weak_type)
+
+    def __repr__(self):
+        return f"{_format_scalar(self.value)}:{self.aval.str_short()}"
+
+
+Atom = Var | Literal
+
+
+class Params(Mapping):
+    """A hashable, immutable mapping of a node's static parameters."""
+
+    __slots__ = ("_d", "_hash")
+
+    def __init__(self, d: Mapping | None = None, /, **kw):
+        self._d = dict(d or {}, **kw)
+        self._hash = None
+
+    def __getitem__(self, k):
+        return self._d[k]
+
+    def __iter__(self):
+        return iter(self._d)
+
+    def __len__(self):
+        return len(self._d)
+
+    def __hash__(self):
+        if self._hash is None:
+            self._hash = hash(frozenset(self._d.items()))
+        return self._hash
+
+    def __eq__(self, other):
+        return isinstance(other, Params) and self._d == other._d
+
+    def replace(self, **kw) -> Params:
+        return Params(self._d, **kw)
+
+    def __repr__(self):
+        return f"Params({self._d!r})"
+
+
+class Node:
+    """One primitive application: `outputs = prim[params](*inputs)`, created at user line `loc`."""
+
+    __slots__ = ("prim", "inputs", "params", "outputs", "loc")
+
+    def __init__(self, prim, inputs: Sequence[Atom], params: Params, outputs: Sequence[Var], loc=None):
+        self.prim = prim
+        self.inputs = tuple(inputs)
+        self.params = params
+        self.outputs = tuple(outputs)
+        self.loc = loc
+
+    def __repr__(self):
+        return f"Node({self.prim.name}, {len(self.inputs)} in, {len(self.outputs)} out)"
+
+
+class Graph:
+    """`Graph(inputs, nodes, outputs)` in SSA form, nodes in topological order.
+
+    `consts` are Vars bound to `const_values`: closed-over arrays, or tracers of an enclosing trace
+    when the graph was built inside one (they are bound again when the graph is evaluated there).
+    """
+
+    __slots__ = ("inputs", "nodes", "outputs", "consts", "const_values", "__weakref__")
+
+    def __init__(self, inputs, nodes, outputs, consts=(), const_values=()):
+        self.inputs = tuple(inputs)
+        self.nodes = tuple(nodes)
+        self.outputs = tuple(outputs)
+        self.consts = tuple(consts)
+        self.const_values = tuple(const_values)
+
+    @property
+    def in_avals(self) -> list[ShapedArray]:
+        return [v.aval for v in self.inputs]
+
+    @property
+    def out_avals(self) -> list[ShapedArray]:
+        return [v.aval for v in self.outputs]
+
+    def replace(self, **kw) -> Graph:
+        fields = dict(inputs=self.inputs, nodes=self.nodes, outputs=self.outputs, consts=self.consts,
+                      const_values=self.const_values)
+        fields.update(kw)
+        return Graph(**fields)
+
+    def iter_vars(self) -> Iterator[Var]:
+        yield from self.inputs
+        yield from self.consts
+        for node in self.nodes:
+            yield from node.outputs
+
+    def verify(self) -> Graph:
+        """Check SSA form, operand definitions, params and that every aval matches its shape rule."""
+        from ember.tracer.primitive import primitives, shape_rules
+
+        defined: set[int] = set()
+
+        def define(v, what):
+            if not isinstance(v, Var):
+                raise GraphError(f"{what} {v!r} is not a Var")
+            if id(v) in defined:
+                raise GraphError(f"{what} {v!r} is defined twice (graph is not SSA)")
+            defined.add(id(v))
+
+        for v in self.inputs:
+            define(v, "input")
+        if len(self.consts) != len(self.const_values):
+            raise GraphError(f"{len(self.consts)} consts but {len(self.const_values)} const values")
+        for v, val in zip(self.consts, self.const_values):
+            define(v, "const")
+            shape = getattr(val, "shape", None)
+            if shape is not None and tuple(shape) != v.aval.shape:
+                raise GraphError(f"const {v!r} is bound to a value of shape {tuple(shape)}")
+        names = Namer()
+        for node in self.nodes:
+            if primitives.get(node.prim.name) is not node.prim:
+                raise GraphError(f"unregistered primitive {node.prim!r}")
+            if not isinstance(node.params, Params):
+                raise GraphError(f"{node.prim.name}: params must be a Params mapping")
+            try:
+                hash(node.params)
+            except TypeError as e:
+                raise GraphError(f"{node.prim.name}: params are not hashable ({e})") from None
+            for a in node.inputs:
+                if isinstance(a, Var) and id(a) not in defined:
+                    raise GraphError(f"{node_text(node, names)}: operand {a!r} used before definition")
+                if not isinstance(a, (Var, Literal)):
+                    raise GraphError(f"{node.prim.name}: operand {a!r} is neither Var nor Literal")
+            try:
+                expected = shape_rules[node.prim](*[a.aval for a in node.inputs], **node.params)
+            except EmberError as e:
+                raise GraphError(f"{node_text(node, names)}: shape rule failed: {e}") from None
+            expected = expected if node.prim.multiple_results else (expected,)
+            if len(expected) != len(node.outputs):
+                raise GraphError(f"{node_text(node, names)}: {len(node.outputs)} outputs, rule gives "
+                                 f"{len(expected)}")
+            for v, aval in zip(node.outputs, expected):
+                if not v.aval.same_type(aval):
+                    raise GraphError(f"{node_text(node, names)}: output {v.aval.str_short()} but rule "
+                                     f"gives {aval.str_short()}")
+            for v in node.outputs:
+                define(v, "node output")
+        for v in self.outputs:
+            if isinstance(v, Var) and id(v) not in defined:
+                raise GraphError(f"output {v!r} is not defined in the graph")
+            if not isinstance(v, (Var, Literal)):
+                raise GraphError(f"output {v!r} is neither Var nor Literal")
+        return self
+
+    def text(self, locs: bool = True, annotations: Mapping | None = None) -> str:
+        return graph_text(self, locs=locs, annotations=annotations)
+
+    def __str__(self):
+        return graph_text(self)
+
+    def __repr__(self):
+        return (f"<Graph {len(self.inputs)} inputs, {len(self.nodes)} nodes, "
+                f"{len(self.outputs)} outputs>")
+
+
+# --- printing ---------------------------------------------------------------------------------
+
+def _format_scalar(v) -> str:
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    return repr(v)
+
+
+class Namer:
+    """jaxpr-style names (a, b, ..., z, ba, bb, ...) assigned on first sight."""
+
+    def __init__(self):
+        self._names: dict[int, str] = {}
+        self._gen = self._names_iter()
+
+    @staticmethod
+    def _names_iter():
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        for n in itertools.count(1):
+            for combo in itertools.product(letters, repeat=n):
+                if n > 1 and combo[0] == "a":
+                    continue
+                yield "".join(combo)
+
+    def __call__(self, atom) -> str:
+        if isinstance(atom, Literal):
+            return repr(atom)
+        key = id(atom)
+        name = self._names.get(key)
+        if name is None:
+            name = self._names[key] = next(self._gen)
+        return name
+
+    def typed(self, v: Var) -> str:
+        return f"{self(v)}:{v.aval.str_short()}"
+
+
+def format_param(v, indent: int = 0) -> str:
+    if isinstance(v, Graph):
+        inner = graph_text(v, locs=False, indent=indent + 4)
+        return "\n" + inner
+    if isinstance(v, np.dtype):
+        return v.name
+    if isinstance(v, tuple):
+        inner = ",".join(format_param(x, indent) for x in v)
+        return f"({inner}{',' if len(v) == 1 else ''})"
+    if isinstance(v, float):
+        return _format_scalar(v)
+    if callable(v) and hasattr(v, "__name__"):
+        return v.__name__
+    return repr(v)
+
+
+def node_text(node: Node, names: Namer, indent: int = 0) -> str:
+    outs = " ".join(names.typed(v) for v in node.outputs)
+    params = ""
+    if node.params:
+        params = "[" + " ".join(f"{k}={format_param(v, indent)}" for k, v in node.params.items()) + "]"
+    ins = " ".join(names(a) for a in node.inputs)
+    return f"{outs} = {node.prim.name}{params} {ins}".rstrip()
+
+
+def graph_text(graph: Graph, locs: bool = True, annotations: Mapping | None = None,
+               indent: int = 0, names: Namer | None = None) -> str:
+    """jaxpr-like text, one node per line, with the user's line as a trailing comment."""
+    names = names or Namer()
+    pad = " " * indent
+    consts = " ".join(names.typed(v) for v in graph.consts)
+    ins = " ".join(names.typed(v) for v in graph.inputs)
+    lines = [f"{pad}{{ lambda {consts + ' ' if consts else ''}; {ins} ."]
+    body = []
+    for node in graph.nodes:
+        body.append((node_text(node, names, indent + 4), node))
+    width = max((len(t) for t, _ in body if "\n" not in t), default=0)
+    for text, node in body:
+        comment = []
+        if locs and node.loc:
+            comment.append(node.loc)
+        if annotations:
+            role = annotations.get(node)
+            if role:
+                comment.append(role)
+        suffix = ("  # " + "  ".join(comment)) if comment else ""
+        if "\n" in text:
+            lines.append(f"{pad}    {text}{suffix}")
+        else:
+            lines.append(f"{pad}    {text.ljust(width) if suffix else text}{suffix}")
+    outs = " ".join(names(v) for v in graph.outputs)
+    lines.append(f"{pad}  in ({outs}) }}")
+    return "\n".join(lines)

@@ -1,0 +1,154 @@
+"""Helpers shared by the primitive families: elementwise shape checks, scalar operands, batch axes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.errors import DTypeError, ShapeError
+from ember.tracer import dtypes
+from ember.tracer.aval import ShapedArray
+
+_KIND_WORDS = {
+    "float": ("f", "a floating-point"),
+    "numeric": ("fiu", "a numeric (int or float)"),
+    "any": ("fiub", "an array"),
+    "intbool": ("iub", "an integer or bool"),
+    "arith": ("fiub", "a numeric or bool"),
+}
+
+
+def check_kind(name: str, aval: ShapedArray, accepts: str) -> None:
+    kinds, words = _KIND_WORDS[accepts]
+    if aval.dtype.kind not in kinds:
+        hint = "; convert it with .astype(float)" if accepts == "float" else ""
+        raise DTypeError(f"{name} requires {words} operand, got {aval.dtype.name}{hint}")
+
+
+def elementwise_aval(name: str, avals, accepts: str = "any", out_dtype=None) -> ShapedArray:
+    """Operands must share a dtype and have equal shapes or be 0-d (scalars broadcast)."""
+    shape = ()
+    for a in avals:
+        if a.shape:
+            if shape and a.shape != shape:
+                shapes = " and ".join(str(b.shape) for b in avals)
+                raise ShapeError(f"{name}: operand shapes {shapes} differ (elementwise primitives take "
+                                 "equal shapes or scalars)")
+            shape = a.shape
+    dt = avals[0].dtype
+    for a in avals[1:]:
+        if a.dtype != dt:
+            names = " and ".join(b.dtype.name for b in avals)
+            raise DTypeError(f"{name}: operand dtypes {names} differ")
+    for a in avals:
+        check_kind(name, a, accepts)
+    weak = all(a.weak_type for a in avals)
+    return ShapedArray(shape, out_dtype or dt, weak and out_dtype is None)
+
+
+def scalar_like(x, ref):
+    """A Python scalar `x` as a NumPy scalar of `ref`'s dtype (how internal ops take literals)."""
+    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+        return np.asarray(x, dtype=_dtype_of(ref))[()]
+    return x
+
+
+def zero_scalar(ref):
+    """A 0-d zero of `ref`'s dtype (select and the binary prims broadcast 0-d operands)."""
+    return np.zeros((), _dtype_of(ref))[()]
+
+
+def _dtype_of(x) -> np.dtype:
+    dt = getattr(x, "dtype", None)
+    if dt is None:
+        dt, _ = dtypes.scalar_dtype(x)
+    return dt
+
+
+def shape_of(x) -> tuple[int, ...]:
+    return tuple(np.shape(x)) if not hasattr(x, "shape") else tuple(x.shape)
+
+
+def ndim_of(x) -> int:
+    return len(shape_of(x))
+
+
+def normalize_axes(axes, ndim: int, name: str) -> tuple[int, ...]:
+    out = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ShapeError(f"{name}: axis {a} is out of range for an array of rank {ndim} "
+                             f"(valid: {-ndim}..{ndim - 1})" if ndim else
+                             f"{name}: axis {a} is out of range for a 0-d array")
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{name}: repeated axis in {tuple(axes)}")
+    return tuple(out)
+
+
+# --- batching helpers -----------------------------------------------------------------------------
+
+def moveaxis(x, src: int, dst: int):
+    """Move axis `src` of a traced value to `dst` with one transpose (none if already there)."""
+    from ember.tracer import prims as P
+
+    nd = ndim_of(x)
+    src, dst = src % nd, dst % nd
+    if src == dst:
+        return x
+    perm = [i for i in range(nd) if i != src]
+    perm.insert(dst, src)
+    return P.transpose(x, tuple(perm))
+
+
+def batch_size(args, dims) -> int:
+    for a, d in zip(args, dims):
+        if d is not None:
+            return shape_of(a)[d]
+    raise ValueError("no batched operand")
+
+
+def bdim_at_front(x, d, size: int):
+    """Give `x` its batch axis at 0: move it there, or broadcast an unbatched `x` along a new axis 0."""
+    from ember.tracer import prims as P
+
+    if d is None:
+        shape = shape_of(x)
+        return P.broadcast_in_dim(x, (size,) + shape, tuple(range(1, len(shape) + 1)))
+    return moveaxis(x, d, 0)
+
+
+def elementwise_batch(prim):
+    """Batching rule for elementwise prims: batch axes to the front, 0-d unbatched operands stay."""
+    from ember.tracer import prims as P
+
+    def rule(args, dims, **params):
+        size = batch_size(args, dims)
+        example = ()
+        for a, d in zip(args, dims):
+            s = shape_of(a)
+            s = s[:d] + s[d + 1:] if d is not None else s
+            if s:
+                example = s
+        full = (size,) + example
+        new = []
+        for a, d in zip(args, dims):
+            if d is None:
+                new.append(a if ndim_of(a) == 0 else
+                           P.broadcast_in_dim(a, full, tuple(range(1, len(full)))))
+            else:
+                a = moveaxis(a, d, 0)
+                if ndim_of(a) < len(full):
+                    a = P.broadcast_in_dim(a, full, (0,))
+                new.append(a)
+        return prim.bind(*new, **params), 0
+
+    return rule
+
+
+def unbroadcast_scalar(ct, x):
+    """Cotangent for operand `x` of an elementwise op: summed to a scalar if `x` was 0-d."""
+    from ember.tracer import prims as P
+
+    if ndim_of(x) == 0 and ndim_of(ct) > 0:
+        return P.reduce_sum(ct, tuple(range(ndim_of(ct))))
+    return ct

@@ -1,0 +1,124 @@
+"""Primitives that steer differentiation: `stop_gradient` and `custom_vjp_call`.
+
+custom_vjp_call holds three closed subgraphs in its params: `primal` (consts_p + args -> outs),
+`fwd` (consts_f + args -> outs + residuals) and `bwd` (consts_b + residuals + cts -> arg cts). Its
+operands are consts_p + consts_f + consts_b + args, with `num_consts` = their three counts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.errors import ShapeError, TransformError
+from ember.tracer.primitive import (
+    Primitive,
+    def_batch,
+    def_impl,
+    def_shape,
+    def_vjp,
+    view_prims,
+    vjp_fwd_rules,
+)
+from ember.tracer.prims._util import batch_size, bdim_at_front
+
+stop_gradient_p = Primitive("stop_gradient")
+custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
+view_prims.add(stop_gradient_p)
+
+
+def stop_gradient(x):
+    """`x`, treated as a constant by differentiation."""
+    return stop_gradient_p.bind(x)
+
+
+@def_shape(stop_gradient_p)
+def _stop_gradient_shape(x):
+    return x
+
+
+@def_impl(stop_gradient_p)
+def _stop_gradient_impl(x):
+    return x
+
+
+@def_vjp(stop_gradient_p)
+def _stop_gradient_vjp(ct, x, *, out, active):
+    return (None,)
+
+
+@def_batch(stop_gradient_p)
+def _stop_gradient_batch(args, dims):
+    return stop_gradient(args[0]), dims[0]
+
+
+# --- custom_vjp_call ------------------------------------------------------------------------------
+
+def _split(ins, num_consts):
+    n_p, n_f, n_b = num_consts
+    return ins[:n_p], ins[n_p:n_p + n_f], ins[n_p + n_f:n_p + n_f + n_b], ins[n_p + n_f + n_b:]
+
+
+@def_shape(custom_vjp_call_p)
+def _custom_shape(*avals, primal, fwd, bwd, num_consts, name):
+    consts_p, _, _, args = _split(avals, num_consts)
+    for i, (a, v) in enumerate(zip(list(consts_p) + list(args), primal.inputs)):
+        if not a.same_type(v.aval):
+            raise ShapeError(f"custom_vjp function {name}: operand {i} is {a.str_short()}, traced as "
+                             f"{v.aval.str_short()}")
+    return tuple(v.aval for v in primal.outputs)
+
+
+@def_impl(custom_vjp_call_p)
+def _custom_impl(*vals, primal, fwd, bwd, num_consts, name):
+    from ember.tracer.trace import eval_graph
+
+    consts_p, _, _, args = _split(vals, num_consts)
+    return tuple(np.array(o) for o in eval_graph(primal, list(consts_p) + list(args)))
+
+
+def _custom_fwd(*ins, active, primal, fwd, bwd, num_consts, name):
+    """Under differentiation run the user's forward, keeping its residuals for `bwd`."""
+    from ember.tracer.trace import eval_graph
+
+    n_consts = sum(num_consts)
+    if any(active[:n_consts]):
+        raise TransformError(
+            f"custom_vjp function {name} closes over a value that is being differentiated; pass that "
+            "value as an argument of the function so its backward rule can return its cotangent")
+    _, consts_f, _, args = _split(ins, num_consts)
+    res = eval_graph(fwd, list(consts_f) + list(args))
+    n_out = len(primal.outputs)
+    return res[:n_out], res[n_out:]
+
+
+vjp_fwd_rules[custom_vjp_call_p] = _custom_fwd
+
+
+@def_vjp(custom_vjp_call_p)
+def _custom_vjp(cts, *ins, out, active, saved, primal, fwd, bwd, num_consts, name):
+    from ember.tracer import prims as P
+    from ember.tracer.trace import eval_graph
+
+    _, _, consts_b, args = _split(ins, num_consts)
+    cts = [P.full(v.aval.shape, 0, v.aval.dtype) if c is None else c for c, v in zip(cts, primal.outputs)]
+    arg_cts = eval_graph(bwd, list(consts_b) + list(saved) + cts)
+    n_consts = sum(num_consts)
+    return (None,) * n_consts + tuple(c if a else None for c, a in zip(arg_cts, active[n_consts:]))
+
+
+@def_batch(custom_vjp_call_p)
+def _custom_batch(args, dims, *, primal, fwd, bwd, num_consts, name):
+    """Batch every operand at axis 0 (unbatched ones are broadcast, so their cotangents are summed
+    by broadcast's VJP) and vmap the three subgraphs."""
+    from ember.passes.vmap import vmap_graph
+
+    size = batch_size(args, dims)
+    args = [bdim_at_front(a, d, size) for a, d in zip(args, dims)]
+    zeros = lambda g: (0,) * len(g.inputs)  # noqa: E731
+    new = dict(
+        primal=vmap_graph(primal, zeros(primal), size, out_dims=0),
+        fwd=vmap_graph(fwd, zeros(fwd), size, out_dims=0),
+        bwd=vmap_graph(bwd, zeros(bwd), size, out_dims=0),
+    )
+    outs = custom_vjp_call_p.bind(*args, num_consts=num_consts, name=name, **new)
+    return outs, [0] * len(outs)

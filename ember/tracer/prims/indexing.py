@@ -1,0 +1,191 @@
+"""Indexing primitives: gather, scatter_add and scatter (set), sharing one index layout.
+
+With `batch_dims = b`, the operand is B + I + S (b batch axes, k indexed axes, slice axes) and the
+indices are B + N + (k,): `gather` returns B + N + S, with
+``out[b, n, s] = operand[b, indices[b, n, :], s]``; the scatters write `updates` of shape B + N + S
+into a copy of the operand. Out-of-range indices are clamped into range (ember.numpy checks concrete
+indices and wraps negative ones before they get here).
+
+gather pulls back as a `ScatterCotangent`: autodiff scatter-adds it into the operand's accumulated
+cotangent, so indexing a large array costs only the touched region (plus the gradient itself).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ember.errors import DTypeError, ShapeError
+from ember.tracer import prims as P
+from ember.tracer.aval import ShapedArray
+from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp
+from ember.tracer.prims._util import batch_size, bdim_at_front, moveaxis, shape_of
+
+gather_p = Primitive("gather")
+scatter_add_p = Primitive("scatter_add")
+scatter_p = Primitive("scatter")
+
+
+def gather(operand, indices, batch_dims: int = 0):
+    return gather_p.bind(operand, indices, batch_dims=int(batch_dims))
+
+
+def scatter_add(operand, indices, updates, batch_dims: int = 0):
+    return scatter_add_p.bind(operand, indices, updates, batch_dims=int(batch_dims))
+
+
+def scatter(operand, indices, updates, batch_dims: int = 0):
+    return scatter_p.bind(operand, indices, updates, batch_dims=int(batch_dims))
+
+
+class ScatterCotangent:
+    """A cotangent that is zero except where `indices` point: added to a dense total by scatter_add."""
+
+    __slots__ = ("indices", "updates", "batch_dims")
+
+    def __init__(self, indices, updates, batch_dims: int):
+        self.indices, self.updates, self.batch_dims = indices, updates, batch_dims
+
+    def add_to(self, dense, aval: ShapedArray):
+        base = dense if dense is not None else P.full(aval.shape, 0, aval.dtype)
+        return scatter_add(base, self.indices, self.updates, self.batch_dims)
+
+
+# --- shape rules ----------------------------------------------------------------------------------
+
+def _gather_shape_of(name: str, operand: ShapedArray, indices: ShapedArray, nb: int):
+    if indices.dtype.kind not in "iu":
+        raise DTypeError(f"{name}: indices must be integers, got {indices.dtype.name}")
+    if indices.ndim < nb + 1:
+        raise ShapeError(f"{name}: indices of shape {indices.shape} need at least {nb + 1} axes "
+                         f"(batch_dims={nb}, then the index vectors)")
+    k = indices.shape[-1]
+    if operand.ndim < nb + k:
+        raise ShapeError(f"{name}: index vectors of length {k} index more axes than the operand "
+                         f"{operand.shape} has after its {nb} batch axes")
+    if operand.shape[:nb] != indices.shape[:nb]:
+        raise ShapeError(f"{name}: batch axes differ: operand {operand.shape[:nb]} vs indices "
+                         f"{indices.shape[:nb]}")
+    n_shape = indices.shape[nb:-1]
+    if any(operand.shape[nb + j] == 0 for j in range(k)) and 0 not in n_shape:
+        raise ShapeError(f"{name}: cannot index into an axis of size 0 (operand {operand.shape})")
+    return operand.shape[:nb] + n_shape + operand.shape[nb + k:]
+
+
+@def_shape(gather_p)
+def _gather_shape(operand, indices, *, batch_dims):
+    return ShapedArray(_gather_shape_of("gather", operand, indices, batch_dims), operand.dtype,
+                       operand.weak_type)
+
+
+def _scatter_shape(name):
+    def rule(operand, indices, updates, *, batch_dims):
+        expected = _gather_shape_of(name, operand, indices, batch_dims)
+        if updates.shape != expected:
+            raise ShapeError(f"{name}: updates of shape {updates.shape} do not fit; indices "
+                             f"{indices.shape} into operand {operand.shape} take updates of shape "
+                             f"{expected}")
+        if updates.dtype != operand.dtype:
+            raise DTypeError(f"{name}: updates dtype {updates.dtype.name} differs from the operand's "
+                             f"{operand.dtype.name}")
+        return ShapedArray(operand.shape, operand.dtype, operand.weak_type)
+
+    return rule
+
+
+def_shape(scatter_add_p)(_scatter_shape("scatter_add"))
+def_shape(scatter_p)(_scatter_shape("scatter"))
+
+
+# --- numpy references -----------------------------------------------------------------------------
+
+def _index_tuple(op_shape, indices, nb):
+    """NumPy advanced-index tuple selecting B + N positions (indices clamped into range)."""
+    lead = indices.shape[:-1]
+    parts = []
+    for j in range(nb):
+        shape = [1] * len(lead)
+        shape[j] = op_shape[j]
+        parts.append(np.broadcast_to(np.arange(op_shape[j]).reshape(shape), lead))
+    for j in range(indices.shape[-1]):
+        parts.append(np.clip(indices[..., j], 0, max(op_shape[nb + j] - 1, 0)))
+    return tuple(parts)
+
+
+@def_impl(gather_p)
+def _gather_impl(operand, indices, *, batch_dims):
+    idx = _index_tuple(operand.shape, indices, batch_dims)
+    if not idx:
+        lead = indices.shape[:-1]
+        return np.broadcast_to(operand, lead + operand.shape).copy()
+    return operand[idx]
+
+
+@def_impl(scatter_add_p)
+def _scatter_add_impl(operand, indices, updates, *, batch_dims):
+    out = np.array(operand, copy=True)
+    idx = _index_tuple(operand.shape, indices, batch_dims)
+    if not idx:
+        out += updates.reshape((-1,) + operand.shape).sum(0, dtype=operand.dtype)
+    else:
+        np.add.at(out, idx, updates)
+    return out
+
+
+@def_impl(scatter_p)
+def _scatter_impl(operand, indices, updates, *, batch_dims):
+    out = np.array(operand, copy=True)
+    idx = _index_tuple(operand.shape, indices, batch_dims)
+    if not idx:
+        flat = updates.reshape((-1,) + operand.shape)
+        if len(flat):
+            out[...] = flat[-1]
+    else:
+        out[idx] = updates
+    return out
+
+
+# --- VJPs -----------------------------------------------------------------------------------------
+
+@def_vjp(gather_p)
+def _gather_vjp(ct, operand, indices, *, out, active, batch_dims):
+    return (ScatterCotangent(indices, ct, batch_dims) if active[0] else None, None)
+
+
+@def_vjp(scatter_add_p)
+def _scatter_add_vjp(ct, operand, indices, updates, *, out, active, batch_dims):
+    return (ct if active[0] else None, None,
+            gather(ct, indices, batch_dims) if active[2] else None)
+
+
+@def_vjp(scatter_p)
+def _scatter_vjp(ct, operand, indices, updates, *, out, active, batch_dims):
+    ct_op = scatter(ct, indices, P.full(shape_of(updates), 0, ct.dtype), batch_dims) if active[0] else None
+    return (ct_op, None, gather(ct, indices, batch_dims) if active[2] else None)
+
+
+# --- batching -------------------------------------------------------------------------------------
+
+@def_batch(gather_p)
+def _gather_batch(args, dims, *, batch_dims):
+    (operand, indices), (do, di) = args, dims
+    if do is not None and di is not None:
+        return gather(moveaxis(operand, do, 0), moveaxis(indices, di, 0), batch_dims + 1), 0
+    if do is not None:  # the batch axis becomes a trailing slice axis of the operand
+        operand = moveaxis(operand, do, len(shape_of(operand)) - 1)
+        out = gather(operand, indices, batch_dims)
+        return out, len(shape_of(out)) - 1
+    indices = moveaxis(indices, di, batch_dims)  # ... or a leading axis of the index batch N
+    return gather(operand, indices, batch_dims), batch_dims
+
+
+def _scatter_batch(wrapper):
+    def rule(args, dims, *, batch_dims):
+        size = batch_size(args, dims)
+        operand, indices, updates = (bdim_at_front(a, d, size) for a, d in zip(args, dims))
+        return wrapper(operand, indices, updates, batch_dims + 1), 0
+
+    return rule
+
+
+def_batch(scatter_add_p)(_scatter_batch(scatter_add))
+def_batch(scatter_p)(_scatter_batch(scatter))

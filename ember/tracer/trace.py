@@ -1,0 +1,353 @@
+"""Tracing: a stack of graph Builders, the Tracer values that stand for arrays while a function runs,
+`bind` (stage a primitive, or run its numpy reference when nothing is being traced), `trace_flat`
+(function -> Graph) and `eval_graph` (Graph -> values, re-binding every node: how transforms inline).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ember.errors import (
+    ArgumentError,
+    ConcretizationError,
+    EmberError,
+    TracerEscapeError,
+    user_location,
+)
+from ember.tracer import dtypes
+from ember.tracer.aval import ShapedArray
+from ember.tracer.ir import Graph, Literal, Node, Params, Var
+from ember.tracer.primitive import Primitive, impl_rules, shape_rules, view_prims
+
+_state = threading.local()
+
+
+def _stack() -> list[Builder]:
+    s = getattr(_state, "stack", None)
+    if s is None:
+        s = _state.stack = []
+    return s
+
+
+def current_builder() -> Builder | None:
+    s = _stack()
+    return s[-1] if s else None
+
+
+def is_tracing() -> bool:
+    """True while some function is being traced (ember.numpy calls are staged, not run)."""
+    return bool(_stack())
+
+
+class Builder:
+    """Collects the nodes of one graph under construction."""
+
+    def __init__(self):
+        self.level = len(_stack())
+        self.active = True
+        self.inputs: list[Var] = []
+        self.nodes: list[Node] = []
+        self.consts: list[Var] = []
+        self.const_values: list = []
+        self._const_index: dict[int, Var] = {}
+        self._keepalive: list = []
+        self.loc_override: str | None = None
+        self.role: str | None = None
+        self.roles: dict[Node, str] = {}
+
+    # -- values ----------------------------------------------------------------------------------
+    def new_input(self, aval: ShapedArray) -> Tracer:
+        v = Var(aval)
+        self.inputs.append(v)
+        return Tracer(self, v)
+
+    def _const(self, key_obj, value, aval: ShapedArray) -> Var:
+        key = id(key_obj)
+        v = self._const_index.get(key)
+        if v is None:
+            v = self._const_index[key] = Var(aval)
+            self.consts.append(v)
+            self.const_values.append(value)
+            self._keepalive.append(key_obj)
+        return v
+
+    def lift(self, x):
+        """The Var or Literal that stands for `x` in this graph."""
+        if isinstance(x, Tracer):
+            b = x._builder
+            if b is self:
+                return x._var
+            if not b.active:
+                raise _escaped_error()
+            if b.level < self.level:  # a value of an enclosing trace: close over it
+                return self._const(x._var, x, x._var.aval)
+            raise _escaped_error()
+        if isinstance(x, (Var, Literal)):
+            return x
+        return to_atom_value(x, self)
+
+    # -- nodes -----------------------------------------------------------------------------------
+    def emit(self, prim: Primitive, atoms, params: Params, out_avals, loc) -> list[Tracer]:
+        outs = [Var(a) for a in out_avals]
+        node = Node(prim, atoms, params, outs, loc)
+        self.nodes.append(node)
+        if self.role is not None:
+            self.roles[node] = self.role
+        return [Tracer(self, v) for v in outs]
+
+    def build(self, outputs: Sequence) -> Graph:
+        outs = [self.lift(o) for o in outputs]
+        return Graph(self.inputs, self.nodes, outs, self.consts, self.const_values)
+
+    @contextlib.contextmanager
+    def at(self, loc: str | None = None, role: str | None = None):
+        """Emit nodes with `loc` as their source line (and `role` as their annotation)."""
+        saved = self.loc_override, self.role
+        if loc is not None:
+            self.loc_override = loc
+        if role is not None:
+            self.role = role
+        try:
+            yield self
+        finally:
+            self.loc_override, self.role = saved
+
+
+def to_atom_value(x, builder: Builder | None):
+    """Python/NumPy scalar -> Literal; NumPy array -> const Var of `builder` (or the array itself)."""
+    if isinstance(x, np.ndarray):
+        if x.ndim == 0:
+            return Literal(x[()], dtypes.canonicalize(x.dtype), False)
+        if builder is None:
+            return x
+        dt = dtypes.canonicalize(x.dtype)
+        snapshot = np.array(x, dtype=dt, copy=True)
+        snapshot.flags.writeable = False
+        return builder._const(x, snapshot, ShapedArray(x.shape, dt))
+    if isinstance(x, (bool, int, float, complex, np.generic)):
+        dt, weak = dtypes.scalar_dtype(x)
+        return Literal(x, dt, weak)
+    raise ArgumentError(
+        f"{type(x).__name__} value {_short_repr(x)} cannot be used as an array; ember operations take "
+        "arrays, Python scalars or the traced values of a function")
+
+
+def _short_repr(x) -> str:
+    r = repr(x)
+    return r if len(r) < 60 else r[:57] + "..."
+
+
+def _escaped_error() -> TracerEscapeError:
+    return TracerEscapeError(
+        "a traced value escaped from the function that created it (stored in a global, a closure or "
+        "an attribute) and was used after that trace ended; return it from the function instead",
+        user_location())
+
+
+# --- bind -----------------------------------------------------------------------------------------
+
+def bind(prim: Primitive, args: Sequence, params: Mapping):
+    """Apply `prim`: stage a node into the innermost trace, or evaluate eagerly when none is active."""
+    stack = _stack()
+    if not stack:
+        return _eager(prim, args, params)
+    b = stack[-1]
+    atoms = [b.lift(a) for a in args]
+    loc = b.loc_override or user_location()
+    try:
+        out = shape_rules[prim](*[a.aval for a in atoms], **params)
+    except EmberError as e:
+        raise e.with_loc(loc) from None
+    params = params if isinstance(params, Params) else Params(params)
+    if prim.multiple_results:
+        return b.emit(prim, atoms, params, out, loc)
+    return b.emit(prim, atoms, params, (out,), loc)[0]
+
+
+def _eager(prim: Primitive, args, params):
+    vals = []
+    for a in args:
+        if isinstance(a, Tracer):
+            raise _escaped_error()
+        atom = a if isinstance(a, Literal) else to_atom_value(a, None)
+        vals.append(atom.val if isinstance(atom, Literal) else atom)
+    avals = [ShapedArray(np.shape(v), dtypes.canonicalize(v.dtype)) for v in vals]
+    try:
+        out_aval = shape_rules[prim](*avals, **params)
+    except EmberError as e:
+        raise e.with_loc(user_location()) from None
+    out = impl_rules[prim](*vals, **params)
+    if prim.multiple_results:
+        return [_eager_result(o, a, prim) for o, a in zip(out, out_aval)]
+    return _eager_result(out, out_aval, prim)
+
+
+def _eager_result(out, aval: ShapedArray, prim: Primitive) -> np.ndarray:
+    out = np.asarray(out)
+    if out.dtype != aval.dtype:
+        out = out.astype(aval.dtype)
+    elif prim in view_prims or not out.flags.writeable:
+        out = np.array(out)
+    return out
+
+
+# --- trace and evaluate ---------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def new_builder():
+    b = Builder()
+    stack = _stack()
+    stack.append(b)
+    try:
+        yield b
+    finally:
+        stack.pop()
+        b.active = False
+
+
+def trace_flat(fn: Callable, in_avals: Sequence[ShapedArray]) -> Graph:
+    """Trace `fn(*tracers) -> sequence of outputs` into a Graph with one input per aval."""
+    with new_builder() as b:
+        args = [b.new_input(a) for a in in_avals]
+        outs = fn(*args)
+        return b.build(outs)
+
+
+def eval_graph(graph: Graph, args: Sequence, role: str | None = None) -> list:
+    """Evaluate `graph` on `args` by binding each node: into the current trace, or eagerly."""
+    if len(args) != len(graph.inputs):
+        raise TypeError(f"graph takes {len(graph.inputs)} inputs, got {len(args)}")
+    env: dict[Var, object] = dict(zip(graph.inputs, args))
+    env.update(zip(graph.consts, graph.const_values))
+    b = current_builder()
+    for node in graph.nodes:
+        ins = [env[a] if isinstance(a, Var) else a.val for a in node.inputs]
+        if b is not None:
+            with b.at(node.loc, role):
+                out = bind(node.prim, ins, node.params)
+        else:
+            out = bind(node.prim, ins, node.params)
+        if node.prim.multiple_results:
+            env.update(zip(node.outputs, out))
+        else:
+            env[node.outputs[0]] = out
+    return [env[v] if isinstance(v, Var) else v.val for v in graph.outputs]
+
+
+# --- the Tracer -----------------------------------------------------------------------------------
+
+_ADVICE = ("ember traces the function once for all inputs of the same shape and dtype, so array "
+           "values are unknown while tracing. Use ember.numpy.where(cond, a, b) to choose elementwise, "
+           "or pass the value as a static argument (jit(..., static_argnums=...)) if it configures the "
+           "function rather than being data")
+
+
+class Tracer:
+    """Stands for an array while a function is traced; operators stage primitives.
+
+    NumPy-style operators and methods are installed by `ember.numpy` (see ember/numpy/_methods.py).
+    """
+
+    __slots__ = ("_builder", "_var")
+    __array_priority__ = 1000
+
+    def __init__(self, builder: Builder, var: Var):
+        self._builder = builder
+        self._var = var
+
+    @property
+    def aval(self) -> ShapedArray:
+        return self._var.aval
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._var.aval.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._var.aval.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self._var.aval.shape)
+
+    @property
+    def size(self) -> int:
+        return self._var.aval.size
+
+    @property
+    def weak_type(self) -> bool:
+        return self._var.aval.weak_type
+
+    def __repr__(self):
+        return f"Tracer<{self.aval.str_short()}>"
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d traced array")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d traced array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def _concrete(self, what: str):
+        raise ConcretizationError(f"a traced value of type {self.aval.str_short()} was used as a "
+                                  f"Python {what}. {_ADVICE}", user_location())
+
+    def __bool__(self):
+        self._concrete("bool (e.g. `if x > 0:`, `while`, `and`/`or`)")
+
+    def __int__(self):
+        self._concrete("int")
+
+    def __float__(self):
+        self._concrete("float")
+
+    def __complex__(self):
+        self._concrete("complex")
+
+    def __index__(self):
+        self._concrete("index (e.g. range(x) or a list index)")
+
+    def __array__(self, dtype=None, copy=None):
+        raise ConcretizationError(
+            f"a traced value of type {self.aval.str_short()} was converted to a NumPy array (np.asarray, "
+            "np.array or a NumPy function that is not a ufunc). Inside traced functions call "
+            "ember.numpy instead of numpy", user_location())
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        fn = _numpy_equivalent("numpy", ufunc.__name__)
+        if method != "__call__" or fn is None or "out" in kwargs:
+            raise ConcretizationError(
+                f"numpy.{ufunc.__name__}{'' if method == '__call__' else '.' + method} cannot run on a "
+                f"traced value; use ember.numpy.{ufunc.__name__} inside traced functions", user_location())
+        return fn(*inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        fn = _numpy_equivalent(func.__module__ or "numpy", func.__name__)
+        if fn is None:
+            raise ConcretizationError(
+                f"{func.__module__}.{func.__name__} cannot run on a traced value and ember.numpy has no "
+                "equivalent; rewrite it with ember.numpy functions", user_location())
+        return fn(*args, **kwargs)
+
+
+_UFUNC_ALIASES = {"true_divide": "divide", "absolute": "abs"}
+
+
+def _numpy_equivalent(module: str, name: str):
+    import ember.numpy as enp
+
+    name = _UFUNC_ALIASES.get(name, name)
+    if module.startswith("numpy.linalg"):
+        return getattr(enp.linalg, name, None)
+    if module == "numpy" or module.startswith("numpy."):
+        fn = getattr(enp, name, None)
+        return fn if callable(fn) else None
+    return None
