@@ -78,10 +78,10 @@ def linearize(graph: Graph, args: Sequence, active_inputs: Sequence[bool]):
                 acc.add(v, ct)
         for rec in reversed(records):
             node = rec.node
-            out_cts = [acc.pop(v) for v in node.outputs]
-            if all(c is None for c in out_cts):
-                continue
             with b.at(node.loc, ROLE_BACKWARD):
+                out_cts = [acc.pop(v) for v in node.outputs]
+                if all(c is None for c in out_cts):
+                    continue
                 if node.prim.multiple_results:
                     ct = tuple(out_cts)
                     out = tuple(rec.outs)

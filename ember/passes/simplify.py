@@ -1,6 +1,6 @@
 """Algebraic simplification and constant folding.
 
-- identities: x*1, x+0, x-0, x/1, x**1, neg(neg(x)), converts/reshapes/transposes/broadcasts that
+- identities: x*1, x+0, x-0, x/1 (also with the unit broadcast), x**1, neg(neg(x)), converts/reshapes/transposes/broadcasts that
   change nothing, reshape of reshape, transpose of transpose, stop_gradient (after differentiation it
   is the identity), select on a literal predicate;
 - x**2 -> x*x;
@@ -48,6 +48,14 @@ def _is_lit(a, value) -> bool:
     return isinstance(a, Literal) and a.value == value
 
 
+def _is_splat(a, value, ctx) -> bool:
+    """`a` is the literal `value`, or a broadcast of it."""
+    if _is_lit(a, value):
+        return True
+    src = ctx.producer(a)
+    return src is not None and src.prim is P.broadcast_in_dim_p and _is_lit(src.inputs[0], value)
+
+
 def _same_type(a, node) -> bool:
     return a.aval.same_type(node.outputs[0].aval)
 
@@ -62,9 +70,9 @@ def _identity_if(cond: Callable):
 def _binary_identity(left_unit, right_unit):
     def rule(node, ins, ctx):
         x, y = ins
-        if right_unit is not None and _is_lit(y, right_unit) and _same_type(x, node):
+        if right_unit is not None and _is_splat(y, right_unit, ctx) and _same_type(x, node):
             return x
-        if left_unit is not None and _is_lit(x, left_unit) and _same_type(y, node):
+        if left_unit is not None and _is_splat(x, left_unit, ctx) and _same_type(y, node):
             return y
         return None
 

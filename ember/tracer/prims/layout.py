@@ -342,11 +342,34 @@ def _slice_vjp(ct, x, *, out, active, start_indices, limit_indices, strides):
     x_shape, out_shape = shape_of(x), shape_of(out)
     if 0 in out_shape:
         return (zeros_like_shape(x_shape, ct.dtype),)
-    config = []
-    for d, s, n, st in zip(x_shape, start_indices, out_shape, strides):
-        last = s + (n - 1) * st
-        config.append((s, d - last - 1, st - 1))
-    return (pad(ct, 0, config),)
+    return (SliceCotangent(ct, x_shape, start_indices, strides),)
+
+
+class SliceCotangent:
+    """The cotangent of a slice: zero outside the sliced region. Alone it becomes a pad; added to
+    an existing cotangent it is scatter-added into the touched region only (when that region is
+    small; a large one is padded and added densely, since the result is dense anyway)."""
+
+    __slots__ = ("ct", "x_shape", "start", "strides")
+
+    def __init__(self, ct, x_shape, start, strides):
+        self.ct, self.x_shape, self.start, self.strides = ct, x_shape, start, strides
+
+    def _pad(self):
+        config = []
+        for d, s, n, st in zip(self.x_shape, self.start, shape_of(self.ct), self.strides):
+            config.append((s, d - (s + (n - 1) * st) - 1, st - 1))
+        return pad(self.ct, 0, config)
+
+    def add_to(self, dense, aval: ShapedArray):
+        region = shape_of(self.ct)
+        if dense is None:
+            return self._pad()
+        if 2 * math.prod(region) > math.prod(self.x_shape):
+            return P.add(dense, self._pad())
+        axes = [np.arange(s, s + n * st, st, dtype=np.int32) for s, n, st in zip(self.start, region, self.strides)]
+        indices = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1)
+        return P.scatter_add(dense, indices, self.ct)
 
 
 def zeros_like_shape(shape, dtype):

@@ -1,0 +1,70 @@
+"""The numpy reference backend: results, output ownership, slot release and the checked mode."""
+
+import numpy as np
+import pytest
+
+import ember
+import ember.backends.numpy as numpy_backend
+import ember.numpy as jnp
+from ember.backends import available_backends, default_backend, get_backend
+from ember.tracer import ShapedArray, trace_flat
+from ember.tracer import prims as P
+from ember.tracer.primitive import impl_rules
+
+
+def _compile(fn, *shapes):
+    g = trace_flat(lambda *a: list(fn(*a)), [ShapedArray(s, np.float64) for s in shapes])
+    return get_backend("numpy").compile(g)
+
+
+def test_registry_names_the_backends():
+    assert "numpy" in available_backends()
+    assert default_backend() in available_backends()
+    with pytest.raises(ValueError, match="unknown backend 'nope'"):
+        get_backend("nope")
+
+
+def test_outputs_never_alias_inputs_or_consts():
+    const = np.arange(6.0).reshape(2, 3)
+    exe = _compile(lambda x: [x, x.reshape(6), x.T, jnp.asarray(const) + 0.0, const[0] * 1.0], (2, 3))
+    x = np.ones((2, 3))
+    outs = exe(x)
+    for o in outs:
+        assert not np.shares_memory(o, x) and not np.shares_memory(o, const)
+        assert o.flags.writeable
+    outs[0][...] = 7
+    assert (x == 1).all()
+
+
+def test_broadcast_outputs_are_writable_copies():
+    exe = _compile(lambda x: [jnp.broadcast_to(x, (4, 3)), jnp.zeros((2, 2))], (3,))
+    outs = exe(np.arange(3.0))
+    for o in outs:
+        assert o.flags.writeable and o.base is None
+        o[...] = 0  # must not raise
+
+
+def test_intermediates_are_released_after_their_last_use():
+    """A large intermediate must not stay alive until the end of the call."""
+    exe = _compile(lambda x: [jnp.sum(jnp.exp(x) * 2.0) + jnp.sum(jnp.sin(x))], (1000,))
+    steps = exe._steps
+    freed = {s for step in steps for s in step[4]}
+    produced = {step[2] for step in steps}
+    assert freed and freed <= produced  # intermediates only; inputs are never released
+    assert not freed & set(exe._outputs)
+
+
+def test_checked_mode_catches_a_wrong_numpy_rule(monkeypatch):
+    exe = _compile(lambda x: [jnp.exp(x)], (3,))
+    monkeypatch.setitem(impl_rules, P.exp_p, lambda x: np.exp(x).astype(np.float32))
+    with pytest.raises(AssertionError, match="exp.*float32.*f64"):
+        numpy_backend.NumpyExecutable(exe.graph, check=True)(np.ones(3))
+
+
+def test_literal_and_const_outputs():
+    f = ember.jit(lambda x: (1.5, np.arange(3.0), x))
+    a, b, c = f(np.float32(2.0))
+    assert a.dtype == np.float32 and a.shape == () and float(a) == 1.5
+    np.testing.assert_array_equal(b, np.arange(3.0))
+    b[0] = 99.0
+    np.testing.assert_array_equal(f(np.float32(2.0))[1], np.arange(3.0))
