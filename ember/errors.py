@@ -31,12 +31,18 @@ def user_location() -> str | None:
     return None
 
 
+_short_cache: dict[str, str] = {}
+
+
 def _short_path(filename: str) -> str:
-    try:
-        rel = os.path.relpath(filename)
-    except ValueError:
-        return filename
-    return filename if rel.startswith(".." + os.sep + "..") else rel
+    short = _short_cache.get(filename)
+    if short is None:
+        try:
+            rel = os.path.relpath(filename)
+        except ValueError:
+            rel = filename
+        short = _short_cache[filename] = filename if rel.startswith(".." + os.sep + "..") else rel
+    return short
 
 
 class EmberError(Exception):

@@ -173,7 +173,8 @@ def _traced_stage(fn, in_avals, source: Graph) -> Graph:
         out = b.build(outs)
         roles = dict(b.roles)
     out = dce(out)
-    record("after autodiff", out, {n: r for n, r in roles.items() if n in set(out.nodes)})
+    kept = set(out.nodes)
+    record("after autodiff", out, {n: r for n, r in roles.items() if n in kept})
     return out
 
 

@@ -15,7 +15,7 @@ class ShapedArray:
     __slots__ = ("shape", "dtype", "weak_type")
 
     def __init__(self, shape: tuple[int, ...], dtype, weak_type: bool = False):
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(map(int, shape))
         self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         self.weak_type = bool(weak_type)
 
