@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 import ember
-import ember.numpy as jnp
 import ember.nn as nn
+import ember.numpy as jnp
 
 
 def _section(title: str) -> None:
@@ -61,7 +61,8 @@ def main() -> None:
         g = ember.make_graph(ember.grad(lambda p, c, e: jnp.dot(c, e) * p))(1.5, c, onehot)
         big = [nd.prim.name for nd in g.nodes if any(v.aval.size >= n for v in nd.outputs)]
         print(f"  n = {n:>8}: gradient graph has {len(g.nodes)} nodes; nodes producing n-sized values: {big}")
-        _check(f"d/dp dot(c, e0) * p  (n = {n})", ember.grad(lambda p: jnp.dot(c, onehot) * p)(1.5), c[0])
+        _check(f"d/dp dot(c, e0) * p  (n = {n})",
+               ember.grad(lambda p, c=c, e=onehot: jnp.dot(c, e) * p)(1.5), c[0])
 
     _section("per-sample gradients with vmap(grad) (seed 002)")
     params = nn.init_mlp([10, 32, 32, 10], seed=1, dtype=np.float64)

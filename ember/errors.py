@@ -31,17 +31,18 @@ def user_location() -> str | None:
     return None
 
 
-_short_cache: dict[str, str] = {}
+_short_cache: dict[tuple[str, str], str] = {}
 
 
 def _short_path(filename: str) -> str:
-    short = _short_cache.get(filename)
+    key = (os.getcwd(), filename)
+    short = _short_cache.get(key)
     if short is None:
         try:
             rel = os.path.relpath(filename)
         except ValueError:
             rel = filename
-        short = _short_cache[filename] = filename if rel.startswith(".." + os.sep + "..") else rel
+        short = _short_cache[key] = filename if rel.startswith(".." + os.sep + "..") else rel
     return short
 
 

@@ -162,22 +162,16 @@ def tree_flatten(tree, is_leaf: Callable | None = None) -> tuple[list, PyTreeDef
 
 
 def tree_unflatten(treedef: PyTreeDef, leaves: Iterable):
-    it = iter(leaves)
-    out = _unflatten(treedef, it)
-    if next(it, _SENTINEL) is not _SENTINEL:
-        raise ValueError(f"too many leaves for treedef {treedef}")
-    return out
-
-
-_SENTINEL = object()
+    """Rebuild the pytree `treedef` describes from its leaves (exactly treedef.num_leaves of them)."""
+    leaves = list(leaves)
+    if len(leaves) != treedef.num_leaves:
+        raise ValueError(f"{treedef} has {treedef.num_leaves} leaves, but {len(leaves)} were given")
+    return _unflatten(treedef, iter(leaves))
 
 
 def _unflatten(td: PyTreeDef, it):
     if td.node is None:
-        leaf = next(it, _SENTINEL)
-        if leaf is _SENTINEL:
-            raise ValueError("too few leaves for treedef")
-        return leaf
+        return next(it)
     nt = _registry.get(td.node) or _node_type_for_class(td.node)
     return nt.unflatten(td.aux, [_unflatten(c, it) for c in td.children])
 
@@ -234,11 +228,12 @@ def keystr(path: str, root: str = "") -> str:
     return root + path
 
 
-def broadcast_prefix(prefix, tree, is_leaf: Callable | None = None, what: str = "prefix") -> list:
+def broadcast_prefix(prefix, tree, is_leaf: Callable | None = None, what: str = "prefix", root: str = "") -> list:
     """Expand `prefix` (a tree whose leaves apply to whole subtrees of `tree`) to one entry per leaf of
-    `tree`. Raises ValueError naming the first place where the structures disagree."""
+    `tree`. Raises ValueError naming the first place where the structures disagree (its key path,
+    after `root`, e.g. root="argument 1" gives "argument 1['w']")."""
     out: list = []
-    _broadcast(prefix, tree, "", out, is_leaf, what)
+    _broadcast(prefix, tree, root, out, is_leaf, what)
     return out
 
 
@@ -251,17 +246,24 @@ def _broadcast(prefix, tree, path, out, is_leaf, what):
     if t_nt is None or type(prefix) is not type(tree) and not (
             isinstance(prefix, (list, tuple)) and isinstance(tree, (list, tuple))):
         raise ValueError(f"{what} at {path or 'the top level'} is a {type(prefix).__name__} but the "
-                         f"value there is a {type(tree).__name__}")
+                         f"value there is {_describe(tree)}")
     p_children, p_aux = p_nt.flatten(prefix)
     t_children, t_aux = t_nt.flatten(tree)
     p_children, t_children = list(p_children), list(t_children)
     if len(p_children) != len(t_children) or (isinstance(tree, dict) and p_aux != t_aux):
-        raise ValueError(f"{what} at {path or 'the top level'} has {len(p_children)} entries "
-                         f"{_keys_text(p_aux)}but the value there has {len(t_children)} {_keys_text(t_aux)}")
+        raise ValueError(f"{what} at {path or 'the top level'} has {len(p_children)} entries"
+                         f"{_keys_text(p_aux)} but the value there has {len(t_children)}{_keys_text(t_aux)}")
     keys = t_nt.keys(t_aux, len(t_children))
     for key, pc, tc in zip(keys, p_children, t_children):
         _broadcast(pc, tc, path + key, out, is_leaf, what)
 
 
+def _describe(x) -> str:
+    """'an array of shape (3,)' for array-likes (traced or not), else 'a <type>'."""
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return f"an array of shape {tuple(x.shape)}"
+    return f"a {type(x).__name__}"
+
+
 def _keys_text(aux) -> str:
-    return f"(keys {list(aux)}) " if isinstance(aux, tuple) and aux and not isinstance(aux[0], int) else ""
+    return f" (keys {list(aux)})" if isinstance(aux, tuple) and aux and not isinstance(aux[0], int) else ""

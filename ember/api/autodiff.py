@@ -7,12 +7,13 @@ cached jit, so `grad(f)(x)` and `jit(grad(f))(x)` compile the same single graph.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember.api.tracing import Transformed, fun_name, inline, leaf_avals, trace_pytree
-from ember.errors import TransformError, user_location
+from ember.api.tracing import Transformed, arg_name, fun_name, inline, leaf_avals, trace_pytree
+from ember.errors import EmberError, TransformError, user_location
 from ember.passes.autodiff import differentiable_outputs, grad_graph, split_forward_backward, vjp_graph
 from ember.tracer import dtypes
 from ember.tracer import prims as P
@@ -33,22 +34,29 @@ def _argnums(argnums, n_args: int, name: str) -> tuple[tuple[int, ...], bool]:
     return tuple(i % n_args for i in nums), single
 
 
+def _differentiate(transform, graph, mask):
+    """Run an autodiff graph transform; an error that a rule raised without a location (e.g. a
+    custom_vjp closing over a differentiated value) gets the user's line."""
+    try:
+        return transform(graph, mask)
+    except EmberError as e:
+        raise e.with_loc(user_location()) from None
+
+
 def _active_mask(args: tuple, kwargs: dict, nums: Sequence[int], name: str, what: str) -> list[bool]:
     """One flag per leaf of (args, kwargs): True for the leaves of the differentiated arguments."""
+    with_paths = tree_flatten_with_path((args, kwargs))[0]
+    avals = leaf_avals([leaf for _, leaf in with_paths], (args, kwargs))  # raises on non-array leaves
     mask = []
-    for i, a in enumerate(args):
-        leaves_with_path, _ = tree_flatten_with_path(a)
-        for path, leaf in leaves_with_path:
-            active = i in nums
-            if active:
-                aval = leaf_avals([leaf], leaf)[0]
-                if not dtypes.is_float(aval.dtype):
-                    raise TransformError(
-                        f"{what} requires floating-point inputs, but argument {i}{path} of {name} has dtype "
-                        f"{aval.dtype.name}; differentiate with respect to a float argument (convert it with "
-                        ".astype(float)) or leave it out of argnums", user_location())
-            mask.append(active)
-    mask += [False] * len(tree_flatten(kwargs)[0])
+    for (path, _), aval in zip(with_paths, avals):
+        m = re.match(r"\[0\]\[(\d+)\]", path)  # a leaf of positional argument int(m[1])
+        active = m is not None and int(m[1]) in nums
+        if active and not dtypes.is_float(aval.dtype):
+            raise TransformError(
+                f"{what} requires floating-point inputs, but {arg_name(path)} of {name} has dtype "
+                f"{aval.dtype.name}; differentiate with respect to a float argument (convert it with "
+                ".astype(float)) or leave it out of argnums", user_location())
+        mask.append(active)
     return mask
 
 
@@ -80,7 +88,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         mask = _active_mask(args, kwargs, nums, name, "grad")
         graph, leaves, _, out_tree = trace_pytree(fun, args, kwargs)
         _check_scalar_loss(graph, out_tree, has_aux, name, "grad")
-        results = inline(grad_graph(graph, mask), leaves)
+        results = inline(_differentiate(grad_graph, graph, mask), leaves)
         n_out = len(graph.outputs)
         value = tree_unflatten(out_tree, results[:n_out])
         grads = iter(results[n_out:])
@@ -151,7 +159,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     avals = graph.in_avals
     mask = [dtypes.is_float(a.dtype) for a in avals]
     n_out = len(graph.outputs)
-    forward, backward, _ = split_forward_backward(vjp_graph(graph, mask), len(leaves), n_out)
+    forward, backward, _ = split_forward_backward(_differentiate(vjp_graph, graph, mask), len(leaves), n_out)
     compiled = not is_tracing()
     if compiled:
         from ember.backends import get_backend

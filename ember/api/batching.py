@@ -6,11 +6,10 @@ whole batch (inlined while tracing, through an implicit cached jit otherwise).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
-from ember.api.tracing import Transformed, fun_name, inline, leaf_avals, trace_pytree
-from ember.errors import TransformError, user_location
+from ember.api.tracing import Transformed, arg_name, fun_name, inline, leaf_avals, trace_pytree
+from ember.errors import EmberError, TransformError, user_location
 from ember.passes.vmap import vmap_graph
 from ember.tree import broadcast_prefix, tree_flatten, tree_flatten_with_path, tree_unflatten
 
@@ -23,11 +22,13 @@ def _in_axes_per_leaf(in_axes, args: tuple, kwargs: dict, name: str) -> list:
             raise TransformError(f"vmap in_axes has {len(in_axes)} entries but {name} was called with "
                                  f"{len(args)} positional arguments; give one entry per argument (or a single "
                                  "int/None for all)", user_location())
-        try:
-            per_leaf = broadcast_prefix(in_axes, args, what="vmap in_axes")
-        except ValueError as e:
-            raise TransformError(f"{e}: in_axes must be a prefix of the arguments' structure",
-                                 user_location()) from None
+        per_leaf = []
+        for i, (ax, a) in enumerate(zip(in_axes, args)):
+            try:
+                per_leaf += broadcast_prefix(ax, a, what="vmap in_axes", root=f"argument {i}")
+            except ValueError as e:
+                raise TransformError(f"{e}; in_axes must be a prefix of the arguments' structure (an int or "
+                                     "None applies to a whole subtree)", user_location()) from None
     elif in_axes is None or isinstance(in_axes, int):
         per_leaf = [in_axes] * len(tree_flatten(args)[0])
     else:
@@ -47,7 +48,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
         avals = leaf_avals([leaf for _, leaf in leaves_paths], (args, kwargs))
         dims, sizes = [], {}
         for (path, _), aval, ax in zip(leaves_paths, avals, axes):
-            where = _arg_name(path)
+            where = arg_name(path)
             if ax is None:
                 dims.append(None)
                 continue
@@ -78,19 +79,13 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
         example = [a if d is None else a.update(shape=a.shape[:d] + a.shape[d + 1:]) for a, d in zip(avals, dims)]
         graph, leaves, _, out_tree = trace_pytree(fun, args, kwargs, example)
         out_dims = _out_axes_per_leaf(out_axes, out_tree, graph)
-        batched = vmap_graph(graph, dims, size, out_dims)
+        try:
+            batched = vmap_graph(graph, dims, size, out_dims)
+        except EmberError as e:  # e.g. out_axes=None for a batched output: name the user's line
+            raise e.with_loc(user_location()) from None
         return tree_unflatten(out_tree, inline(batched, leaves))
 
     return Transformed(impl, fun, "vmap")
-
-
-def _arg_name(path: str) -> str:
-    """'[0][1]['w']' (a leaf path of (args, kwargs)) -> "argument 1['w']"."""
-    m = re.match(r"\[(\d)\]\[([^\]]+)\](.*)", path)
-    if m is None:
-        return f"argument {path}"
-    which, key, rest = m.groups()
-    return f"argument {key}{rest}" if which == "0" else f"keyword argument {key}{rest}"
 
 
 def _out_axes_per_leaf(out_axes, out_tree, graph) -> list:
@@ -98,9 +93,9 @@ def _out_axes_per_leaf(out_axes, out_tree, graph) -> list:
     if isinstance(out_axes, list):
         out_axes = tuple(out_axes)
     try:
-        per_leaf = broadcast_prefix(out_axes, outs, what="vmap out_axes")
+        per_leaf = broadcast_prefix(out_axes, outs, what="vmap out_axes", root="output")
     except ValueError as e:
-        raise TransformError(f"{e}: out_axes must be a prefix of the output's structure", user_location()) from None
+        raise TransformError(f"{e}; out_axes must be a prefix of the output's structure", user_location()) from None
     result = []
     for ax, v in zip(per_leaf, graph.outputs):
         if ax is None:

@@ -17,11 +17,11 @@ import numpy as np
 
 from ember.api.tracing import fun_name, leaf_avals, to_array, trace_pytree
 from ember.backends import default_backend, get_backend
-from ember.errors import ArgumentError, user_location
+from ember.errors import ArgumentError, TracerEscapeError, user_location
 from ember.passes.pipeline import optimize as run_pipeline
 from ember.passes.stages import Stage, StageRecorder, recording
 from ember.tracer.ir import Graph
-from ember.tracer.trace import is_tracing
+from ember.tracer.trace import Tracer, is_tracing
 from ember.tree import PyTreeDef, tree_flatten, tree_unflatten
 
 CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "size"])
@@ -165,6 +165,18 @@ class Jitted:
                                 "(use a tuple instead of a list)", user_location()) from None
         return key, (dyn_args, dyn_kwargs), (static_pos, static_kw)
 
+    def _check_leaves(self, args: tuple, kwargs: dict) -> None:
+        """Raise an ArgumentError naming the first argument leaf that is not an array, by its path in
+        the user's call (static arguments keep their positions but are not checked)."""
+        shown = (tuple(None if i in self._static_nums else a for i, a in enumerate(args)),
+                 {k: v for k, v in kwargs.items() if k not in self._static_names})
+        leaves = tree_flatten(shown)[0]
+        leaf_avals(leaves, shown)  # raises with the path of a bad leaf
+        if any(isinstance(x, Tracer) for x in leaves):
+            raise TracerEscapeError(f"{fun_name(self._fun)} was called with a traced value outside of any trace "
+                                    "(it escaped from an earlier trace, e.g. stored in a global); return it "
+                                    "from the traced function instead", user_location())
+
     def _call_fun(self, statics, dyn_args, dyn_kwargs):
         if statics is None:
             return self._fun(*dyn_args, **dyn_kwargs)
@@ -181,9 +193,7 @@ class Jitted:
         static_key, dyn, _ = self._split_args(args, kwargs)
         leaves, in_tree = tree_flatten(dyn)
         if not all(_is_array_leaf(x) for x in leaves):
-            leaf_avals(leaves, dyn)  # raises with the path of the bad leaf
-            raise ArgumentError(f"{fun_name(self._fun)} was called with a traced value outside of any trace "
-                                "(it escaped from an earlier trace)", user_location())
+            self._check_leaves(args, kwargs)
         arrays = [to_array(x) for x in leaves]
         backend = self._backend or default_backend()
         key = (in_tree, tuple((a.shape, a.dtype, not isinstance(x, np.ndarray) and not isinstance(x, np.generic))
@@ -197,7 +207,7 @@ class Jitted:
             dump_dir = os.environ.get("EMBER_DUMP_DIR")
             if dump_dir:
                 name = getattr(self, "__name__", fun_name(self._fun))
-                lowered.dump(os.path.join(dump_dir, f"{_safe(name)}_{self._misses}"))
+                lowered.dump(_dump_path(dump_dir, f"{_safe(name)}_{self._misses}"))
         else:
             self._hits += 1
         return tree_unflatten(entry.out_tree, entry.executable(*arrays))
@@ -206,6 +216,9 @@ class Jitted:
         """Trace and optimize for these arguments, without running; see Lowered."""
         static_key, dyn, statics = self._split_args(args, kwargs)
         dyn_args, dyn_kwargs = dyn
+        if not all(_is_array_leaf(x) for x in tree_flatten(dyn)[0]):
+            self._check_leaves(args, kwargs)
+
         def fun(*a, **kw):
             return self._call_fun(statics, a, kw)
 
@@ -242,6 +255,19 @@ def _is_array_leaf(x) -> bool:
     return isinstance(x, (np.ndarray, np.generic, bool, int, float))
 
 
+_dumped: set[str] = set()
+
+
+def _dump_path(dump_dir: str, base: str) -> str:
+    """dump_dir/base, or dump_dir/base_2, _3, ... when this process already dumped there (two
+    functions with one name, e.g. two lambdas), so no dump overwrites another."""
+    path, k = os.path.join(dump_dir, base), 2
+    while path in _dumped:
+        path, k = os.path.join(dump_dir, f"{base}_{k}"), k + 1
+    _dumped.add(path)
+    return path
+
+
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
 
@@ -252,6 +278,11 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), d
 
     Usable as `jit(f)`, `@jit` or `@jit(static_argnums=...)`. `optimize=False` skips every
     optimization pass (the baseline passes are compared against).
+
+    NumPy arrays that `fun` closes over (globals, closure variables) are constants of the graph: their
+    values are copied when `fun` is traced, so mutating such an array afterwards does not change
+    the results of later calls with the same signature (pass it as an argument if it changes).
+    Outputs are fresh NumPy arrays: they never share memory with the arguments or with each other.
     """
     if fun is None:
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,

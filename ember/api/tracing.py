@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -22,12 +23,23 @@ def fun_name(fun) -> str:
     return getattr(fun, "__name__", None) or type(fun).__name__
 
 
+def arg_name(path: str) -> str:
+    """The user's name for a leaf path of (args, kwargs): "[0][1]['w']" -> "argument 1['w']",
+    "[1]['y']" -> "keyword argument 'y'"."""
+    m = re.match(r"\[([01])\]\[([^\]]+)\](.*)", path)
+    if m is None:
+        return f"argument {path or '(top level)'}"
+    which, key, rest = m.groups()
+    return f"argument {key}{rest}" if which == "0" else f"keyword argument {key}{rest}"
+
+
 def _bad_leaf(path: str, x, what: str) -> ArgumentError:
     hint = ("; mark it static with jit(..., static_argnums=...) if it configures the function"
             if what == "argument" else "")
-    return ArgumentError(f"{what} {path or '(top level)'} has type {type(x).__name__}, which is not an array; "
-                         f"ember functions take NumPy arrays, Python scalars or pytrees (tuples, lists, dicts, "
-                         f"dataclasses) of them{hint}", user_location())
+    where = arg_name(path) if what == "argument" else f"{what} {path or '(top level)'}"
+    return ArgumentError(f"{where} has type {type(x).__name__}, which is not an array; ember functions take "
+                         f"NumPy arrays, Python scalars or pytrees (tuples, lists, dicts, dataclasses) of them"
+                         f"{hint}", user_location())
 
 
 def leaf_aval(x) -> ShapedArray | None:
@@ -45,6 +57,8 @@ def leaf_aval(x) -> ShapedArray | None:
 
 
 def leaf_avals(leaves: Sequence, tree_for_paths, what: str = "argument") -> list[ShapedArray]:
+    """The aval of every leaf; a leaf that is not an array raises an ArgumentError naming its path in
+    `tree_for_paths` (for arguments: the call's (args, kwargs))."""
     avals = []
     for x in leaves:
         try:
@@ -54,7 +68,8 @@ def leaf_avals(leaves: Sequence, tree_for_paths, what: str = "argument") -> list
         if a is None or isinstance(a, Exception):
             bad = next(p for p, leaf in tree_flatten_with_path(tree_for_paths)[0] if leaf is x)
             if isinstance(a, Exception):
-                raise ArgumentError(f"{what} {bad or '(top level)'}: {a.message}", user_location()) from None
+                where = arg_name(bad) if what == "argument" else f"{what} {bad or '(top level)'}"
+                raise ArgumentError(f"{where}: {a.message}", user_location()) from None
             raise _bad_leaf(bad, x, what)
         avals.append(a)
     return avals
@@ -80,8 +95,9 @@ def flatten_outputs(out, name: str) -> tuple[list, PyTreeDef]:
     for x in leaves:
         if not isinstance(x, (Tracer, np.ndarray, np.generic) + _PY_SCALARS):
             bad = next(p for p, leaf in tree_flatten_with_path(out)[0] if leaf is x)
-            raise ArgumentError(f"function {name} returned a {type(x).__name__} at output {bad or '(top level)'}; "
-                                "ember functions must return arrays, scalars or pytrees of them", user_location())
+            raise ArgumentError(f"function {name} returned a value of type {type(x).__name__} at output "
+                                f"{bad or '(top level)'}; ember functions must return arrays, scalars or pytrees "
+                                "of them", user_location())
     return leaves, treedef
 
 

@@ -1,7 +1,8 @@
 """Backend registry: `compile(graph, plan=None) -> Executable`, selected by name.
 
-An Executable is called with flat arrays and returns a list of flat arrays. `EMBER_BACKEND` picks
-the default; `default_backend()` names it.
+An Executable is called with flat arrays and returns a list of flat arrays that the caller owns:
+never an argument, a constant or a read-only view, and never the same array twice (writing into one
+output must not change anything else). `EMBER_BACKEND` picks the default; `default_backend()` names it.
 """
 
 from __future__ import annotations

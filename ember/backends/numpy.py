@@ -71,7 +71,8 @@ class NumpyExecutable:
         external = set(graph.inputs) | set(graph.consts)
         self._copy_out = tuple(
             isinstance(a, Literal) or a in external or (a in producer and producer[a].prim in view_prims)
-            for a in graph.outputs)
+            or a in graph.outputs[:i]  # the same value returned twice: each output gets its own array
+            for i, a in enumerate(graph.outputs))
 
     def __call__(self, *args) -> list[np.ndarray]:
         env = self._template.copy()

@@ -1,8 +1,8 @@
 """Algebraic simplification and constant folding.
 
-- identities: x*1, x+0, x-0, x/1 (also with the unit broadcast), x**1, neg(neg(x)), converts/reshapes/transposes/broadcasts that
-  change nothing, reshape of reshape, transpose of transpose, stop_gradient (after differentiation it
-  is the identity), select on a literal predicate;
+- identities: x*1, x+0, x-0, x/1 (also with the unit broadcast), x**1, neg(neg(x)),
+  converts/reshapes/transposes/broadcasts that change nothing, reshape of reshape, transpose of
+  transpose, stop_gradient (after differentiation it is the identity), select on a literal predicate;
 - x**2 -> x*x;
 - constant folding of nodes whose operands are all literals or small consts (big constant
   computations stay in the graph, so compile time and graph size do not grow with the data).

@@ -37,12 +37,13 @@ def graph_to_dot(graph: Graph, name: str = "graph", annotations: Mapping | None 
              '  node [shape=box, style="rounded,filled", fillcolor=white, fontname="monospace", fontsize=10];',
              '  edge [fontname="monospace", fontsize=9, color="#555555"];']
     where: dict[Var, str] = {}
-    for i, v in enumerate(graph.inputs):
-        where[v] = f"in{i}"
-        lines.append(f'  in{i} [shape=oval, fillcolor="#d5e8d4", label="{_esc(names.typed(v))}\\ninput {i}"];')
+    # Consts first, then inputs: the order the text rendering names them in, so names agree.
     for i, v in enumerate(graph.consts):
         where[v] = f"const{i}"
         lines.append(f'  const{i} [shape=oval, fillcolor="#fff2cc", label="{_esc(names.typed(v))}\\nconst"];')
+    for i, v in enumerate(graph.inputs):
+        where[v] = f"in{i}"
+        lines.append(f'  in{i} [shape=oval, fillcolor="#d5e8d4", label="{_esc(names.typed(v))}\\ninput {i}"];')
     for j, node in enumerate(graph.nodes):
         nid = f"n{j}"
         for v in node.outputs:
