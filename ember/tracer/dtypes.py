@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.errors import DTypeError
+from ember.errors import DTypeError, user_location
 
 float_ = np.dtype(np.float32)
 int_ = np.dtype(np.int32)
@@ -31,7 +31,8 @@ _SHORT = {
 
 
 def canonicalize(dtype) -> np.dtype:
-    """Return the np.dtype for `dtype`, or raise a DTypeError naming the supported ones."""
+    """Return the np.dtype for `dtype`, or raise a DTypeError naming the supported ones (and the
+    user's line: wrappers such as astype and convert_element_type call this before any rule runs)."""
     if dtype is float:
         return float_
     if dtype is int:
@@ -41,10 +42,10 @@ def canonicalize(dtype) -> np.dtype:
     try:
         dt = np.dtype(dtype)
     except TypeError:
-        raise DTypeError(f"{dtype!r} is not a dtype") from None
+        raise DTypeError(f"{dtype!r} is not a dtype", user_location()) from None
     if dt not in _SUPPORTED_SET:
         names = ", ".join(d.name for d in SUPPORTED)
-        raise DTypeError(f"dtype {dt.name} is not supported by ember; use one of: {names}")
+        raise DTypeError(f"dtype {dt.name} is not supported by ember; use one of: {names}", user_location())
     return dt
 
 
@@ -83,8 +84,8 @@ def scalar_dtype(x) -> tuple[np.dtype, bool]:
     if isinstance(x, float):
         return float_, True
     if isinstance(x, complex):
-        raise DTypeError("complex numbers are not supported by ember")
-    raise DTypeError(f"{type(x).__name__} is not a scalar type")
+        raise DTypeError("complex numbers are not supported by ember", user_location())
+    raise DTypeError(f"{type(x).__name__} is not a scalar type", user_location())
 
 
 def result_type(*operands: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:

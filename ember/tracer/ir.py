@@ -40,7 +40,7 @@ class Literal:
         self.aval = ShapedArray((), dt, weak_type)
 
     def __repr__(self):
-        return f"{_format_scalar(self.value)}:{self.aval.str_short()}"
+        return f"{_format_scalar(self.val)}:{self.aval.str_short()}"
 
 
 Atom = Var | Literal
@@ -150,9 +150,11 @@ class Graph:
             raise GraphError(f"{len(self.consts)} consts but {len(self.const_values)} const values")
         for v, val in zip(self.consts, self.const_values):
             define(v, "const")
-            shape = getattr(val, "shape", None)
+            shape, dtype = getattr(val, "shape", None), getattr(val, "dtype", None)
             if shape is not None and tuple(shape) != v.aval.shape:
                 raise GraphError(f"const {v!r} is bound to a value of shape {tuple(shape)}")
+            if dtype is not None and dtype != v.aval.dtype:
+                raise GraphError(f"const {v!r} is bound to a value of dtype {dtype}")
         names = Namer()
         for node in self.nodes:
             if primitives.get(node.prim.name) is not node.prim:
@@ -203,20 +205,22 @@ class Graph:
 # --- printing ---------------------------------------------------------------------------------
 
 def _format_scalar(v) -> str:
-    if isinstance(v, float):
+    """Python-style text of a scalar. A NumPy float prints the shortest digits that round-trip in
+    its own dtype, so the literal 0.1 of an f32 graph reads 0.1, not 0.10000000149011612."""
+    if isinstance(v, (float, np.floating)):
         if math.isnan(v):
             return "nan"
         if math.isinf(v):
             return "inf" if v > 0 else "-inf"
-        return repr(v)
-    return repr(v)
+        return str(v) if isinstance(v, np.floating) else repr(v)
+    return repr(v.item() if isinstance(v, np.generic) else v)
 
 
 class Namer:
     """jaxpr-style names (a, b, ..., z, ba, bb, ...) assigned on first sight."""
 
     def __init__(self):
-        self._names: dict[int, str] = {}
+        self._names: dict[Var, str] = {}  # by identity (Var has no __eq__)
         self._gen = self._names_iter()
 
     @staticmethod
@@ -231,10 +235,9 @@ class Namer:
     def __call__(self, atom) -> str:
         if isinstance(atom, Literal):
             return repr(atom)
-        key = id(atom)
-        name = self._names.get(key)
+        name = self._names.get(atom)  # id() key could be reused by a new Var once the old one is freed
         if name is None:
-            name = self._names[key] = next(self._gen)
+            name = self._names[atom] = next(self._gen)
         return name
 
     def typed(self, v: Var) -> str:

@@ -46,9 +46,12 @@ def elementwise_aval(name: str, avals, accepts: str = "any", out_dtype=None) -> 
 
 
 def scalar_like(x, ref):
-    """A Python scalar `x` as a NumPy scalar of `ref`'s dtype (how internal ops take literals)."""
+    """A Python scalar `x` as a weakly typed Literal of `ref`'s dtype (how the wrappers take Python
+    scalars): weak, so `mul(x, 2.0)` keeps a weakly typed `x` weak, as in JAX."""
     if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
-        return np.asarray(x, dtype=_dtype_of(ref))[()]
+        from ember.tracer.ir import Literal
+
+        return Literal(x, _dtype_of(ref), weak_type=True)
     return x
 
 
@@ -62,6 +65,13 @@ def _dtype_of(x) -> np.dtype:
     if dt is None:
         dt, _ = dtypes.scalar_dtype(x)
     return dt
+
+
+def unchanged(x):
+    """The result of a wrapper whose operation would not change `x` (a reshape to the same shape, a
+    reduction over no axes, ...): `x` itself for a traced value (no node is staged), a copy for a
+    NumPy array, because eager results never alias the caller's arrays (as bind's eager path)."""
+    return np.array(x) if isinstance(x, np.ndarray) else x
 
 
 def shape_of(x) -> tuple[int, ...]:

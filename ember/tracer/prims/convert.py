@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ember.tracer import dtypes
 from ember.tracer.primitive import Primitive, batch_rules, def_impl, def_shape, def_vjp
-from ember.tracer.prims._util import elementwise_batch
+from ember.tracer.prims._util import elementwise_batch, unchanged
 
 convert_element_type_p = Primitive("convert_element_type")
 
@@ -13,7 +13,7 @@ def convert_element_type(x, new_dtype):
     """`x` as `new_dtype` (float -> int truncates toward zero, as a C cast)."""
     new_dtype = dtypes.canonicalize(new_dtype)
     if getattr(x, "dtype", None) == new_dtype:
-        return x
+        return unchanged(x)
     return convert_element_type_p.bind(x, new_dtype=new_dtype)
 
 

@@ -16,7 +16,7 @@ from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp, view_prims
-from ember.tracer.prims._util import batch_size, bdim_at_front, moveaxis, scalar_like, shape_of
+from ember.tracer.prims._util import batch_size, bdim_at_front, moveaxis, scalar_like, shape_of, unchanged
 
 broadcast_in_dim_p = Primitive("broadcast_in_dim")
 reshape_p = Primitive("reshape")
@@ -35,7 +35,7 @@ def broadcast_in_dim(x, shape, broadcast_dimensions):
     """Broadcast `x` to `shape`; operand axis i becomes output axis broadcast_dimensions[i]."""
     shape, bd = tuple(int(d) for d in shape), tuple(int(d) for d in broadcast_dimensions)
     if shape_of(x) == shape and bd == tuple(range(len(shape))):
-        return x
+        return unchanged(x)
     return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=bd)
 
 
@@ -57,20 +57,20 @@ def zeros_like(x):
 def reshape(x, new_sizes):
     new_sizes = tuple(int(d) for d in new_sizes)
     if shape_of(x) == new_sizes:
-        return x
+        return unchanged(x)
     return reshape_p.bind(x, new_sizes=new_sizes)
 
 
 def transpose(x, permutation):
     permutation = tuple(int(p) for p in permutation)
     if permutation == tuple(range(len(permutation))):
-        return x
+        return unchanged(x)
     return transpose_p.bind(x, permutation=permutation)
 
 
 def concatenate(operands, dimension: int):
     if len(operands) == 1:
-        return operands[0]
+        return unchanged(operands[0])
     return concatenate_p.bind(*operands, dimension=int(dimension))
 
 
@@ -78,7 +78,7 @@ def pad(x, padding_value, padding_config):
     """Pad with (low, high, interior) per axis; all three are non-negative."""
     config = tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config)
     if all(c == (0, 0, 0) for c in config):
-        return x
+        return unchanged(x)
     return pad_p.bind(x, scalar_like(padding_value, x), padding_config=config)
 
 
@@ -87,14 +87,14 @@ def slice(x, start_indices, limit_indices, strides=None):
     limit = tuple(int(s) for s in limit_indices)
     strides = tuple(int(s) for s in strides) if strides is not None else (1,) * len(start)
     if start == (0,) * len(start) and limit == shape_of(x) and all(s == 1 for s in strides):
-        return x
+        return unchanged(x)
     return slice_p.bind(x, start_indices=start, limit_indices=limit, strides=strides)
 
 
 def rev(x, dimensions):
     dims = tuple(sorted(int(d) for d in dimensions))
     if not dims:
-        return x
+        return unchanged(x)
     return rev_p.bind(x, dimensions=dims)
 
 

@@ -11,7 +11,7 @@ from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp
-from ember.tracer.prims._util import check_kind, shape_of, zero_scalar
+from ember.tracer.prims._util import check_kind, shape_of, unchanged, zero_scalar
 
 reduce_sum_p = Primitive("reduce_sum")
 reduce_max_p = Primitive("reduce_max")
@@ -25,7 +25,7 @@ def _reducer(prim):
     def fn(x, axes):
         axes = tuple(sorted(int(a) for a in axes))
         if not axes:
-            return x
+            return unchanged(x)
         return prim.bind(x, axes=axes)
 
     fn.__name__ = prim.name

@@ -1,0 +1,230 @@
+"""The IR: Graph.verify catches broken invariants, graph text is jaxpr-like with the user's lines,
+Params hash and compare by value, Literals print as `value:dtype[]`."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+import ember
+from ember.errors import GraphError
+from ember.tracer import prims as P
+from ember.tracer.aval import ShapedArray
+from ember.tracer.ir import Graph, Literal, Namer, Node, Params, Var
+from ember.tracer.trace import trace_flat
+
+F32, F64, I32 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32)
+MM = (((1,), (0,)), ((), ()))
+
+
+def aval(*shape, dtype=F32):
+    return ShapedArray(shape, dtype)
+
+
+def exp_node(x, out):
+    return Node(P.exp_p, [x], Params(), [out])
+
+
+# --- verify ---------------------------------------------------------------------------------------
+
+def test_verify_accepts_traced_graphs():
+    g = trace_flat(lambda a, b: [P.tanh(P.dot_general(a, b, MM)), P.reduce_sum(a, (0,))], [aval(2, 3), aval(3, 4)])
+    assert g.verify() is g
+    f = ember.custom_vjp(lambda x: P.sin(x))
+    f.defvjp(lambda x: (f(x), (x,)), lambda r, ct: (P.mul(ct, P.cos(r[0])),))
+    ember.make_graph(ember.grad(lambda x: P.reduce_sum(f(x), (0,))))(np.ones(3)).verify()
+
+
+def test_verify_catches_a_var_used_before_its_definition():
+    x, y, z = Var(aval(3)), Var(aval(3)), Var(aval(3))
+    g = Graph([x], [exp_node(y, z), exp_node(x, y)], [z])
+    with pytest.raises(GraphError, match="used before definition"):
+        g.verify()
+    Graph([x], [exp_node(x, y), exp_node(y, z)], [z]).verify()  # the same nodes in order are fine
+
+
+def test_verify_catches_an_undefined_output():
+    x, y = Var(aval(3)), Var(aval(3))
+    with pytest.raises(GraphError, match="not defined"):
+        Graph([x], [], [y]).verify()
+
+
+@pytest.mark.parametrize("how", ["two nodes", "node and input", "input twice"])
+def test_verify_catches_a_var_defined_twice(how):
+    x, y = Var(aval(3)), Var(aval(3))
+    if how == "two nodes":
+        g = Graph([x], [exp_node(x, y), exp_node(x, y)], [y])
+    elif how == "node and input":
+        g = Graph([x, y], [exp_node(x, y)], [y])
+    else:
+        g = Graph([x, x], [], [x])
+    with pytest.raises(GraphError, match="defined twice"):
+        g.verify()
+
+
+@pytest.mark.parametrize("out", [aval(4), aval(3, dtype=F64), aval(3, 1)], ids=str)
+def test_verify_catches_an_output_aval_that_disagrees_with_the_shape_rule(out):
+    x = Var(aval(3))
+    g = Graph([x], [exp_node(x, Var(out))], [])
+    with pytest.raises(GraphError) as info:
+        g.verify()
+    msg = str(info.value)
+    assert "exp" in msg and out.str_short() in msg and "f32[3]" in msg
+
+
+def test_verify_ignores_weak_type_differences():
+    x = Var(ShapedArray((3,), F32, weak_type=True))
+    Graph([x], [exp_node(x, Var(aval(3)))], []).verify()
+
+
+def test_verify_catches_a_failing_shape_rule():
+    x, y = Var(aval(3)), Var(aval(4))
+    g = Graph([x, y], [Node(P.add_p, [x, y], Params(), [Var(aval(3))])], [])
+    with pytest.raises(GraphError, match="shape rule failed.*add"):
+        g.verify()
+
+
+def test_verify_catches_wrong_output_count():
+    x = Var(aval(3))
+    with pytest.raises(GraphError, match="2 outputs"):
+        Graph([x], [Node(P.exp_p, [x], Params(), [Var(aval(3)), Var(aval(3))])], []).verify()
+
+
+def test_verify_catches_unhashable_params():
+    x = Var(aval(2, 3))
+    node = Node(P.reduce_sum_p, [x], Params(axes=[0]), [Var(aval(3))])
+    with pytest.raises(GraphError, match="not hashable"):
+        Graph([x], [node], []).verify()
+    ok = Node(P.reduce_sum_p, [x], Params(axes=(0,)), [Var(aval(3))])
+    Graph([x], [ok], []).verify()
+
+
+def test_verify_catches_params_that_are_not_a_params_mapping():
+    x = Var(aval(2, 3))
+    with pytest.raises(GraphError, match="Params"):
+        Graph([x], [Node(P.reduce_sum_p, [x], {"axes": (0,)}, [Var(aval(3))])], []).verify()
+
+
+def test_verify_catches_unregistered_primitives_and_bad_operands():
+    class FakeExp:
+        name = "exp"
+        multiple_results = False
+
+    x = Var(aval(3))
+    with pytest.raises(GraphError, match="unregistered primitive"):
+        Graph([x], [Node(FakeExp(), [x], Params(), [Var(aval(3))])], []).verify()
+    with pytest.raises(GraphError, match="neither Var nor Literal"):
+        Graph([x], [Node(P.exp_p, [np.float32(1.0)], Params(), [Var(aval())])], []).verify()
+    with pytest.raises(GraphError, match="is not a Var"):
+        Graph([Literal(1.0, F32)], [], []).verify()
+
+
+def test_verify_checks_consts():
+    c = Var(aval(3))
+    with pytest.raises(GraphError, match="shape"):
+        Graph([], [], [c], [c], [np.zeros(4, F32)]).verify()
+    with pytest.raises(GraphError, match="dtype float64"):
+        Graph([], [], [c], [c], [np.zeros(3, F64)]).verify()
+    with pytest.raises(GraphError, match="const values"):
+        Graph([], [], [c], [c], []).verify()
+    Graph([], [], [c], [c], [np.zeros(3, F32)]).verify()
+
+
+# --- text -----------------------------------------------------------------------------------------
+
+def test_graph_text_is_jaxpr_like_with_user_lines():
+    line = inspect.currentframe().f_lineno + 1
+    g = ember.make_graph(lambda a, b: P.dot_general(a, b, MM))(np.zeros((16, 8), F32), np.zeros((8, 4), F32))
+    text = str(g)
+    lines = text.splitlines()
+    assert lines[0] == "{ lambda ; a:f32[16,8] b:f32[8,4] ."
+    assert lines[1].startswith("    c:f32[16,4] = dot_general[dimension_numbers=(((1,),(0,)),((),()))] a b  # ")
+    assert lines[1].endswith(f"test_ir.py:{line}")
+    assert lines[2] == "  in (c) }"
+    assert f"test_ir.py:{line}" not in g.text(locs=False)
+
+
+def test_graph_text_shows_consts_literals_params_and_annotations():
+    c = np.ones(3)
+    g = ember.make_graph(lambda a: P.reduce_sum(P.add(P.mul(a, 0.5), c), (0,)))(np.zeros(3))
+    text = g.text(locs=False)
+    assert text.splitlines()[0] == "{ lambda a:f64[3] ; b:f64[3] ."
+    assert "c:f64[3] = mul b 0.5:f64[]" in text
+    assert "d:f64[3] = add c a" in text
+    assert "e:f64[] = reduce_sum[axes=(0,)] d" in text
+    annotated = g.text(locs=False, annotations={g.nodes[0]: "backward"})
+    assert annotated.splitlines()[1].endswith("# backward") and "backward" not in text
+
+
+def test_graph_text_nests_subgraphs():
+    f = ember.custom_vjp(lambda x: P.sin(x))
+    f.defvjp(lambda x: (f(x), (x,)), lambda r, ct: (P.mul(ct, P.cos(r[0])),))
+    text = ember.make_graph(f)(np.ones(3)).text(locs=False)
+    assert "custom_vjp_call[primal=\n        { lambda ; a:f64[3] ." in text
+    assert "            c:f64[3] = cos a" in text
+
+
+def test_namer_goes_past_z():
+    names = Namer()
+    got = [names(Var(aval())) for _ in range(30)]
+    assert got[:3] == ["a", "b", "c"] and got[25] == "z" and got[26:] == ["ba", "bb", "bc", "bd"]
+    v = Var(aval(2, dtype=I32))
+    assert names(v) == names(v) == "be" and names.typed(v) == "be:i32[2]"
+
+
+def test_multiple_output_nodes_print_every_output():
+    f = ember.custom_vjp(lambda x: (P.sin(x), P.cos(x)))
+    f.defvjp(lambda x: (f(x), ()), lambda r, ct: (ct[0],))
+    line = ember.make_graph(f)(np.ones(2)).text(locs=False).splitlines()[1]
+    assert line.startswith("    b:f64[2] c:f64[2] = custom_vjp_call[")
+
+
+# --- Params ---------------------------------------------------------------------------------------
+
+def test_params_hash_and_compare_by_value():
+    a = Params(axes=(0, 1), dtype=F32)
+    b = Params({"dtype": np.dtype("float32"), "axes": (0, 1)})
+    assert a == b and hash(a) == hash(b)
+    assert len({a, b}) == 1
+    assert a != Params(axes=(0,), dtype=F32) and a != Params(axes=(0, 1), dtype=F64)
+    assert a != {"axes": (0, 1), "dtype": F32}
+    assert Params() == Params() and hash(Params()) == hash(Params())
+
+
+def test_params_are_an_immutable_mapping():
+    p = Params(axes=(0,))
+    assert dict(p) == {"axes": (0,)} and list(p) == ["axes"] and len(p) == 1 and p["axes"] == (0,)
+    with pytest.raises(TypeError):
+        p["axes"] = (1,)
+    q = p.replace(axes=(1,), keepdims=True)
+    assert p["axes"] == (0,) and dict(q) == {"axes": (1,), "keepdims": True}
+
+
+def test_params_with_unhashable_values_fail_to_hash():
+    with pytest.raises(TypeError):
+        hash(Params(shape=[2, 3]))
+
+
+def test_traced_nodes_carry_params_objects():
+    g = ember.make_graph(lambda a: P.transpose(a, (1, 0)))(np.zeros((2, 3)))
+    assert isinstance(g.nodes[0].params, Params) and g.nodes[0].params == Params(permutation=(1, 0))
+
+
+# --- Literal --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value,dtype,text", [
+    (2.0, F32, "2.0:f32[]"), (0.1, F32, "0.1:f32[]"), (0.1, F64, "0.1:f64[]"), (2, F32, "2.0:f32[]"),
+    (1e20, F32, "1e+20:f32[]"), (1e-8, F64, "1e-08:f64[]"), (0.1, np.float16, "0.1:f16[]"),
+    (3, I32, "3:i32[]"), (255, np.uint8, "255:u8[]"), (True, bool, "True:bool[]"), (0, bool, "False:bool[]"),
+    (float("nan"), F64, "nan:f64[]"), (float("inf"), F32, "inf:f32[]"), (-np.inf, F64, "-inf:f64[]"),
+])
+def test_literal_printing(value, dtype, text):
+    assert repr(Literal(value, dtype)) == text
+
+
+def test_literal_holds_a_python_value_and_a_numpy_scalar():
+    lit = Literal(2, F32, weak_type=True)
+    assert lit.value == 2.0 and type(lit.value) is float
+    assert lit.val.dtype == F32 and lit.val.shape == ()
+    assert lit.aval == ShapedArray((), F32, True)
+    assert Literal(np.int64(7), I32).val.dtype == I32
