@@ -9,8 +9,15 @@ import numpy as np
 
 import ember.numpy as jnp
 from ember.api.autodiff import stop_gradient
-from ember.numpy._core import asarray, elementwise, normalize_axes
+from ember.numpy._core import asarray, elementwise, normalize_axes, to_dtype
+from ember.tracer import dtypes
 from ember.tracer import prims as P
+
+
+def _float(x):
+    """`x` as an array of a float dtype (integers and bools become float32)."""
+    x = asarray(x)
+    return x if dtypes.is_float(x.dtype) else to_dtype(x, dtypes.float_)
 
 
 def relu(x):
@@ -25,42 +32,45 @@ def sigmoid(x):
 
 def gelu(x, approximate: bool = True):
     """Gaussian error linear unit: the tanh approximation by default (as in JAX), or exact with erf."""
-    x = asarray(x)
+    x = _float(x)
     if approximate:
-        c = math.sqrt(2.0 / math.pi)
-        return 0.5 * x * (1.0 + jnp.tanh(c * (x + 0.044715 * (x * x * x))))
-    return 0.5 * x * (1.0 + elementwise(P.erf, "gelu", x * (1.0 / math.sqrt(2.0)), to_float=True))
+        cube = jnp.multiply(x, jnp.multiply(x, x))
+        inner = jnp.multiply(math.sqrt(2.0 / math.pi), jnp.add(x, jnp.multiply(0.044715, cube)))
+        cdf = jnp.multiply(0.5, jnp.add(1.0, jnp.tanh(inner)))
+    else:
+        erf = elementwise(P.erf, "gelu", jnp.multiply(x, 1.0 / math.sqrt(2.0)))
+        cdf = jnp.multiply(0.5, jnp.add(1.0, erf))
+    return jnp.multiply(x, cdf)
 
 
 def _max_shift(x, axis):
-    """The max along `axis` (kept), with infinities replaced by 0 and no gradient through it."""
-    m = stop_gradient(jnp.max(x, axis=axis, keepdims=True))
+    """The max along `axis` (kept; -inf over no elements), with infinities replaced by 0 and no
+    gradient through it."""
+    m = stop_gradient(jnp.max(x, axis=axis, keepdims=True, initial=-np.inf))
     return jnp.where(jnp.isfinite(m), m, 0.0)
 
 
 def logsumexp(x, axis=None, keepdims: bool = False):
-    """log(sum(exp(x))) without overflow: the max is subtracted first."""
-    x = asarray(x)
-    if not np.issubdtype(x.dtype, np.floating):
-        x = x.astype(np.float32)
+    """log(sum(exp(x))) without overflow: the max is subtracted first (-inf over no elements)."""
+    x = _float(x)
     axes = normalize_axes(axis, x.ndim, "logsumexp")
     m = _max_shift(x, axes)
-    out = jnp.log(jnp.sum(jnp.exp(x - m), axis=axes, keepdims=True)) + m
+    out = jnp.add(jnp.log(jnp.sum(jnp.exp(jnp.subtract(x, m)), axis=axes, keepdims=True)), m)
     return out if keepdims else jnp.squeeze(out, axes)
 
 
 def softmax(x, axis: int | Sequence[int] = -1):
     """exp(x) / sum(exp(x)) along `axis`, shifted by the max for stability."""
-    x = asarray(x)
-    e = jnp.exp(x - _max_shift(x, axis))
-    return e / jnp.sum(e, axis=axis, keepdims=True)
+    x = _float(x)
+    e = jnp.exp(jnp.subtract(x, _max_shift(x, axis)))
+    return jnp.divide(e, jnp.sum(e, axis=axis, keepdims=True))
 
 
 def log_softmax(x, axis: int | Sequence[int] = -1):
     """x - logsumexp(x) along `axis`, computed stably."""
-    x = asarray(x)
-    shifted = x - _max_shift(x, axis)
-    return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True))
+    x = _float(x)
+    shifted = jnp.subtract(x, _max_shift(x, axis))
+    return jnp.subtract(shifted, jnp.log(jnp.sum(jnp.exp(shifted), axis=axis, keepdims=True)))
 
 
 # --- Dense / MLP helpers --------------------------------------------------------------------------
@@ -75,7 +85,7 @@ def init_mlp(sizes: Sequence[int], seed: int = 0, dtype=np.float32) -> list[tupl
 def dense(params, x):
     """x @ w + b for params (w, b); x may carry leading batch axes."""
     w, b = params
-    return x @ w + b
+    return jnp.add(jnp.matmul(x, w), b)
 
 
 def mlp(params, x, activation: Callable | None = relu):

@@ -13,10 +13,15 @@ from ember.errors import ShapeError, user_location
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
+from ember.tracer.ir import Literal
 from ember.tracer.trace import Tracer
 
 Array = Tracer | np.ndarray
 _SCALARS = (bool, int, float)
+
+
+def _is_python_scalar(x) -> bool:
+    return isinstance(x, _SCALARS) and not isinstance(x, np.generic)
 
 
 def is_scalar(x) -> bool:
@@ -41,13 +46,16 @@ def aval_of(x) -> ShapedArray:
 
 
 def _list_dtype(x) -> np.dtype | None:
-    """Default dtype of a nested list of Python scalars (float32/int32/bool), None if it holds arrays."""
+    """Default dtype of a nested list of Python scalars (float32/int32/bool), None if it holds
+    anything else (arrays, NumPy scalars, traced values)."""
     kinds = set()
     stack = [x]
     while stack:
         y = stack.pop()
         if isinstance(y, (list, tuple)):
             stack.extend(y)
+        elif isinstance(y, np.generic):  # np.float64 is a float, but a strong one
+            return None
         elif isinstance(y, bool):
             kinds.add(0)
         elif isinstance(y, int):
@@ -59,12 +67,16 @@ def _list_dtype(x) -> np.dtype | None:
     return {0: dtypes.bool_, 1: dtypes.int_, 2: dtypes.float_}[max(kinds)] if kinds else dtypes.float_
 
 
-def _contains_tracer(x) -> bool:
-    if isinstance(x, Tracer):
-        return True
-    if isinstance(x, (list, tuple)):
-        return any(_contains_tracer(y) for y in x)
-    return False
+def _from_sequence(x, want):
+    """A (nested) list that holds arrays or traced values, stacked; its Python scalars are weak, so
+    [x_f32, 2] is float32."""
+    from ember.numpy._shape import stack
+
+    items = [asarray(y, want) if isinstance(y, (list, tuple)) else y for y in x]
+    target = want or dtypes.result_type(*(dtype_weak(y) for y in items))[0]
+    if not any(isinstance(y, Tracer) for y in items):
+        return np.array(items, dtype=target)
+    return stack([asarray(to_dtype(y, target)) for y in items])
 
 
 def asarray(x, dtype=None) -> Array:
@@ -75,20 +87,21 @@ def asarray(x, dtype=None) -> Array:
     want = dtypes.canonicalize(dtype) if dtype is not None else None
     if isinstance(x, Tracer):
         return x if want is None else P.convert_element_type(x, want)
-    if isinstance(x, (list, tuple)) and _contains_tracer(x):
-        from ember.numpy._shape import stack
-
-        return stack([asarray(y, want) for y in x])
     if isinstance(x, np.ndarray):
         arr = x
     elif isinstance(x, (list, tuple)):
-        arr = np.array(x, dtype=want or _list_dtype(x))
+        default = _list_dtype(x)
+        if default is None:
+            return _from_sequence(x, want)
+        arr = np.array(x, dtype=want or default)
     elif isinstance(x, _SCALARS):
         arr = np.asarray(x, dtype=want or dtypes.scalar_dtype(x)[0])
     elif isinstance(x, np.generic):
         arr = np.asarray(x)
     elif hasattr(x, "__array__"):
         arr = np.asarray(x)
+    elif isinstance(x, complex):
+        dtypes.scalar_dtype(x)  # raises the DTypeError that names complex numbers
     else:
         raise TypeError(f"cannot convert {type(x).__name__} to an array (at {user_location()})")
     target = want or dtypes.canonicalize(arr.dtype)
@@ -151,7 +164,8 @@ def elementwise(prim_fn, name: str, *xs, to_float: bool = False):
     target, _ = dtypes.result_type(*dts)
     if to_float and not dtypes.is_float(target):
         target = dtypes.float_
-    xs = [to_dtype(x, target) for x in xs]
+    # Python scalars stay weak (a weak value times 2 is still weak), everything else is converted.
+    xs = [Literal(x, target, weak_type=True) if _is_python_scalar(x) else to_dtype(x, target) for x in xs]
     if len(xs) > 1:
         shape = broadcast_shapes(*(shape_of(x) for x in xs), name=name)
         xs = [broadcast_to_shape(x, shape) for x in xs]

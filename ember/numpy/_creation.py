@@ -23,20 +23,21 @@ def array(object, dtype=None, copy: bool = True):
     return out
 
 
-def _shape(shape) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
+def _shape(shape, name: str) -> tuple[int, ...]:
+    """`shape` (an int or a sequence of ints) as a tuple; traced sizes cannot fix a shape."""
+    if isinstance(shape, Tracer) or (isinstance(shape, (list, tuple)) and any(isinstance(d, Tracer) for d in shape)):
+        raise ConcretizationError(f"{name}: the shape must be concrete Python ints, not traced values (array "
+                                  "shapes are fixed when a function is traced)", user_location())
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         return (int(shape),)
-    try:
+    if isinstance(shape, (list, tuple)) and all(isinstance(d, (int, np.integer)) for d in shape):
         return tuple(int(d) for d in shape)
-    except ConcretizationError:
-        raise
-    except TypeError:
-        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}") from None
+    raise TypeError(f"{name}: shape must be an int or a sequence of ints, got {shape!r} (at {user_location()})")
 
 
 def full(shape, fill_value, dtype=None):
     """An array of `shape` filled with `fill_value` (which may be a traced scalar or broadcast)."""
-    shape = _shape(shape)
+    shape = _shape(shape, "full")
     dt = dtypes.canonicalize(dtype) if dtype is not None else dtype_weak(fill_value)[0]
     if is_scalar(fill_value):
         return P.full(shape, fill_value, dt)
@@ -44,33 +45,39 @@ def full(shape, fill_value, dtype=None):
 
 
 def zeros(shape, dtype=None):
-    return P.full(_shape(shape), 0, dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_)
+    """An array of zeros (float32 unless `dtype` says otherwise)."""
+    return P.full(_shape(shape, "zeros"), 0, dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_)
 
 
 def ones(shape, dtype=None):
-    return P.full(_shape(shape), 1, dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_)
+    """An array of ones (float32 unless `dtype` says otherwise)."""
+    return P.full(_shape(shape, "ones"), 1, dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_)
 
 
 empty = zeros
 
 
-def _like(a, dtype, shape):
+def _like(a, dtype, shape, name):
+    a = asarray(a) if isinstance(a, (list, tuple)) else a
     dt = dtypes.canonicalize(dtype) if dtype is not None else dtype_weak(a)[0]
-    return dt, (_shape(shape) if shape is not None else shape_of(asarray(a) if isinstance(a, list) else a))
+    return dt, (_shape(shape, name) if shape is not None else shape_of(a))
 
 
 def zeros_like(a, dtype=None, shape=None):
-    dt, s = _like(a, dtype, shape)
+    """Zeros with the shape and dtype of `a` (or the given ones)."""
+    dt, s = _like(a, dtype, shape, "zeros_like")
     return P.full(s, 0, dt)
 
 
 def ones_like(a, dtype=None, shape=None):
-    dt, s = _like(a, dtype, shape)
+    """Ones with the shape and dtype of `a` (or the given ones)."""
+    dt, s = _like(a, dtype, shape, "ones_like")
     return P.full(s, 1, dt)
 
 
 def full_like(a, fill_value, dtype=None, shape=None):
-    dt, s = _like(a, dtype, shape)
+    """`fill_value` with the shape and dtype of `a` (or the given ones)."""
+    dt, s = _like(a, dtype, shape, "full_like")
     return full(s, fill_value, dt)
 
 

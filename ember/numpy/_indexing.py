@@ -22,26 +22,40 @@ def _is_int_scalar(k) -> bool:
     return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
 
 
-def _normalize_key(key, ndim: int) -> list:
+class _Mask:
+    """A concrete boolean mask in a key: it becomes integer arrays once the axes it covers are known."""
+
+    __slots__ = ("mask",)
+
+    def __init__(self, mask: np.ndarray):
+        self.mask = mask
+
+
+def _normalize_key(key, shape: tuple[int, ...]) -> list:
     """Key entries as ints, slices, None or integer arrays, with Ellipsis expanded and concrete
     boolean masks turned into integer arrays."""
+    ndim = len(shape)
     key = list(key) if isinstance(key, tuple) else [key]
     items = []
     for k in key:
         if isinstance(k, (list, tuple)):
-            k = np.asarray(k) if not any(isinstance(e, Tracer) for e in k) else asarray(k)
-        if isinstance(k, np.ndarray) and k.dtype == np.bool_:
-            items.extend(np.nonzero(k))
+            if any(isinstance(e, Tracer) for e in k):
+                k = asarray(k)
+            else:
+                k = np.asarray(k)
+                k = k.astype(np.int32) if k.size == 0 and k.dtype.kind == "f" else k  # [] is an empty index
+        if isinstance(k, np.ndarray) and k.dtype == np.bool_ and k.ndim:
+            items.append(_Mask(k))
             continue
         if isinstance(k, Tracer) and dtypes.is_bool(k.dtype):
             raise ConcretizationError(
                 "indexing with a traced boolean mask gives a result whose shape depends on the data, "
                 "which ember cannot trace; use ember.numpy.where(mask, x, 0) (or a concrete NumPy mask)",
                 user_location())
-        if isinstance(k, (Tracer, np.ndarray)) and not (dtypes.is_int(k.dtype) or dtypes.is_bool(k.dtype)):
-            raise IndexError(f"arrays used as indices must be of integer type, got {k.dtype}")
-        if isinstance(k, (bool, np.bool_)):
+        if isinstance(k, (bool, np.bool_)) or (isinstance(k, np.ndarray) and k.dtype == np.bool_):
             raise IndexError("boolean scalars are not supported as indices")
+        if isinstance(k, (Tracer, np.ndarray)) and not dtypes.is_int(k.dtype):
+            raise IndexError(f"arrays used as indices must be of integer type, got {k.dtype}")
         if not (_is_int_scalar(k) or k is None or k is Ellipsis or isinstance(k, (slice, Tracer, np.ndarray))):
             raise IndexError(f"only integers, slices, None, Ellipsis and integer arrays are valid indices; "
                              f"got {type(k).__name__}")
@@ -49,7 +63,7 @@ def _normalize_key(key, ndim: int) -> list:
     n_ell = sum(1 for k in items if k is Ellipsis)
     if n_ell > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    consumed = sum(1 for k in items if k is not None and k is not Ellipsis)
+    consumed = sum(k.mask.ndim if isinstance(k, _Mask) else 1 for k in items if k is not None and k is not Ellipsis)
     if consumed > ndim:
         raise IndexError(f"too many indices for array: array is {ndim}-dimensional, but {consumed} were "
                          "indexed")
@@ -58,7 +72,25 @@ def _normalize_key(key, ndim: int) -> list:
         items[i:i + 1] = [slice(None)] * (ndim - consumed)
     else:
         items += [slice(None)] * (ndim - consumed)
-    return items
+    return _expand_masks(items, shape)
+
+
+def _expand_masks(items: list, shape: tuple[int, ...]) -> list:
+    """Boolean masks replaced by the integer arrays of their True positions, after checking that each
+    mask has the shape of the axes it covers."""
+    out, axis = [], 0
+    for k in items:
+        if isinstance(k, _Mask):
+            covered = tuple(shape[axis:axis + k.mask.ndim])
+            if covered != k.mask.shape:
+                raise IndexError(f"boolean index of shape {k.mask.shape} does not match the indexed axes "
+                                 f"{axis}..{axis + k.mask.ndim - 1} of shape {covered}")
+            out.extend(np.nonzero(k.mask))
+            axis += k.mask.ndim
+        else:
+            out.append(k)
+            axis += k is not None
+    return out
 
 
 def _check_int(i: int, dim: int, axis: int) -> int:
@@ -70,7 +102,7 @@ def _check_int(i: int, dim: int, axis: int) -> int:
 def getitem(x, key):
     """x[key] with NumPy semantics."""
     x = asarray(x)
-    items = _normalize_key(key, len(x.shape))
+    items = _normalize_key(key, tuple(x.shape))
     # None inserts a unit axis; afterwards every entry consumes exactly one axis.
     if any(k is None for k in items):
         it = iter(x.shape)
@@ -79,6 +111,9 @@ def getitem(x, key):
     is_adv = [isinstance(k, (Tracer, np.ndarray)) for k in items]
     if not any(is_adv):
         return _basic(x, items)
+    # Next to an integer array an integer counts as a 0-d one: it takes part in the placement of
+    # the advanced axes (x[1, :, [0, 2]] puts them first, as NumPy does).
+    is_adv = [a or _is_int_scalar(k) for k, a in zip(items, is_adv)]
     return _advanced(x, items, is_adv)
 
 
@@ -152,7 +187,8 @@ def take(a, indices, axis: int | None = None):
     if not -nd <= axis < nd:
         raise ShapeError(f"take: axis {axis} is out of bounds for an array of dimension {nd}", user_location())
     axis %= nd
-    indices = np.asarray(indices) if isinstance(indices, (list, tuple, int, np.integer)) else indices
+    if isinstance(indices, (int, np.integer)):
+        indices = np.asarray(indices)
     key = (slice(None),) * axis + (indices,)
     return getitem(a, key)
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import builtins
 import math
 
 import numpy as np
 
+from ember.errors import ShapeError, user_location
 from ember.numpy._core import asarray, broadcast_shapes, broadcast_to_shape, dtype_weak, elementwise, shape_of, to_dtype
 from ember.tracer import dtypes
 from ember.tracer import prims as P
@@ -37,8 +39,6 @@ tanh = _unary(P.tanh, "tanh", True)
 sin = _unary(P.sin, "sin", True)
 cos = _unary(P.cos, "cos", True)
 sqrt = _unary(P.sqrt, "sqrt", True)
-floor = _unary(P.floor, "floor", True)
-ceil = _unary(P.ceil, "ceil", True)
 isfinite = _unary(P.is_finite, "isfinite", True)
 negative = _unary(P.neg, "negative")
 sign = _unary(P.sign, "sign")
@@ -61,6 +61,24 @@ bitwise_and = _binary(P.and_, "bitwise_and")
 bitwise_or = _binary(P.or_, "bitwise_or")
 
 
+def _rounding(prim_fn, name: str):
+    """floor/ceil: integers and bools are returned unchanged (NumPy 2 keeps their dtype)."""
+
+    def fn(x):
+        x = asarray(x) if isinstance(x, (list, tuple)) else x
+        if not dtypes.is_float(dtype_weak(x)[0]):
+            return asarray(x)
+        return elementwise(prim_fn, name, x)
+
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise {name}, as numpy.{name} (integer input is returned unchanged)."
+    return fn
+
+
+floor = _rounding(P.floor, "floor")
+ceil = _rounding(P.ceil, "ceil")
+
+
 def abs(x):
     """Absolute value (bool arrays are returned unchanged)."""
     x = asarray(x) if isinstance(x, (list, tuple)) else x
@@ -81,7 +99,10 @@ def square(x):
 
 
 def reciprocal(x):
-    return divide(1.0, x) if dtypes.is_float(dtype_weak(x)[0]) else divide(1, x)
+    """1 / x, as numpy.reciprocal: integers divide as C does (truncation), so |x| > 1 gives 0."""
+    if dtypes.is_float(dtype_weak(x)[0]):
+        return divide(1.0, x)
+    return elementwise(P.div, "reciprocal", 1, x)
 
 
 def log2(x):
@@ -93,14 +114,21 @@ def log10(x):
 
 
 def round(a, decimals: int = 0):
-    """Round half to even, as numpy.round."""
+    """Round half to even to `decimals` places (negative: to tens, hundreds, ...), as numpy.round,
+    which scales by 10**decimals (or divides by 10**-decimals) around rint."""
     a = asarray(a) if isinstance(a, (list, tuple)) else a
-    if not dtypes.is_float(dtype_weak(a)[0]):
-        return asarray(a)
+    dt = dtype_weak(a)[0]
+    if not dtypes.is_float(dt):
+        if decimals >= 0:
+            return asarray(a)
+        as_float = to_dtype(asarray(a), np.dtype(np.float64))
+        return to_dtype(round(as_float, decimals), dt)
     if decimals == 0:
         return elementwise(P.round, "round", a)
-    scale = 10.0 ** decimals
-    return divide(elementwise(P.round, "round", multiply(a, scale)), scale)
+    scale = 10.0 ** builtins.abs(decimals)
+    if decimals > 0:
+        return divide(elementwise(P.round, "round", multiply(a, scale)), scale)
+    return multiply(elementwise(P.round, "round", divide(a, scale)), scale)
 
 
 around = round
@@ -148,9 +176,11 @@ def floor_divide(x1, x2):
     if dtypes.is_float(dtype_weak(x1)[0]):
         return floor(divide(x1, x2))
     q = elementwise(P.div, "floor_divide", x1, x2)  # integer div truncates toward zero
+    if dtype_weak(q)[0].kind == "u":
+        return q  # nothing is negative: truncation is flooring
     r = subtract(x1, multiply(q, x2))
     fix = logical_and(not_equal(r, 0), not_equal(less(r, 0), less(x2, 0)))
-    return subtract(q, where(fix, 1, 0))
+    return where(fix, subtract(q, 1), q)
 
 
 def remainder(x1, x2):
@@ -173,8 +203,6 @@ def _promoted(*xs):
 def where(condition, x=None, y=None):
     """Elementwise choice: x where condition holds, else y (all three broadcast together)."""
     if x is None or y is None:
-        from ember.errors import ShapeError, user_location
-
         raise ShapeError("where(condition) without x and y returns data-dependent shapes, which "
                          "ember cannot trace; pass both x and y", user_location())
     cond = _to_bool(condition)
@@ -184,10 +212,13 @@ def where(condition, x=None, y=None):
                     broadcast_to_shape(y, shape))
 
 
-def clip(a, a_min=None, a_max=None):
-    """Limit values to [a_min, a_max]; either bound may be None."""
+def clip(a, a_min=None, a_max=None, *, min=None, max=None):
+    """Limit values to [a_min, a_max] (either bound may be None; `min`/`max` are NumPy 2's
+    keyword spellings); where a_min > a_max the result is a_max, as in NumPy."""
+    a_min = min if a_min is None else a_min
+    a_max = max if a_max is None else a_max
     if a_min is None and a_max is None:
-        raise ValueError("clip: at least one of a_min and a_max must be given")
+        raise ValueError(f"clip: at least one of a_min and a_max must be given (at {user_location()})")
     out = a
     if a_min is not None:
         out = maximum(out, a_min)

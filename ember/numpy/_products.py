@@ -15,12 +15,31 @@ from ember.tracer import dtypes
 from ember.tracer import prims as P
 
 
-def _promote_pair(a, b, name):
+def _promote_pair(a, b):
+    """Both operands in their common dtype; bools are counted in int32 (see `_bool_result`)."""
     a, b = asarray(a), asarray(b)
     target, _ = dtypes.result_type(dtype_weak(a), dtype_weak(b))
     if dtypes.is_bool(target):
         target = dtypes.int_
     return to_dtype(a, target), to_dtype(b, target)
+
+
+def _bool_result(out, *operands):
+    """Products of bools are bools (any of the ANDed pairs holds), as in NumPy."""
+    if all(dtypes.is_bool(dtype_weak(x)[0]) for x in operands):
+        return P.ne(out, 0)
+    return out
+
+
+def _products(fn):
+    """Wrap a product of two operands so that bool operands give a bool result."""
+
+    def wrapper(a, b, *args, **kwargs):
+        a, b = asarray(a), asarray(b)
+        return _bool_result(fn(a, b, *args, **kwargs), a, b)
+
+    wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__ = fn.__name__, fn.__doc__, fn
+    return wrapper
 
 
 def _mismatch(name, a, b, ax_a, ax_b):
@@ -29,9 +48,10 @@ def _mismatch(name, a, b, ax_a, ax_b):
                      user_location())
 
 
+@_products
 def matmul(a, b):
     """Matrix product with NumPy's rules: 1-D operands are promoted, batch axes broadcast."""
-    a, b = _promote_pair(a, b, "matmul")
+    a, b = _promote_pair(a, b)
     if len(a.shape) == 0 or len(b.shape) == 0:
         raise ShapeError("matmul: operands must not be 0-d (use multiply or *)", user_location())
     a_vec, b_vec = len(a.shape) == 1, len(b.shape) == 1
@@ -60,10 +80,11 @@ def matmul(a, b):
     return out
 
 
+@_products
 def dot(a, b):
     """numpy.dot: products of scalars, inner products of vectors, sum over a's last and b's
     second-to-last axis otherwise."""
-    a, b = _promote_pair(a, b, "dot")
+    a, b = _promote_pair(a, b)
     if len(a.shape) == 0 or len(b.shape) == 0:
         return multiply(a, b)
     ax_b = 0 if len(b.shape) == 1 else len(b.shape) - 2
@@ -72,31 +93,46 @@ def dot(a, b):
     return P.dot_general(a, b, (((len(a.shape) - 1,), (ax_b,)), ((), ())))
 
 
+@_products
 def inner(a, b):
-    a, b = _promote_pair(a, b, "inner")
+    """Sum over the last axes of both operands (a scalar operand multiplies)."""
+    a, b = _promote_pair(a, b)
+    return _inner(a, b, "inner")
+
+
+def _inner(a, b, name):
     if len(a.shape) == 0 or len(b.shape) == 0:
-        return dot(a, b)
+        return multiply(a, b)
     if a.shape[-1] != b.shape[-1]:
-        _mismatch("inner", a, b, len(a.shape) - 1, len(b.shape) - 1)
+        _mismatch(name, a, b, len(a.shape) - 1, len(b.shape) - 1)
     return P.dot_general(a, b, (((len(a.shape) - 1,), (len(b.shape) - 1,)), ((), ())))
 
 
+@_products
 def vdot(a, b):
-    a, b = _promote_pair(a, b, "vdot")
+    """The dot product of the flattened operands."""
+    a, b = _promote_pair(a, b)
+    if math.prod(a.shape) != math.prod(b.shape):
+        raise ShapeError(f"vdot: operands of shapes {a.shape} and {b.shape} have different sizes "
+                         f"({math.prod(a.shape)} and {math.prod(b.shape)})", user_location())
     a = P.reshape(a, (math.prod(a.shape),))
     b = P.reshape(b, (math.prod(b.shape),))
-    return inner(a, b)
+    return _inner(a, b, "vdot")
 
 
+@_products
 def outer(a, b):
-    a, b = _promote_pair(a, b, "outer")
+    """out[i, j] = a.ravel()[i] * b.ravel()[j]."""
+    a, b = _promote_pair(a, b)
     a = P.reshape(a, (math.prod(a.shape),))
     b = P.reshape(b, (math.prod(b.shape),))
     return P.dot_general(a, b, (((), ()), ((), ())))
 
 
+@_products
 def tensordot(a, b, axes=2):
-    a, b = _promote_pair(a, b, "tensordot")
+    """Sum over the last `axes` axes of a and the first of b, or over the given pairs of axes."""
+    a, b = _promote_pair(a, b)
     if isinstance(axes, (int, np.integer)):
         n = int(axes)
         ax_a = tuple(range(len(a.shape) - n, len(a.shape)))
@@ -176,7 +212,8 @@ def _diagonal(x, labels):
         pos = [i for i, c in enumerate(labels) if c == dup]
         sizes = {x.shape[i] for i in pos}
         if len(sizes) != 1:
-            raise ShapeError(f"einsum: label {dup!r} has sizes {sorted(sizes)} in one operand", user_location())
+            raise ShapeError(f"einsum: label {dup!r} has sizes {sorted(sizes)} in one operand of shape "
+                             f"{tuple(x.shape)}", user_location())
         n = sizes.pop()
         rest = [i for i in range(len(labels)) if i not in pos]
         x = P.transpose(x, tuple(pos) + tuple(rest))
@@ -198,16 +235,23 @@ def einsum(subscripts: str, *operands):
     ellipses and implicit output), lowered to a single dot_general."""
     if len(operands) not in (1, 2):
         raise NotImplementedError("einsum: ember supports one or two operands; chain calls for more")
-    ops = [asarray(o) for o in operands]
-    if len(ops) == 2:
-        ops = list(_promote_pair(ops[0], ops[1], "einsum"))
+    originals = [asarray(o) for o in operands]
+    if len(originals) == 2:
+        ops = list(_promote_pair(*originals))
+    else:
+        ops = [to_dtype(originals[0], dtypes.int_) if dtypes.is_bool(originals[0].dtype) else originals[0]]
     labels, out_labels = _parse(subscripts, [o.shape for o in ops])
     ops_labels = [_diagonal(o, list(lab)) for o, lab in zip(ops, labels)]
     if len(ops) == 1:
         (x, lab), = ops_labels
         x, lab = _sum_out(x, lab, set(out_labels))
-        return P.transpose(x, tuple(lab.index(c) for c in out_labels))
-    (a, la), (b, lb) = ops_labels
+        return _bool_result(P.transpose(x, tuple(lab.index(c) for c in out_labels)), *originals)
+    return _bool_result(_contract(*ops_labels, out_labels, [o.shape for o in ops]), *originals)
+
+
+def _contract(a_labels, b_labels, out_labels, shapes):
+    """The two-operand einsum after diagonals: sum out private labels, then one dot_general."""
+    (a, la), (b, lb) = a_labels, b_labels
     a, la = _sum_out(a, la, set(lb) | set(out_labels))
     b, lb = _sum_out(b, lb, set(la) | set(out_labels))
     common = [c for c in la if c in lb]
@@ -221,8 +265,9 @@ def einsum(subscripts: str, *operands):
                 b = P.broadcast_in_dim(b, tuple(sa if l == c else b.shape[i] for i, l in enumerate(lb)),
                                        tuple(range(len(lb))))
             else:
-                raise ShapeError(f"einsum: label {c!r} has size {sa} in the first operand and {sb} in the "
-                                 "second", user_location())
+                raise ShapeError(f"einsum: label {c!r} has size {sa} in the first operand (shape "
+                                 f"{tuple(shapes[0])}) and {sb} in the second (shape {tuple(shapes[1])})",
+                                 user_location())
     batch = [c for c in common if c in out_labels]
     contract = [c for c in common if c not in out_labels]
     dn = ((tuple(la.index(c) for c in contract), tuple(lb.index(c) for c in contract)),

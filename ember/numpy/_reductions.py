@@ -6,11 +6,21 @@ from __future__ import annotations
 import builtins
 import math
 
+import numpy as np
+
 from ember.errors import ShapeError, user_location
 from ember.numpy._core import asarray, normalize_axes, normalize_axis, to_dtype
 from ember.numpy._math import maximum, minimum, sqrt, subtract
 from ember.tracer import dtypes
 from ember.tracer import prims as P
+
+
+def _axes(axis, ndim: int, name: str) -> tuple[int, ...]:
+    """The reduced axes, sorted; like NumPy's ufunc reductions (sum, max, ...; not mean/var), an int
+    axis 0 or -1 of a 0-d array means no axis (a tuple of them is an error)."""
+    if ndim == 0 and isinstance(axis, (int, np.integer)) and axis in (0, -1):
+        return ()
+    return normalize_axes(axis, ndim, name)
 
 
 def _keep(out, shape, axes, keepdims):
@@ -30,13 +40,13 @@ def _prepare(a, dtype, name):
 
 def sum(a, axis=None, dtype=None, keepdims: bool = False):
     a = _prepare(a, dtype, "sum")
-    axes = normalize_axes(axis, len(a.shape), "sum")
+    axes = _axes(axis, len(a.shape), "sum")
     return _keep(P.reduce_sum(a, axes), a.shape, axes, keepdims)
 
 
 def prod(a, axis=None, dtype=None, keepdims: bool = False):
     a = _prepare(a, dtype, "prod")
-    axes = normalize_axes(axis, len(a.shape), "prod")
+    axes = _axes(axis, len(a.shape), "prod")
     return _keep(P.reduce_prod(a, axes), a.shape, axes, keepdims)
 
 
@@ -48,7 +58,7 @@ def mean(a, axis=None, dtype=None, keepdims: bool = False):
     a = asarray(a)
     dt = dtypes.canonicalize(dtype) if dtype is not None else dtypes.default_float_for(a.dtype)
     a = to_dtype(a, dt)
-    axes = normalize_axes(axis, len(a.shape), "mean")
+    axes = normalize_axes(axis, len(a.shape), "mean")  # strict, as NumPy's mean
     total = P.reduce_sum(a, axes)
     n = _count(a.shape, axes)
     out = P.div(total, float(n)) if n else P.mul(total, float("nan"))
@@ -58,7 +68,7 @@ def mean(a, axis=None, dtype=None, keepdims: bool = False):
 def _extremum(prim_fn, combine, name):
     def fn(a, axis=None, keepdims: bool = False, initial=None):
         a = asarray(a)
-        axes = normalize_axes(axis, len(a.shape), name)
+        axes = _axes(axis, len(a.shape), name)
         if initial is None and builtins.any(a.shape[i] == 0 for i in axes):
             raise ShapeError(f"{name}: zero-size array to reduction operation {name} which has no identity; "
                              "pass initial=...", user_location())
@@ -84,6 +94,8 @@ def _arg(prim_fn, name):
             flat = P.reshape(a, (math.prod(a.shape),))
             out = prim_fn(flat, 0)
             return P.reshape(out, (1,) * len(a.shape)) if keepdims else out
+        if not a.shape and axis in (0, -1):  # as NumPy: the only element of a 0-d array
+            return P.full((), 0, dtypes.int_)
         ax = normalize_axis(axis, len(a.shape), name)
         if a.shape[ax] == 0:
             raise ShapeError(f"{name}: attempt to get {name} of an empty sequence", user_location())
@@ -103,11 +115,12 @@ def var(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
     a = asarray(a)
     dt = dtypes.canonicalize(dtype) if dtype is not None else dtypes.default_float_for(a.dtype)
     a = to_dtype(a, dt)
-    axes = normalize_axes(axis, len(a.shape), "var")
+    axes = normalize_axes(axis, len(a.shape), "var")  # strict, as NumPy's var
     centered = subtract(a, mean(a, axes, keepdims=True))
     sq = P.reduce_sum(P.mul(centered, centered), axes)
     n = _count(a.shape, axes) - ddof
-    out = P.div(sq, float(n)) if n > 0 else P.mul(sq, float("nan"))
+    # With no degrees of freedom left NumPy divides by zero: inf, or nan where sq is 0 (or nan).
+    out = P.div(sq, float(n)) if n > 0 else P.mul(sq, float("inf"))
     return _keep(out, a.shape, axes, keepdims)
 
 
@@ -118,12 +131,12 @@ def std(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
 def all(a, axis=None, keepdims: bool = False):
     a = asarray(a)
     b = a if dtypes.is_bool(a.dtype) else P.ne(a, 0)
-    axes = normalize_axes(axis, len(a.shape), "all")
+    axes = _axes(axis, len(a.shape), "all")
     return _keep(P.reduce_min(b, axes), a.shape, axes, keepdims)
 
 
 def any(a, axis=None, keepdims: bool = False):
     a = asarray(a)
     b = a if dtypes.is_bool(a.dtype) else P.ne(a, 0)
-    axes = normalize_axes(axis, len(a.shape), "any")
+    axes = _axes(axis, len(a.shape), "any")
     return _keep(P.reduce_max(b, axes), a.shape, axes, keepdims)

@@ -47,8 +47,8 @@ def reshape(a, newshape, order: str = "C"):
     if -1 in newshape:
         known = math.prod(d for d in newshape if d != -1)
         if known == 0 or total % known:
-            raise ShapeError(f"reshape: cannot reshape array of size {total} into shape {newshape}",
-                             user_location())
+            raise ShapeError(f"reshape: cannot reshape array of size {total} (shape {a.shape}) into shape "
+                             f"{newshape}", user_location())
         newshape = tuple(total // known if d == -1 else d for d in newshape)
     if math.prod(newshape) != total or any(d < 0 for d in newshape):
         raise ShapeError(f"reshape: cannot reshape array of size {total} (shape {a.shape}) into shape "
@@ -85,6 +85,10 @@ def moveaxis(a, source, destination):
                          user_location())
     src = [normalize_axis(s, nd, "moveaxis") for s in src]
     dst = [normalize_axis(d, nd, "moveaxis") for d in dst]
+    for which, axes in (("source", src), ("destination", dst)):
+        if len(set(axes)) != len(axes):
+            raise ShapeError(f"moveaxis: repeated axis in `{which}` {axes} (array of shape {a.shape})",
+                             user_location())
     order = [i for i in range(nd) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
@@ -178,20 +182,26 @@ def stack(arrays, axis: int = 0):
 
 
 def hstack(arrays):
-    arrays = [asarray(a) for a in arrays]
+    """Concatenate along the second axis (the first for 1-D arrays; 0-d arrays count as 1-D)."""
+    arrays = [atleast_1d(a) for a in arrays]
+    if not arrays:
+        raise ValueError("hstack: need at least one array to concatenate")
     return concatenate(arrays, 0 if len(arrays[0].shape) == 1 else 1)
 
 
 def vstack(arrays):
+    """Concatenate along the first axis after making every array at least 2-D."""
     return concatenate([atleast_2d(a) for a in arrays], 0)
 
 
 def atleast_1d(a):
+    """`a` with 0-d arrays made 1-D."""
     a = asarray(a)
     return reshape(a, (1,)) if len(a.shape) == 0 else a
 
 
 def atleast_2d(a):
+    """`a` with 0-d and 1-D arrays made 2-D (a 1-D array becomes a row)."""
     a = asarray(a)
     return reshape(a, (1,) * (2 - len(a.shape)) + a.shape) if len(a.shape) < 2 else a
 
@@ -212,8 +222,8 @@ def split(ary, indices_or_sections, axis: int = 0):
             raise ShapeError(f"split: array split does not result in an equal division ({n} into {k})",
                              user_location())
         bounds = [i * (n // k) for i in range(k + 1)]
-    else:
-        bounds = [0] + [min(max(int(i), 0), n) for i in indices_or_sections] + [n]
+    else:  # split points are slice bounds: negative ones count from the end
+        bounds = [0] + [min(max(int(i) + n if int(i) < 0 else int(i), 0), n) for i in indices_or_sections] + [n]
     out = []
     for lo, hi in zip(bounds, bounds[1:]):
         start = [0] * len(a.shape)

@@ -118,8 +118,6 @@ def dtypes_aval(dtype, weak):
     return ShapedArray((), dtype, weak)
 
 
-@pytest.mark.xfail(strict=True, reason="ember/numpy/_core.py to_dtype turns Python scalars into strong NumPy "
-                                       "scalars, so `weak * 2` loses the weak type (reported to the lead)")
 def test_weak_type_survives_arithmetic_with_python_scalars():
     assert ember.jit(lambda a, b: (a * 2) * b)(2.0, arr(F16)).dtype == F16
 

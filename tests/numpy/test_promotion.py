@@ -1,0 +1,132 @@
+"""dtype promotion of ember.numpy (JAX rules: weak Python scalars, float32/int32 defaults, NumPy's
+table between strong dtypes).
+
+Deliberate differences from NumPy, checked here and relied on by the harness (`expected_dtype` in
+cases.py):
+- new arrays and Python scalars default to float32 / int32 / bool, not float64 / int64;
+- results NumPy computes in a float type from integer or bool operands only (true division, sqrt,
+  exp, mean, var, ...) are float32, where NumPy gives float64 (or float16 for 8-bit ints);
+- integer and bool sums and products stay 32-bit (int32 for bool and int32; small ints keep their
+  own dtype) where NumPy widens to int64; argmax/argmin return int32, not int64;
+- a Python float combined with an integer array gives float32 (NumPy: float64), and a list of
+  Python floats is a float32 array;
+- `astype(float)` / `dtype=float` mean float32 (the default float), `int` means int32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from tests.numpy.cases import DTYPES, A, expected_dtype
+
+STRONG = ["bool", "i8", "i16", "i32", "i64", "u8", "u32", "f16", "f32", "f64"]
+
+
+@pytest.mark.parametrize("a", STRONG)
+@pytest.mark.parametrize("b", STRONG)
+def test_strong_dtypes_promote_with_numpys_table(a, b):
+    x = np.ones(2, DTYPES[a])
+    y = np.ones(2, DTYPES[b])
+    want = np.result_type(x, y)
+    assert jnp.add(x, y).dtype == want
+    assert ember.jit(jnp.multiply)(x, y).dtype == want
+    assert ember.jit(lambda u, v: jnp.where(u > 0, u, v))(x, y).dtype == want
+
+
+# (array dtype, Python scalar) -> result dtype. Python scalars are weak: they never widen an array
+# of their own kind, and raise the kind to the default type of the higher kind (JAX's lattice).
+WEAK = [
+    ("bool", True, "bool"), ("bool", 2, "i32"), ("bool", 2.5, "f32"),
+    ("i8", 2, "i8"), ("i8", 2.5, "f32"), ("u8", 3, "u8"), ("i16", 2, "i16"),
+    ("i32", 2, "i32"), ("i32", 2.5, "f32"), ("i64", 2, "i64"), ("i64", 2.5, "f32"),
+    ("u32", 2, "u32"), ("f16", 2, "f16"), ("f16", 2.5, "f16"), ("f32", 2, "f32"),
+    ("f32", 2.5, "f32"), ("f64", 2.5, "f64"), ("f64", True, "f64"), ("i32", True, "i32"),
+]
+
+
+@pytest.mark.parametrize("arr, scalar, want", WEAK, ids=[f"{a}-{s!r}" for a, s, _ in WEAK])
+def test_python_scalars_are_weak(arr, scalar, want):
+    x = np.ones(3, DTYPES[arr])
+    want = np.dtype(DTYPES[want])
+    op = jnp.logical_or if arr == "bool" and isinstance(scalar, bool) else jnp.add
+    for got in (op(x, scalar), op(scalar, x), ember.jit(lambda v: op(v, scalar))(x),
+                ember.jit(lambda v: op(scalar, v))(x)):
+        assert got.dtype == want
+    if arr != "bool":
+        assert ember.jit(lambda v: v * scalar)(x).dtype == want
+        assert ember.jit(lambda v: scalar * v)(x).dtype == want
+
+
+def test_weak_scalar_arguments_of_jit_stay_weak():
+    x = np.ones(3, np.float16)
+    assert ember.jit(lambda a, s: a * s)(x, 2.0).dtype == np.float16
+    assert ember.jit(lambda a, s: a + s)(np.ones(2, np.int8), 3).dtype == np.int8
+    # A NumPy scalar is strong.
+    assert ember.jit(lambda a, s: a * s)(x, np.float32(2.0)).dtype == np.float32
+
+
+def test_new_arrays_default_to_32_bits():
+    assert jnp.asarray(1).dtype == np.int32
+    assert jnp.asarray(1.0).dtype == np.float32
+    assert jnp.asarray(True).dtype == np.bool_
+    assert jnp.asarray([1, 2]).dtype == np.int32
+    assert jnp.asarray([1, 2.5]).dtype == np.float32
+    assert jnp.asarray([True, 2]).dtype == np.int32
+    assert jnp.zeros(3).dtype == np.float32
+    assert jnp.arange(3).dtype == np.int32
+    assert jnp.arange(3.0).dtype == np.float32
+    # NumPy arrays and scalars keep their dtype, float64 included (np.float64 is a Python float, but strong).
+    assert jnp.asarray([np.float64(1.0), 2.5]).dtype == np.float64
+    assert jnp.asarray([np.float32(1.0), 2]).dtype == np.float32
+    assert jnp.asarray(np.ones(2)).dtype == np.float64
+    assert jnp.asarray(np.float64(1.0)).dtype == np.float64
+
+
+@pytest.mark.parametrize("fn", [jnp.sqrt, jnp.exp, jnp.divide, jnp.mean, jnp.var, jnp.std, jnp.linalg.norm],
+                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("dt", ["bool", "u8", "i8", "i32", "i64"])
+def test_float_results_of_integer_operands_are_float32(fn, dt):
+    x = A((3,), dt, "posint").make(np.random.default_rng(0))
+    call = (lambda v: fn(v, v)) if fn is jnp.divide else fn
+    with np.errstate(all="ignore"):
+        assert call(x).dtype == np.float32
+        assert ember.jit(call)(x).dtype == np.float32
+
+
+@pytest.mark.parametrize("dt, want", [("bool", "i32"), ("i8", "i8"), ("u8", "u8"), ("i32", "i32"),
+                                      ("i64", "i64"), ("f16", "f16")])
+def test_sums_keep_their_dtype(dt, want):
+    """Sums/products do not widen to 64 bits (NumPy: int64); bools count in int32."""
+    x = A((4,), dt, "posint").make(np.random.default_rng(0))
+    for fn in (jnp.sum, jnp.prod):
+        assert fn(x).dtype == np.dtype(DTYPES[want])
+        assert ember.jit(fn)(x).dtype == np.dtype(DTYPES[want])
+    assert ember.jit(lambda v: jnp.sum(v, dtype=np.int64))(x).dtype == np.int64
+
+
+def test_builtin_types_as_dtypes_mean_32_bits():
+    x = np.arange(3, dtype=np.int64)
+    assert ember.jit(lambda v: v.astype(float))(x).dtype == np.float32
+    assert ember.jit(lambda v: v.astype(int))(x.astype(np.float64)).dtype == np.int32
+    assert jnp.zeros(2, dtype=float).dtype == np.float32
+    assert jnp.asarray([1, 2], dtype=np.float64).dtype == np.float64
+
+
+def test_unsupported_dtypes_raise_dtype_error():
+    with pytest.raises(ember.DTypeError, match="complex"):
+        jnp.zeros(2, dtype=np.complex64)
+    with pytest.raises(ember.DTypeError):
+        jnp.add(np.ones(2), 1j)
+
+
+@pytest.mark.parametrize("np_dt, ins, want", [
+    ("f64", ["i32"], "f32"), ("f16", ["u8"], "f32"), ("f64", ["i32", "f32"], "f64"), ("f32", ["f32"], "f32"),
+    ("i64", ["i32"], "i32"), ("i64", ["bool"], "i32"), ("i64", ["i64"], "i64"), ("i64", ["i32", "u32"], "i64"),
+    ("i64", ["f64"], "i32"),
+    ("bool", ["f32"], "bool"),
+])
+def test_expected_dtype_rule(np_dt, ins, want):
+    assert expected_dtype(DTYPES[np_dt], [DTYPES[d] for d in ins]) == np.dtype(DTYPES[want])
