@@ -164,6 +164,8 @@ def tree_flatten(tree, is_leaf: Callable | None = None) -> tuple[list, PyTreeDef
 def tree_unflatten(treedef: PyTreeDef, leaves: Iterable):
     """Rebuild the pytree `treedef` describes from its leaves (exactly treedef.num_leaves of them)."""
     leaves = list(leaves)
+    if treedef.node is None and len(leaves) == 1:
+        return leaves[0]
     if len(leaves) != treedef.num_leaves:
         raise ValueError(f"{treedef} has {treedef.num_leaves} leaves, but {len(leaves)} were given")
     return _unflatten(treedef, iter(leaves))

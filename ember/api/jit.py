@@ -144,6 +144,7 @@ class Jitted:
         self._positional = positional
         self.donate_argnums = tuple(sorted(int(i) for i in _as_tuple(donate_argnums)))
         self._cache: dict = {}
+        self._fast: dict = {}  # (backend, (shape, dtype) per array argument) -> the same entries
         self._hits = self._misses = 0
 
     # -- arguments -------------------------------------------------------------------------------
@@ -190,12 +191,20 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         if is_tracing():
             return self._fun(*args, **kwargs)
+        backend = self._backend or default_backend()
+        # Fast path for the common call f(array, array, ...): no pytree flattening.
+        fast_key = None
+        if not kwargs and not self._static_nums and all(type(x) is np.ndarray for x in args):
+            fast_key = (backend,) + tuple((x.shape, x.dtype) for x in args)
+            entry = self._fast.get(fast_key)
+            if entry is not None:
+                self._hits += 1
+                return tree_unflatten(entry.out_tree, entry.executable(*args))
         static_key, dyn, _ = self._split_args(args, kwargs)
         leaves, in_tree = tree_flatten(dyn)
         if not all(_is_array_leaf(x) for x in leaves):
             self._check_leaves(args, kwargs)
         arrays = [to_array(x) for x in leaves]
-        backend = self._backend or default_backend()
         key = (in_tree, tuple((a.shape, a.dtype, not isinstance(x, np.ndarray) and not isinstance(x, np.generic))
                               for a, x in zip(arrays, leaves)), static_key, backend)
         entry = self._cache.get(key)
@@ -210,6 +219,8 @@ class Jitted:
                 lowered.dump(_dump_path(dump_dir, f"{_safe(name)}_{self._misses}"))
         else:
             self._hits += 1
+        if fast_key is not None:
+            self._fast[fast_key] = entry
         return tree_unflatten(entry.out_tree, entry.executable(*arrays))
 
     def lower(self, *args, **kwargs) -> Lowered:
@@ -237,6 +248,7 @@ class Jitted:
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._fast.clear()
         self._hits = self._misses = 0
 
     def __repr__(self):

@@ -54,30 +54,22 @@ def matmul(a, b):
     a, b = _promote_pair(a, b)
     if len(a.shape) == 0 or len(b.shape) == 0:
         raise ShapeError("matmul: operands must not be 0-d (use multiply or *)", user_location())
-    a_vec, b_vec = len(a.shape) == 1, len(b.shape) == 1
-    if a_vec:
-        a = P.reshape(a, (1,) + a.shape)
-    if b_vec:
-        b = P.reshape(b, b.shape + (1,))
-    if a.shape[-1] != b.shape[-2]:
-        _mismatch("matmul", a, b, len(a.shape) - 1, len(b.shape) - 2)
     na, nb = len(a.shape), len(b.shape)
-    if nb == 2:  # weights without batch axes: contract directly, no broadcast of b
-        out = P.dot_general(a, b, (((na - 1,), (0,)), ((), ())))
-    elif na == 2:
+    ax_b = 0 if nb == 1 else nb - 2
+    if a.shape[-1] != b.shape[ax_b]:
+        _mismatch("matmul", a, b, na - 1, ax_b)
+    if na == 1 or nb <= 2:
+        # A vector operand, or weights without batch axes: one contraction of a's last axis with
+        # b's contracting axis gives NumPy's result layout directly (no reshape, no broadcast of b).
+        return P.dot_general(a, b, (((na - 1,), (ax_b,)), ((), ())))
+    if na == 2:
         out = P.dot_general(a, b, (((1,), (nb - 2,)), ((), ())))  # (n, batch..., m)
-        out = P.transpose(out, tuple(range(1, nb - 1)) + (0, nb - 1))
-    else:
-        batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], name="matmul")
-        a = P.broadcast_to(a, batch + a.shape[-2:])
-        b = P.broadcast_to(b, batch + b.shape[-2:])
-        k = len(batch)
-        out = P.dot_general(a, b, (((k + 1,), (k,)), (tuple(range(k)), tuple(range(k)))))
-    if a_vec:
-        out = P.reshape(out, out.shape[:-2] + out.shape[-1:])
-    if b_vec:
-        out = P.reshape(out, out.shape[:-1])
-    return out
+        return P.transpose(out, tuple(range(1, nb - 1)) + (0, nb - 1))
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2], name="matmul")
+    a = P.broadcast_to(a, batch + a.shape[-2:])
+    b = P.broadcast_to(b, batch + b.shape[-2:])
+    k = len(batch)
+    return P.dot_general(a, b, (((k + 1,), (k,)), (tuple(range(k)), tuple(range(k)))))
 
 
 @_products

@@ -69,7 +69,11 @@ def _dot_impl(lhs, rhs, *, dimension_numbers):
 
 
 def _transpose_operand(ct, other, own_ndim, own_c, own_b, other_c, other_b, own_is_lhs):
-    """Cotangent of one operand: contract ct with the other operand over the other's free axes."""
+    """Cotangent of one operand: contract ct with the other operand over the other's free axes.
+
+    The contraction can take ct or the other operand first; the two orders lay the result out
+    differently, so pick the one that already has the operand's own layout (no transpose) if any.
+    """
     n_b = len(own_b)
     own_f = _free(own_ndim, own_c, own_b)
     other_f = _free(len(shape_of(other)), other_c, other_b)
@@ -79,19 +83,16 @@ def _transpose_operand(ct, other, own_ndim, own_c, own_b, other_c, other_b, own_
     else:
         ct_other_free = [n_b + i for i in range(len(other_f))]
     ct_batch = list(range(n_b))
+    # After contracting, ct keeps own's free axes (in order) and `other` keeps its contracting axes
+    # (in increasing order), each of which pairs with one of own's contracting axes.
+    own_of_other_c = dict(zip(other_c, own_c))
+    contract_labels = [own_of_other_c[d] for d in sorted(other_c)]
+    ct_first = list(own_b) + own_f + contract_labels
+    other_first = list(own_b) + contract_labels + own_f
+    if other_first == list(range(own_ndim)) and ct_first != other_first:
+        return dot_general(other, ct, ((other_f, ct_other_free), (list(other_b), ct_batch)))
     res = dot_general(ct, other, ((ct_other_free, other_f), (ct_batch, list(other_b))))
-    # res axes: batch, own free (in ct order), then the other's contracting axes in increasing order;
-    # each of those pairs with one of own contracting axes.
-    own_free_pos = {d: n_b + i for i, d in enumerate(own_f)}
-    sorted_other_c = sorted(other_c)
-    perm = [0] * own_ndim
-    for i, d in enumerate(own_b):
-        perm[d] = i
-    for d, pos in own_free_pos.items():
-        perm[d] = pos
-    for d_own, d_other in zip(own_c, other_c):
-        perm[d_own] = n_b + len(own_f) + sorted_other_c.index(d_other)
-    return P.transpose(res, tuple(perm))
+    return P.transpose(res, tuple(ct_first.index(d) for d in range(own_ndim)))
 
 
 @def_vjp(dot_general_p)
