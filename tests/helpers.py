@@ -47,10 +47,11 @@ def check_grads(f, args, argnums=(0,), rtol: float = 1e-5, atol: float = 1e-7, e
 def loop_vmap(f, in_axes, args, out_axes=0):
     """vmap by a Python loop: the reference every vmap test compares against."""
     in_axes = in_axes if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(args)
-    size = next(np.shape(a)[ax] for a, ax in zip(args, in_axes) if ax is not None)
+    size = next(np.shape(tree_flatten(a)[0][0])[ax] for a, ax in zip(args, in_axes) if ax is not None)
     results = []
     for i in range(size):
-        sliced = [a if ax is None else np.take(a, i, axis=ax) for a, ax in zip(args, in_axes)]
+        sliced = [a if ax is None else tree_map(lambda leaf, ax=ax: np.take(leaf, i, axis=ax), a)
+                  for a, ax in zip(args, in_axes)]
         results.append(f(*sliced))
     leaves0, tree = tree_flatten(results[0])
     per_leaf = [np.stack([np.asarray(tree_flatten(r)[0][j]) for r in results]) for j in range(len(leaves0))]
