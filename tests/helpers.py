@@ -50,7 +50,7 @@ def loop_vmap(f, in_axes, args, out_axes=0):
     size = next(np.shape(tree_flatten(a)[0][0])[ax] for a, ax in zip(args, in_axes) if ax is not None)
     results = []
     for i in range(size):
-        sliced = [a if ax is None else tree_map(lambda leaf, ax=ax: np.take(leaf, i, axis=ax), a)
+        sliced = [a if ax is None else tree_map(lambda leaf, ax=ax, i=i: np.take(leaf, i, axis=ax), a)
                   for a, ax in zip(args, in_axes)]
         results.append(f(*sliced))
     leaves0, tree = tree_flatten(results[0])

@@ -4,8 +4,10 @@
   converts/reshapes/transposes/broadcasts that change nothing, reshape of reshape, transpose of
   transpose, stop_gradient (after differentiation it is the identity), select on a literal predicate;
 - x**2 -> x*x;
-- constant folding of nodes whose operands are all literals or small consts (big constant
-  computations stay in the graph, so compile time and graph size do not grow with the data).
+- constant folding of nodes whose operands are all literals or consts, when the result is small
+  (a large constant result would only trade a computation for memory traffic) and the operands fit
+  a compile-time work budget: `dot(c, onehot)` over a closed-over c of 10**7 elements folds to a
+  scalar once, instead of being recomputed on every call.
 
 Rules live in `RULES`, keyed by primitive: ``rule(node, ins) -> replacement atom | None``.
 """
@@ -20,7 +22,8 @@ from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Literal, Node, Params, Var
 from ember.tracer.primitive import impl_rules
 
-FOLD_LIMIT = 4096  # elements: fold a node only if its operands and result are this small
+FOLD_LIMIT = 4096  # elements: a folded result becomes a constant of at most this size
+FOLD_INPUT_LIMIT = 2 * 10**7  # elements: what one folded node may read (bounds compile-time work)
 
 
 class _Context:
@@ -152,7 +155,7 @@ def _fold(node, ins, ctx: _Context):
         return None  # broadcasts of a scalar and iotas stay: fusion makes them free, consts are not
     if not all(isinstance(a, Literal) or a in ctx.const_of for a in ins):
         return None
-    if out_aval.size > FOLD_LIMIT or any(a.aval.size > FOLD_LIMIT for a in ins):
+    if out_aval.size > FOLD_LIMIT or sum(a.aval.size for a in ins) > FOLD_INPUT_LIMIT:
         return None
     vals = [a.val if isinstance(a, Literal) else ctx.const_of[a] for a in ins]
     res = np.asarray(impl_rules[node.prim](*vals, **node.params), dtype=out_aval.dtype)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 import ember
 import ember.nn as nn
 import ember.numpy as jnp
+import ember.passes.simplify as simplify_module
 from ember.passes.cse import cse
 from ember.passes.dce import dce
 from ember.passes.pipeline import PASSES, optimize
@@ -62,13 +63,18 @@ def test_simplify_rewrites_square_and_composes_transposes():
     np.testing.assert_allclose(out[1], np.transpose(np.transpose(x, (1, 2, 0)), (1, 2, 0)))
 
 
-def test_simplify_folds_small_constants_but_not_large_ones():
+def test_simplify_folds_constant_expressions_with_small_results(monkeypatch):
     small = np.arange(8.0)
     large = np.arange(float(FOLD_LIMIT + 1))
-    g = _graph(lambda x: [x + jnp.sum(jnp.exp(small)), x + jnp.sum(large)], (), dtype=np.float64)
+    g = _graph(lambda x: [x + jnp.sum(jnp.exp(small)), x + jnp.sum(large), jnp.sum(x + jnp.exp(large))], (),
+               dtype=np.float64)
     s = dce(simplify(g)).verify()
-    assert "exp" not in _prims(s), "the small constant expression was not folded"
-    assert "reduce_sum" in _prims(s), "the large constant reduction must stay in the graph"
+    prims = _prims(s)
+    assert prims.count("reduce_sum") == 1, "constant reductions with a scalar result fold"
+    assert "exp" in prims, "a constant result larger than FOLD_LIMIT stays a computation"
+    monkeypatch.setattr(simplify_module, "FOLD_INPUT_LIMIT", FOLD_LIMIT)
+    s = dce(simplify(g)).verify()
+    assert _prims(s).count("reduce_sum") == 2, "reading more than FOLD_INPUT_LIMIT elements is not folded"
 
 
 def test_simplify_keeps_broadcasts_of_scalars():

@@ -1,0 +1,147 @@
+"""`python -m benchmarks [WORKLOAD ...] [--quick] [--backend NAME ...] [--json PATH] [--plots DIR] ...`
+
+Runs the seed workloads on every Ember backend and every installed peer, prints the Markdown table to
+stdout (progress goes to stderr) and writes it, a JSON file and PNG plots. Exit status 1 if any
+implementation failed its result check or raised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import asdict
+
+from benchmarks import environment, frameworks, peers, report
+from benchmarks.harness import Settings, log, run_cases
+from benchmarks.workloads import WORKLOADS
+
+RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+FULL = Settings(budget_s=3.0, sample_s=0.005, min_reps=5, max_reps=200)
+QUICK = Settings(budget_s=0.1, sample_s=0.001, min_reps=3, max_reps=20)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line; see the module docstring and benchmarks/README.md."""
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("workloads", nargs="*", metavar="WORKLOAD", help=f"any of {', '.join(WORKLOADS)} (default: all)")
+    p.add_argument("--quick", action="store_true", help="small sizes and a short time budget (a smoke run)")
+    p.add_argument("--backend", action="append", metavar="NAME",
+                   help="Ember backend to run (repeatable; default: every one in ember.available_backends())")
+    p.add_argument("--peers", default=",".join(peers.PEERS), metavar="LIST",
+                   help="comma-separated peers to run if installed (default: %(default)s)")
+    p.add_argument("--no-peers", action="store_true", help="run NumPy and Ember only")
+    p.add_argument("--json", default=os.path.join(RESULTS_DIR, "results.json"), metavar="PATH")
+    p.add_argument("--markdown", default=os.path.join(RESULTS_DIR, "results.md"), metavar="PATH")
+    p.add_argument("--plots", default=RESULTS_DIR, metavar="DIR", help="directory for the PNG plots")
+    p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--budget", type=float, metavar="SECONDS", help="timing budget per case (overrides the default)")
+    p.add_argument("--min-reps", type=int, metavar="N", help="minimum repetitions per implementation")
+    p.add_argument("--threads", type=int, metavar="N",
+                   help="limit BLAS and PyTorch (OpenMP) to N threads, and XLA's Eigen kernels to one when N=1 "
+                        "(re-executes with OMP/OPENBLAS/MKL_NUM_THREADS and XLA_FLAGS set; default: library defaults)")
+    args = p.parse_args(argv)
+    unknown = [w for w in args.workloads if w not in WORKLOADS]
+    if unknown:
+        p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
+    bad_peers = set(filter(None, args.peers.split(","))) - set(peers.PEERS)
+    if bad_peers:
+        p.error(f"unknown peer(s) {', '.join(sorted(bad_peers))}; choose from {', '.join(peers.PEERS)}")
+    return args
+
+
+THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def thread_env(n: int) -> dict[str, str]:
+    """Environment variables that cap NumPy's BLAS and PyTorch's OpenMP pool at n threads (XLA's Eigen at 1).
+
+    They must be set before those libraries load, hence the re-exec in `__main__`."""
+    env = {k: str(n) for k in THREAD_ENV}
+    if n == 1:  # XLA has no thread-count flag; this one makes its Eigen kernels single-threaded
+        env["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_cpu_multi_thread_eigen=false".strip()
+    env["BENCHMARKS_THREADS"] = str(n)
+    return env
+
+
+def settings_for(args: argparse.Namespace) -> Settings:
+    """Full or quick defaults, with the command line's overrides."""
+    s = Settings(**asdict(QUICK if args.quick else FULL))
+    if args.budget is not None:
+        s.budget_s = args.budget
+    if args.min_reps is not None:
+        s.min_reps = args.min_reps
+        s.max_reps = max(s.max_reps, s.min_reps)
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the selected workloads and write the reports; returns the exit status."""
+    args = parse_args(argv)
+    import ember
+
+    backends = args.backend or ember.available_backends()
+    missing = [b for b in backends if b not in ember.available_backends()]
+    if missing:
+        log(f"unknown Ember backend(s) {missing}; available: {ember.available_backends()}")
+        return 2
+    enabled = set() if args.no_peers else set(filter(None, args.peers.split(",")))
+    found = peers.detect(enabled)
+    for peer in found.values():
+        log(f"peer {peer.name}: {peer.version if peer.available else peer.status}")
+    if args.threads is not None and found["torch"].available:
+        found["torch"].module.set_num_threads(args.threads)
+    cfg = frameworks.RunConfig(args.quick, frameworks.build(backends, found))
+    settings = settings_for(args)
+    meta = environment.collect(found)
+    meta["ember_backends"] = backends
+    meta["quick"] = args.quick
+    meta["threads"] = threads_description(args, found)
+
+    t0 = time.perf_counter()
+    sections, derived = [], []
+    for name in args.workloads or list(WORKLOADS):
+        mod = WORKLOADS[name]
+        section = report.Section(name, mod.TITLE, mod.DESCRIPTION, mod.MEASURE_MEMORY)
+        section.rows = list(run_cases(mod.cases(cfg), settings))
+        sections.append(section)
+        derived += mod.derived(section.rows)
+    meta["wall_s"] = round(time.perf_counter() - t0, 1)
+    meta["load_end"] = environment.load_average()
+    results = report.Results(meta, asdict(settings), sections, derived)
+
+    text = report.markdown(results)
+    print(text)
+    os.makedirs(os.path.dirname(os.path.abspath(args.markdown)), exist_ok=True)
+    with open(args.markdown, "w") as f:
+        f.write(text)
+    report.write_json(results, args.json)
+    log(f"wrote {args.markdown} and {args.json} ({meta['wall_s']} s)")
+    if not args.no_plots:
+        plots = report.write_plots(results, args.plots)
+        log(plots if isinstance(plots, str) else f"wrote {', '.join(plots)}")
+    for row in results.failed:
+        log(f"FAILED: {row.workload} / {row.case} / {row.impl}: {row.status}")
+    return 1 if results.failed else 0
+
+
+def threads_description(args: argparse.Namespace, found: dict[str, peers.Peer]) -> str:
+    """What the thread pools were limited to, for the report."""
+    torch = found["torch"]
+    torch_n = f"; torch uses {torch.module.get_num_threads()}" if torch.available else ""
+    if args.threads is None:
+        return f"library defaults{torch_n}"
+    applied = os.environ.get("BENCHMARKS_THREADS") == str(args.threads)
+    how = "OMP/OPENBLAS/MKL_NUM_THREADS, XLA_FLAGS" if applied else "torch only: run as python -m benchmarks"
+    return f"{args.threads} per library ({how}){torch_n}"
+
+
+if __name__ == "__main__":
+    _threads = parse_args(sys.argv[1:]).threads
+    if _threads is not None and os.environ.get("BENCHMARKS_THREADS") != str(_threads):
+        os.environ.update(thread_env(_threads))   # before NumPy/BLAS, torch and XLA start their pools
+        os.execv(sys.executable, [sys.executable, "-m", "benchmarks", *sys.argv[1:]])
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""The seed workloads, one module each. A workload module defines:
+
+- `NAME`, `TITLE` (one line) and `DESCRIPTION` (Markdown shown above its table: sizes, what is measured);
+- `MEASURE_MEMORY` (whether its table has a peak-memory column);
+- `cases(cfg: RunConfig) -> Iterator[Case]`, generated lazily so large inputs live one case at a time;
+- `derived(rows: list[Row]) -> list[Derived]`: ratios the seeds ask about (may return []).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from benchmarks.workloads import cosine, dead_gradient, dense_bias_act, dispatch, eam, per_sample
+
+WORKLOADS: dict[str, ModuleType] = {m.NAME: m for m in (cosine, eam, per_sample, dead_gradient, dense_bias_act,
+                                                         dispatch)}
