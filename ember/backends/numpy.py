@@ -1,11 +1,14 @@
-"""The reference backend: interprets a graph node by node with each primitive's numpy rule.
+"""The reference backend: runs a graph with each primitive's numpy rule.
 
-It is the oracle every optimized or compiled path is tested against. `compile` turns the graph into
-a flat list of steps over numbered slots, so a call costs one Python loop over the nodes; slots are
-released after their last use.
+It is the oracle every optimized or compiled path is tested against. `compile` generates one
+straight-line Python function per graph (one call per node, values in local variables, released
+with `del` after their last use), so a call costs one Python frame rather than an interpreter loop;
+`NumpyExecutable.source` shows that code.
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -17,80 +20,77 @@ CHECK = False
 
 
 class NumpyExecutable:
-    """A graph prepared for repeated interpretation."""
+    """A graph compiled to a Python function over NumPy arrays."""
 
     def __init__(self, graph: Graph, check: bool | None = None):
         self.graph = graph
         self.check = CHECK if check is None else check
-        slot: dict[Var, int] = {}
-        template: list = []
+        namespace: dict = {"_array": np.array, "_asarray": np.asarray, "_check": _check}
+        names: dict[Var, str] = {}
+        lines = []
+        args = []
+        for i, v in enumerate(graph.inputs):
+            names[v] = f"a{i}"
+            args.append(names[v])
+        for i, (v, val) in enumerate(zip(graph.consts, graph.const_values)):
+            names[v] = f"c{i}"
+            namespace[names[v]] = val
+        literals: dict[tuple, str] = {}
 
-        def new_slot(value=None) -> int:
-            template.append(value)
-            return len(template) - 1
-
-        for v in graph.inputs:
-            slot[v] = new_slot()
-        for v, val in zip(graph.consts, graph.const_values):
-            slot[v] = new_slot(val)
-        lit_slots: dict[tuple, int] = {}
-
-        def atom_slot(a) -> int:
+        def ref(a) -> str:
             if isinstance(a, Literal):
                 key = (a.value, a.aval.dtype)
-                if key not in lit_slots:
-                    lit_slots[key] = new_slot(a.val)
-                return lit_slots[key]
-            return slot[a]
+                if key not in literals:
+                    literals[key] = f"l{len(literals)}"
+                    namespace[literals[key]] = a.val
+                return literals[key]
+            return names[a]
 
-        steps = []
-        for node in graph.nodes:
-            ins = tuple(atom_slot(a) for a in node.inputs)
-            outs = tuple(new_slot() for _ in node.outputs)
-            for v, s in zip(node.outputs, outs):
-                slot[v] = s
-            steps.append((impl_rules[node.prim], ins, outs, dict(node.params), node))
-        self._outputs = tuple(atom_slot(a) for a in graph.outputs)
-        self._n_inputs = len(graph.inputs)
-        self._template = template
-
-        # Release a slot after its last reader (inputs and consts are never released).
-        last_use: dict[int, int] = {}
-        for i, (_, ins, _, _, _) in enumerate(steps):
-            for s in ins:
-                last_use[s] = i
-        keep = set(range(len(graph.inputs) + len(graph.consts))) | set(lit_slots.values()) | set(self._outputs)
-        frees: list[list[int]] = [[] for _ in steps]
-        for s, i in last_use.items():
-            if s not in keep:
-                frees[i].append(s)
-        self._steps = [(fn, ins, outs[0] if len(outs) == 1 and not node.prim.multiple_results else outs,
-                        params, tuple(frees[i]), node) for i, (fn, ins, outs, params, node) in enumerate(steps)]
-        # Outputs that may alias an input, a const or a read-only view get copied on the way out.
+        last_use: dict[Var, int] = {}
+        for j, node in enumerate(graph.nodes):
+            for a in node.inputs:
+                if isinstance(a, Var):
+                    last_use[a] = j
+        keep = set(graph.inputs) | set(graph.consts) | {v for v in graph.outputs if isinstance(v, Var)}
+        for j, node in enumerate(graph.nodes):
+            fn = impl_rules[node.prim]
+            namespace[f"f{j}"] = functools.partial(fn, **node.params) if node.params else fn
+            outs = []
+            for k, v in enumerate(node.outputs):
+                names[v] = f"v{j}_{k}" if node.prim.multiple_results else f"v{j}"
+                outs.append(names[v])
+            target = ", ".join(outs) + ("," if node.prim.multiple_results and len(outs) == 1 else "")
+            call = f"f{j}({', '.join(ref(a) for a in node.inputs)})"
+            if node.prim.multiple_results and not outs:
+                target = "_"
+            lines.append(f"    {target} = {call}  # {node.prim.name} {node.loc or ''}".rstrip())
+            if self.check:
+                namespace[f"n{j}"] = node
+                result = f"({target})" if node.prim.multiple_results else target
+                lines.append(f"    _check(n{j}, {result})")
+            dead = [names[a] for a in dict.fromkeys(node.inputs)
+                    if isinstance(a, Var) and last_use.get(a) == j and a not in keep]
+            if dead:
+                lines.append(f"    del {', '.join(dead)}")
+        # Outputs that may alias an input, a const or a read-only view, or that repeat an earlier
+        # output, are copied: the caller owns every array it gets back.
         producer = {v: node for node in graph.nodes for v in node.outputs}
         external = set(graph.inputs) | set(graph.consts)
-        self._copy_out = tuple(
-            isinstance(a, Literal) or a in external or (a in producer and producer[a].prim in view_prims)
-            or a in graph.outputs[:i]  # the same value returned twice: each output gets its own array
-            for i, a in enumerate(graph.outputs))
+        rets = []
+        for i, a in enumerate(graph.outputs):
+            copy = (isinstance(a, Literal) or a in external or (a in producer and producer[a].prim in view_prims)
+                    or a in graph.outputs[:i])
+            rets.append(f"{'_array' if copy else '_asarray'}({ref(a)})")
+        lines.append(f"    return [{', '.join(rets)}]")
+        self.source = f"def run({', '.join(args)}):\n" + "\n".join(lines) + "\n"
+        exec(compile(self.source, "<ember numpy graph>", "exec"), namespace)  # noqa: S102 - our own code
+        self._run = namespace["run"]
+        self._n_inputs = len(graph.inputs)
 
     def __call__(self, *args) -> list[np.ndarray]:
-        env = self._template.copy()
-        env[:self._n_inputs] = args
-        check = self.check
-        for fn, ins, out, params, frees, node in self._steps:
-            res = fn(*[env[i] for i in ins], **params)
-            if type(out) is int:
-                env[out] = res
-            else:
-                for s, r in zip(out, res):
-                    env[s] = r
-            if check:
-                _check(node, res)
-            for s in frees:
-                env[s] = None
-        return [np.array(env[s]) if copy else np.asarray(env[s])
-                for s, copy in zip(self._outputs, self._copy_out)]
+        if len(args) != self._n_inputs:
+            raise TypeError(f"the executable takes {self._n_inputs} arrays, got {len(args)}")
+        return self._run(*args)
 
 
 def _check(node, res):

@@ -68,7 +68,9 @@ def _identity(prim, dtype: np.dtype):
     return info.max if big else info.min
 
 
-_NP_REDUCERS = {reduce_sum_p: np.sum, reduce_prod_p: np.prod, reduce_max_p: np.max, reduce_min_p: np.min}
+# The ufuncs' own reduce methods: numpy.sum & co. add a Python-level wrapper to every call.
+_NP_REDUCERS = {reduce_sum_p: np.add.reduce, reduce_prod_p: np.multiply.reduce, reduce_max_p: np.maximum.reduce,
+                reduce_min_p: np.minimum.reduce}
 _ACCEPTS = {reduce_sum_p: "numeric", reduce_prod_p: "numeric", reduce_max_p: "any", reduce_min_p: "any"}
 
 
