@@ -81,6 +81,14 @@ class Lowered:
         chosen = self.stages if stages is None else [self.stage(n) for n in stages]
         return write_stages(chosen, path, formats, name=self.name)
 
+    def source(self) -> str:
+        """The code the backend generated for the optimized graph (Python for the numpy backend)."""
+        self.compile()
+        src = getattr(self._executable, "source", None)
+        if src is None:
+            raise NotImplementedError(f"the {self.backend} backend does not expose generated code")
+        return src
+
     def compile(self) -> Compiled:
         if self._executable is None:
             self._executable = get_backend(self.backend).compile(self.optimized)

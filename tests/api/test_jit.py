@@ -360,3 +360,10 @@ def test_unknown_ember_backend_is_a_clear_error(monkeypatch):
 def test_unknown_backend_argument_fails_early():
     with pytest.raises(ValueError, match="unknown backend 'tpu'"):
         ember.jit(lambda x: x, backend="tpu")
+
+
+def test_lowered_source_shows_the_generated_code():
+    f = ember.jit(lambda x: jnp.tanh(x) * 2.0)
+    src = f.lower(np.ones(3, np.float32)).source()
+    assert src.startswith("def run(a0):")
+    assert "# tanh" in src and "# mul" in src and "test_jit.py" in src
