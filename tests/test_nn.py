@@ -18,13 +18,8 @@ from tests.numpy.cases import (
     A,
     Case,
     assert_matches,
-    check_case_grads,
-    check_values,
-    check_vmap,
+    case_tests,
     covered,
-    grad_params,
-    value_params,
-    vmap_params,
 )
 
 # --- NumPy references (float64) -------------------------------------------------------------------
@@ -158,19 +153,8 @@ def test_every_public_function_has_cases():
     assert {"relu", "softmax", "logsumexp", "mlp"} <= public_functions()
 
 
-@pytest.mark.parametrize("case", value_params(CASES))
-def test_values_match_numpy(case):
-    check_values(case)
-
-
-@pytest.mark.parametrize("case", grad_params(CASES))
-def test_grads_match_finite_differences(case):
-    check_case_grads(case)
-
-
-@pytest.mark.parametrize("case, mode", vmap_params(CASES))
-def test_vmap_matches_loop(case, mode):
-    check_vmap(case, mode)
+test_values_match_numpy, test_grads_match_finite_differences, test_vmap_matches_loop = \
+    case_tests(CASES)
 
 
 # --- stability ----------------------------------------------------------------------------------

@@ -283,3 +283,22 @@ def covered(cases) -> set[str]:
 
 
 # --- promotion ------------------------------------------------------------------------------------
+
+
+def case_tests(cases):
+    """The three tests every case table gets: values vs NumPy (traced and eager), gradients vs finite
+    differences, vmap vs a loop. Assign them to module-level test_* names so pytest collects them."""
+
+    @pytest.mark.parametrize("case", value_params(cases))
+    def test_values_match_numpy(case):
+        check_values(case)
+
+    @pytest.mark.parametrize("case", grad_params(cases))
+    def test_grads_match_finite_differences(case):
+        check_case_grads(case)
+
+    @pytest.mark.parametrize("case, mode", vmap_params(cases))
+    def test_vmap_matches_loop(case, mode):
+        check_vmap(case, mode)
+
+    return test_values_match_numpy, test_grads_match_finite_differences, test_vmap_matches_loop

@@ -16,13 +16,8 @@ import ember.numpy as jnp
 from tests.numpy.cases import (
     A,
     Case,
-    check_case_grads,
-    check_values,
-    check_vmap,
+    case_tests,
     covered,
-    grad_params,
-    value_params,
-    vmap_params,
 )
 
 
@@ -171,19 +166,8 @@ CASES = _shape_cases() + _full_cases() + _like_cases() + _arange_cases() + _lins
 COVERED = covered(CASES)
 
 
-@pytest.mark.parametrize("case", value_params(CASES))
-def test_values_match_numpy(case):
-    check_values(case)
-
-
-@pytest.mark.parametrize("case", grad_params(CASES))
-def test_grads_match_finite_differences(case):
-    check_case_grads(case)
-
-
-@pytest.mark.parametrize("case, mode", vmap_params(CASES))
-def test_vmap_matches_loop(case, mode):
-    check_vmap(case, mode)
+test_values_match_numpy, test_grads_match_finite_differences, test_vmap_matches_loop = \
+    case_tests(CASES)
 
 
 def test_array_copies_and_asarray_does_not():

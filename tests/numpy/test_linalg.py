@@ -16,13 +16,8 @@ from tests.helpers import check_grads
 from tests.numpy.cases import (
     A,
     Case,
-    check_case_grads,
-    check_values,
-    check_vmap,
+    case_tests,
     covered,
-    grad_params,
-    value_params,
-    vmap_params,
 )
 
 INF = np.inf
@@ -78,19 +73,8 @@ CASES = _vector_cases() + _matrix_cases()
 COVERED = covered(CASES)
 
 
-@pytest.mark.parametrize("case", value_params(CASES))
-def test_values_match_numpy(case):
-    check_values(case)
-
-
-@pytest.mark.parametrize("case", grad_params(CASES))
-def test_grads_match_finite_differences(case):
-    check_case_grads(case)
-
-
-@pytest.mark.parametrize("case, mode", vmap_params(CASES))
-def test_vmap_matches_loop(case, mode):
-    check_vmap(case, mode)
+test_values_match_numpy, test_grads_match_finite_differences, test_vmap_matches_loop = \
+    case_tests(CASES)
 
 
 def test_gradient_of_the_euclidean_norm_is_the_unit_vector():

@@ -13,13 +13,8 @@ import ember.numpy as jnp
 from tests.numpy.cases import (
     A,
     Case,
-    check_case_grads,
-    check_values,
-    check_vmap,
+    case_tests,
     covered,
-    grad_params,
-    value_params,
-    vmap_params,
 )
 
 MATMUL_SHAPES = [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)),
@@ -108,19 +103,8 @@ CASES = (_matmul_cases() + _pairs("dot", DOT_SHAPES) + _pairs("inner", INNER_SHA
 COVERED = covered(CASES)
 
 
-@pytest.mark.parametrize("case", value_params(CASES))
-def test_values_match_numpy(case):
-    check_values(case)
-
-
-@pytest.mark.parametrize("case", grad_params(CASES))
-def test_grads_match_finite_differences(case):
-    check_case_grads(case)
-
-
-@pytest.mark.parametrize("case, mode", vmap_params(CASES))
-def test_vmap_matches_loop(case, mode):
-    check_vmap(case, mode)
+test_values_match_numpy, test_grads_match_finite_differences, test_vmap_matches_loop = \
+    case_tests(CASES)
 
 
 def test_matmul_and_einsum_lower_to_one_dot_general():

@@ -21,14 +21,9 @@ from tests.numpy.cases import (
     A,
     Case,
     assert_matches,
-    check_case_grads,
-    check_values,
-    check_vmap,
+    case_tests,
     covered,
     expected_dtype,
-    grad_params,
-    value_params,
-    vmap_params,
 )
 
 # (shape, axis) combinations every reduction is tested on.
@@ -153,19 +148,8 @@ CASES = _reduction_cases() + _special_cases() + _arg_cases() + _var_cases()
 COVERED = covered(CASES)
 
 
-@pytest.mark.parametrize("case", value_params(CASES))
-def test_values_match_numpy(case):
-    check_values(case)
-
-
-@pytest.mark.parametrize("case", grad_params(CASES))
-def test_grads_match_finite_differences(case):
-    check_case_grads(case)
-
-
-@pytest.mark.parametrize("case, mode", vmap_params(CASES))
-def test_vmap_matches_loop(case, mode):
-    check_vmap(case, mode)
+test_values_match_numpy, test_grads_match_finite_differences, test_vmap_matches_loop = \
+    case_tests(CASES)
 
 
 @settings(max_examples=20, deadline=None, database=None)
