@@ -44,15 +44,16 @@ def test_every_workload_quick_numpy_backend(tmp_path, capsys):
         assert (tmp_path / "eam.png").exists() and (tmp_path / "dead_gradient.png").exists()
 
 
-def test_peers_when_installed(tmp_path):
-    pytest.importorskip("jax")
-    pytest.importorskip("torch")
-    rc, data, md = _run(tmp_path, "dispatch", "eam", "--no-plots")
+@pytest.mark.parametrize("module, impls", [("jax", ("jax.jit",)), ("torch", ("torch eager", "torch.func"))])
+def test_peers_when_installed(tmp_path, module, impls):
+    pytest.importorskip(module)
+    rc, data, md = _run(tmp_path, "dispatch", "eam", "--no-plots", "--peers", module)
     assert rc == 0
     measured = {(r["workload"], r["impl"]) for r in data["rows"] if r["median_s"] is not None}
-    for impl in ("jax.jit", "torch eager", "torch.func"):
-        assert ("dispatch", impl) in measured
-    assert all(r["vs_jax"] is not None for r in data["rows"] if r["median_s"] is not None)
+    for impl in impls:
+        assert ("dispatch", impl) in measured and ("eam", impl) in measured
+    if module == "jax":
+        assert all(r["vs_jax"] is not None for r in data["rows"] if r["median_s"] is not None)
 
 
 def test_mismatch_fails_loudly_and_absent_peers_are_reported():
