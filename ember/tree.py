@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 __all__ = [
     "PyTreeDef", "register_pytree_node", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_map",
-    "tree_structure", "tree_flatten_with_path", "keystr", "broadcast_prefix",
+    "tree_structure", "tree_flatten_with_path", "broadcast_prefix",
 ]
 
 
@@ -224,10 +224,6 @@ def _paths(x, prefix: str, out: list, is_leaf):
     children = list(children)
     for key, c in zip(nt.keys(aux, len(children)), children):
         _paths(c, prefix + key, out, is_leaf)
-
-
-def keystr(path: str, root: str = "") -> str:
-    return root + path
 
 
 def broadcast_prefix(prefix, tree, is_leaf: Callable | None = None, what: str = "prefix", root: str = "") -> list:

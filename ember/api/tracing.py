@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember.errors import ArgumentError, DTypeError, EmberError, user_location
+from ember.errors import ArgumentError, DTypeError, user_location
 from ember.tracer import dtypes
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph
@@ -161,5 +161,3 @@ def inline(graph: Graph, leaves: Sequence) -> list:
     return eval_graph(graph, list(leaves))
 
 
-def reraise_with_loc(e: EmberError):
-    raise e.with_loc(user_location())

@@ -12,7 +12,6 @@ import numpy as np
 from ember.errors import ShapeError, user_location
 from ember.tracer import dtypes
 from ember.tracer import prims as P
-from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Literal
 from ember.tracer.trace import Tracer
 
@@ -38,11 +37,6 @@ def dtype_weak(x) -> tuple[np.dtype, bool]:
         return dtypes.scalar_dtype(x)
     x = asarray(x)
     return dtype_weak(x)
-
-
-def aval_of(x) -> ShapedArray:
-    dt, weak = dtype_weak(x)
-    return ShapedArray(np.shape(x) if not isinstance(x, Tracer) else x.shape, dt, weak)
 
 
 def _list_dtype(x) -> np.dtype | None:

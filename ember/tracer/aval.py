@@ -61,5 +61,3 @@ class ShapedArray:
         return f"ShapedArray({self.str_short()}{', weak' if self.weak_type else ''})"
 
 
-def aval_of_array(x: np.ndarray, weak_type: bool = False) -> ShapedArray:
-    return ShapedArray(x.shape, dtypes.canonicalize(x.dtype), weak_type)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -124,12 +124,6 @@ class Graph:
                       const_values=self.const_values)
         fields.update(kw)
         return Graph(**fields)
-
-    def iter_vars(self) -> Iterator[Var]:
-        yield from self.inputs
-        yield from self.consts
-        for node in self.nodes:
-            yield from node.outputs
 
     def verify(self) -> Graph:
         """Check SSA form, operand definitions, params and that every aval matches its shape rule."""

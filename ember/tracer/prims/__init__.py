@@ -68,7 +68,6 @@ from ember.tracer.prims.layout import (  # noqa: F401
     slice_p,
     transpose,
     transpose_p,
-    zeros_like,
 )
 from ember.tracer.prims.reduce import (  # noqa: F401
     argmax,

@@ -50,10 +50,6 @@ def full(shape, value, dtype):
     return broadcast_in_dim_p.bind(np.asarray(value, dtype)[()], shape=tuple(shape), broadcast_dimensions=())
 
 
-def zeros_like(x):
-    return full(shape_of(x), 0, x.dtype)
-
-
 def reshape(x, new_sizes):
     new_sizes = tuple(int(d) for d in new_sizes)
     if shape_of(x) == new_sizes:
@@ -341,7 +337,7 @@ def _slice_vjp(ct, x, *, out, active, start_indices, limit_indices, strides):
         return (None,)
     x_shape, out_shape = shape_of(x), shape_of(out)
     if 0 in out_shape:
-        return (zeros_like_shape(x_shape, ct.dtype),)
+        return (full(x_shape, 0, ct.dtype),)
     return (SliceCotangent(ct, x_shape, start_indices, strides),)
 
 
@@ -370,10 +366,6 @@ class SliceCotangent:
         axes = [np.arange(s, s + n * st, st, dtype=np.int32) for s, n, st in zip(self.start, region, self.strides)]
         indices = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1)
         return P.scatter_add(dense, indices, self.ct)
-
-
-def zeros_like_shape(shape, dtype):
-    return full(shape, 0, dtype)
 
 
 @def_batch(slice_p)
