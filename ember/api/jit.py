@@ -134,7 +134,6 @@ class Jitted:
         self._optimize = optimize
         nums = {int(i) for i in _as_tuple(static_argnums)}
         names = set(_as_tuple(static_argnames))
-        self._params = None
         try:
             params = list(inspect.signature(fun).parameters.values())
         except (TypeError, ValueError):
@@ -149,7 +148,6 @@ class Jitted:
                 nums.add(positional.index(n))
         self._static_nums = frozenset(nums)
         self._static_names = frozenset(names)
-        self._positional = positional
         self.donate_argnums = tuple(sorted(int(i) for i in _as_tuple(donate_argnums)))
         self._cache: dict = {}
         self._fast: dict = {}  # (backend, (shape, dtype) per array argument) -> the same entries
@@ -157,7 +155,7 @@ class Jitted:
 
     # -- arguments -------------------------------------------------------------------------------
     def _split_args(self, args: tuple, kwargs: dict):
-        """(static key, dynamic (args, kwargs), rebuild(dyn_leaves_tree) -> full call)."""
+        """(static key, dynamic (args, kwargs), the static values to put back into the call)."""
         if not self._static_nums and not self._static_names:
             return (), (args, kwargs), None
         static_pos = tuple((i, args[i]) for i in sorted(self._static_nums) if i < len(args))
@@ -297,7 +295,9 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), d
     """Compile `fun`: trace it once per signature, optimize the graph and run it on `backend`.
 
     Usable as `jit(f)`, `@jit` or `@jit(static_argnums=...)`. `optimize=False` skips every
-    optimization pass (the baseline passes are compared against).
+    optimization pass (the baseline passes are compared against). `donate_argnums` names arguments
+    whose buffers the compiled function may reuse; the numpy backend never writes into arguments, so
+    it is accepted and recorded for the in-place memory plan.
 
     NumPy arrays that `fun` closes over (globals, closure variables) are constants of the graph: their
     values are copied when `fun` is traced, so mutating such an array afterwards does not change

@@ -47,9 +47,10 @@ def record(name: str, graph: Graph, annotations: Mapping | None = None) -> None:
 
 @contextlib.contextmanager
 def recording(recorder: StageRecorder | None = None):
-    """Collect every stage recorded inside the block (nested blocks share the outer recorder)."""
+    """Collect every stage recorded inside the block into `recorder` (by default the enclosing
+    block's recorder, so transforms nested in a lowering report to it)."""
     outer = active_recorder()
-    rec = outer or recorder or StageRecorder()
+    rec = recorder or outer or StageRecorder()
     _state.recorder = rec
     try:
         yield rec
