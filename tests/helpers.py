@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import ember
+from ember.tracer.ir import Graph
 from ember.tree import tree_flatten, tree_map, tree_unflatten
 
 
@@ -67,3 +68,24 @@ def assert_tree_allclose(a, b, rtol=1e-6, atol=1e-6):
     assert ta == tb, f"structures differ: {ta} vs {tb}"
     for x, y in zip(la, lb):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol)
+
+
+def run(fn, *args):
+    """`fn` traced and run by the numpy backend without optimization passes."""
+    return ember.jit(fn, optimize=False)(*args)
+
+
+def prim_names(fn, *args) -> set:
+    """The primitives in the graph `fn` traces to on these arguments."""
+    return {n.prim.name for n in ember.make_graph(fn)(*args).nodes}
+
+
+def all_nodes(graph: Graph) -> list:
+    """Every node of `graph`, including those inside subgraphs held in params (fusions, custom rules)."""
+    out = []
+    for node in graph.nodes:
+        out.append(node)
+        for v in node.params.values():
+            if isinstance(v, Graph):
+                out += all_nodes(v)
+    return out

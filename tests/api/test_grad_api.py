@@ -8,21 +8,9 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember.tracer import prims as P
-from ember.tracer.ir import Graph
 from ember.tracer.primitive import impl_rules
 from ember.tree import tree_structure
-from tests.helpers import assert_tree_allclose, check_grads, numerical_grad
-
-
-def _all_nodes(graph: Graph) -> list:
-    """Every node of `graph`, including those inside subgraphs held in params (fusions, custom rules)."""
-    out = []
-    for node in graph.nodes:
-        out.append(node)
-        for v in node.params.values():
-            if isinstance(v, Graph):
-                out += _all_nodes(v)
-    return out
+from tests.helpers import all_nodes, assert_tree_allclose, check_grads, numerical_grad
 
 
 def _loss(w, x):
@@ -291,7 +279,7 @@ def test_jit_of_grad_equals_grad_and_is_one_graph(rng):
     np.testing.assert_allclose(jg(w, x), g(w, x), rtol=1e-12)
     low = jg.lower(w, x)
     assert "before autodiff" in low.stage_names and "after autodiff" in low.stage_names
-    prims = [n.prim.name for n in _all_nodes(low.optimized)]
+    prims = [n.prim.name for n in all_nodes(low.optimized)]
     assert "tanh" in prims  # forward ...
     assert prims.count("dot_general") >= 2  # ... and backward (x.T @ ct) in the same graph
     assert len(low.optimized.outputs) == 1 and low.optimized.outputs[0].aval.shape == (3, 2)
@@ -304,6 +292,6 @@ def test_grad_with_large_closed_over_constant(rng):
     p = np.float64(0.5)
     np.testing.assert_allclose(ember.grad(f)(p), c.sum() + 2 * p, rtol=1e-9)
     graph = ember.jit(ember.grad(f)).lower(p).optimized
-    big = [n.prim.name for n in _all_nodes(graph) if any(v.aval.size >= c.size for v in n.outputs)]
+    big = [n.prim.name for n in all_nodes(graph) if any(v.aval.size >= c.size for v in n.outputs)]
     assert big == []  # the constant is inactive: no cotangent (or any other array) of its size is formed
     assert len(graph.nodes) <= 4

@@ -10,21 +10,11 @@ import ember
 import ember.numpy as jnp
 from ember.passes.pipeline import PASSES
 from ember.tracer.ir import Graph
-
-
-def _all_nodes(graph: Graph) -> list:
-    """Every node of `graph`, including those inside subgraphs held in params (fusions, custom rules)."""
-    out = []
-    for node in graph.nodes:
-        out.append(node)
-        for v in node.params.values():
-            if isinstance(v, Graph):
-                out += _all_nodes(v)
-    return out
+from tests.helpers import all_nodes
 
 
 def _prims(graph: Graph) -> list[str]:
-    return [n.prim.name for n in _all_nodes(graph)]
+    return [n.prim.name for n in all_nodes(graph)]
 
 
 # --- call forms ---------------------------------------------------------------------------------

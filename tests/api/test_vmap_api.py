@@ -11,8 +11,7 @@ import pytest
 import ember
 import ember.nn as nn
 import ember.numpy as jnp
-from ember.tracer.ir import Graph
-from tests.helpers import assert_tree_allclose, loop_vmap
+from tests.helpers import all_nodes, assert_tree_allclose, loop_vmap
 
 
 def _f(w, x):
@@ -202,19 +201,8 @@ def _batch_loss(loss, params, xs):
     return loss(params, xs)
 
 
-def _all_nodes(graph: Graph) -> list:
-    """Every node of `graph`, including those inside subgraphs held in params (fusions, custom rules)."""
-    out = []
-    for node in graph.nodes:
-        out.append(node)
-        for v in node.params.values():
-            if isinstance(v, Graph):
-                out += _all_nodes(v)
-    return out
-
-
 def _dot_nodes(graph):
-    return [n for n in _all_nodes(graph) if n.prim.name == "dot_general"]
+    return [n for n in all_nodes(graph) if n.prim.name == "dot_general"]
 
 
 def test_per_sample_gradient_graph_is_batched_not_looped():
@@ -228,9 +216,9 @@ def test_per_sample_gradient_graph_is_batched_not_looped():
         xs = np.zeros((batch, 10), np.float32)
         graphs[batch] = f.lower(params, xs).optimized
     small, large = graphs[8], graphs[256]
-    assert len(_all_nodes(small)) == len(_all_nodes(large))
-    assert Counter(n.prim.name for n in _all_nodes(small)) == Counter(n.prim.name for n in _all_nodes(large))
-    counts = Counter(n.prim.name for n in _all_nodes(large))
+    assert len(all_nodes(small)) == len(all_nodes(large))
+    assert Counter(n.prim.name for n in all_nodes(small)) == Counter(n.prim.name for n in all_nodes(large))
+    counts = Counter(n.prim.name for n in all_nodes(large))
     assert max(counts.values()) < 32, counts  # nothing repeats once per example
     assert not {"slice", "gather", "concatenate"} & set(counts)  # no per-example slicing and stacking
     dots = _dot_nodes(large)

@@ -12,7 +12,7 @@ import ember
 from ember.errors import ShapeError, TransformError
 from ember.tracer import prims as P
 from ember.tracer.primitive import primitives
-from tests.helpers import assert_tree_allclose, check_grads, loop_vmap
+from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 THIS_FILE = "test_prims_custom.py"
@@ -21,10 +21,6 @@ THIS_FILE = "test_prims_custom.py"
 def total(x, w=None):
     x = x if w is None else P.mul(x, w)
     return P.reduce_sum(x, tuple(range(len(x.shape))))
-
-
-def prim_names(fn, *args) -> set:
-    return {n.prim.name for n in ember.make_graph(fn)(*args).nodes}
 
 
 def make_scaled_sin(scale_ct=1.0):

@@ -8,14 +8,10 @@ import pytest
 import ember
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
-from tests.helpers import assert_tree_allclose, check_grads, loop_vmap
+from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, run
 
 F32, F64, I32, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int32, bool))
 THIS_FILE = "test_prims_dot.py"
-
-
-def run(fn, *args):
-    return ember.jit(fn, optimize=False)(*args)
 
 
 def ref_dot(lhs, rhs, dn):

@@ -17,22 +17,13 @@ from hypothesis.extra import numpy as hnp
 import ember
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
-from tests.helpers import assert_tree_allclose, check_grads, loop_vmap
+from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names, run
 
 F16, F32, F64, I32, I8, U8, BOOL = (np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int32, np.int8,
                                                            np.uint8, bool))
 FLOATS = (F32, F64)
 SHAPES = [(), (0, 3), (5,), (2, 3, 4)]
 THIS_FILE = "test_prims_elementwise.py"
-
-
-def run(fn, *args):
-    """`fn` traced and run by the numpy backend without optimization passes."""
-    return ember.jit(fn, optimize=False)(*args)
-
-
-def prim_names(fn, *args) -> set:
-    return {n.prim.name for n in ember.make_graph(fn)(*args).nodes}
 
 
 def total(x, w=None):

@@ -11,18 +11,10 @@ import pytest
 import ember
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
-from tests.helpers import assert_tree_allclose, check_grads, loop_vmap
+from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names, run
 
 F32, F64, I32, I64, U8, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.uint8, bool))
 THIS_FILE = "test_prims_indexing.py"
-
-
-def run(fn, *args):
-    return ember.jit(fn, optimize=False)(*args)
-
-
-def prim_names(fn, *args) -> set:
-    return {n.prim.name for n in ember.make_graph(fn)(*args).nodes}
 
 
 def _positions(op_shape, indices, nb):
