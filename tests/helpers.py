@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import ember
 from ember.tracer.ir import Graph
@@ -89,3 +90,15 @@ def all_nodes(graph: Graph) -> list:
             if isinstance(v, Graph):
                 out += all_nodes(v)
     return out
+
+
+def raises_naming(exc, fn, *args, words=(), location: str = "") -> str:
+    """Calling fn(*args) raises `exc` whose message names every one of `words` and the user's
+    `location` (a file name, or file:line); returns the message."""
+    with pytest.raises(exc) as info:
+        fn(*args)
+    msg = str(info.value)
+    for w in words:
+        assert w in msg, f"{w!r} not in {msg!r}"
+    assert location in msg, f"the user's location {location!r} is missing from {msg!r}"
+    return msg

@@ -14,7 +14,7 @@ import pytest
 
 import ember
 import ember.numpy as jnp
-from tests.helpers import check_grads, loop_vmap
+from tests.helpers import check_grads, loop_vmap, raises_naming
 
 DTYPES = {"f16": np.float16, "f32": np.float32, "f64": np.float64, "i8": np.int8, "i16": np.int16,
           "i32": np.int32, "i64": np.int64, "u8": np.uint8, "u32": np.uint32, "bool": np.bool_}
@@ -302,3 +302,11 @@ def case_tests(cases):
         check_vmap(case, mode)
 
     return test_values_match_numpy, test_grads_match_finite_differences, test_vmap_matches_loop
+
+
+def raises_shape_error(fn, *args, words=(), file: str):
+    """fn raises a ShapeError eagerly and under jit whose message names `words` and the user's line:
+    a lambda's own line in `file`, else the line of tests/helpers.py that calls the ember function."""
+    where = f"{file}:{fn.__code__.co_firstlineno}" if fn.__name__ == "<lambda>" else "helpers.py:"
+    for call in (fn, ember.jit(fn)):
+        raises_naming(ember.ShapeError, call, *args, words=words, location=where)

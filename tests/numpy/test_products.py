@@ -15,6 +15,7 @@ from tests.numpy.cases import (
     Case,
     case_tests,
     covered,
+    raises_shape_error,
 )
 
 MATMUL_SHAPES = [((3,), (3,)), ((2, 3), (3,)), ((3,), (3, 4)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)),
@@ -123,16 +124,7 @@ def test_matmul_with_unbatched_weights_does_not_broadcast_them():
 # --- errors -------------------------------------------------------------------------------------------
 
 def _raises_shape_error(fn, *args, words=()):
-    """fn raises a ShapeError eagerly and under jit whose message names `words` and this file."""
-    for mode, call in (("eager", fn), ("jit", ember.jit(fn))):
-        with pytest.raises(ember.ShapeError) as info:
-            call(*args)
-        msg = str(info.value)
-        for w in words:
-            assert w in msg, f"{mode}: {w!r} not in {msg!r}"
-        code = getattr(fn, "__code__", None)  # a lambda: the error names its line
-        where = f"test_products.py:{code.co_firstlineno}" if fn.__name__ == "<lambda>" else "test_products.py:"
-        assert where in msg, f"{mode}: the user's line {where} is missing from {msg!r}"
+    raises_shape_error(fn, *args, words=words, file="test_products.py")
 
 
 def test_matmul_of_mismatched_shapes():

@@ -18,6 +18,7 @@ from tests.numpy.cases import (
     Case,
     case_tests,
     covered,
+    raises_shape_error,
 )
 
 
@@ -208,16 +209,7 @@ def test_shape_queries_are_python_ints_inside_a_trace():
 # --- errors -------------------------------------------------------------------------------------------
 
 def _raises_shape_error(fn, *args, words=()):
-    """fn raises a ShapeError eagerly and under jit whose message names `words` and this file."""
-    for mode, call in (("eager", fn), ("jit", ember.jit(fn))):
-        with pytest.raises(ember.ShapeError) as info:
-            call(*args)
-        msg = str(info.value)
-        for w in words:
-            assert w in msg, f"{mode}: {w!r} not in {msg!r}"
-        code = getattr(fn, "__code__", None)  # a lambda: the error names its line
-        where = f"test_shape.py:{code.co_firstlineno}" if fn.__name__ == "<lambda>" else "test_shape.py:"
-        assert where in msg, f"{mode}: the user's line {where} is missing from {msg!r}"
+    raises_shape_error(fn, *args, words=words, file="test_shape.py")
 
 
 def test_reshape_to_a_wrong_size():

@@ -17,7 +17,7 @@ from hypothesis.extra import numpy as hnp
 import ember
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
-from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names, run
+from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names, raises_naming, run
 
 F16, F32, F64, I32, I8, U8, BOOL = (np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int32, np.int8,
                                                            np.uint8, bool))
@@ -282,13 +282,7 @@ _UNARY_KIND = {name: ("intbool" if name == "not" else "numeric" if I32 in spec[3
 
 def _raises(exc, fn, *args, words=()):
     """Tracing `fn` on args raises `exc`, naming every word and this file's line."""
-    with pytest.raises(exc) as info:
-        ember.jit(fn)(*args)
-    msg = str(info.value)
-    for w in words:
-        assert w in msg, f"{w!r} not in {msg!r}"
-    assert THIS_FILE in msg, f"no user location in {msg!r}"
-    return msg
+    return raises_naming(exc, ember.jit(fn), *args, words=words, location=THIS_FILE)
 
 
 @pytest.mark.parametrize("name", sorted(UNARY))

@@ -11,7 +11,7 @@ import pytest
 import ember
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
-from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names, run
+from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names, raises_naming, run
 
 F32, F64, I32, I64, U8, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.uint8, bool))
 THIS_FILE = "test_prims_indexing.py"
@@ -135,12 +135,7 @@ def test_scatter_last_write_wins_for_repeated_indices():
 # --- rule errors ----------------------------------------------------------------------------------
 
 def _raises(exc, fn, args, words):
-    with pytest.raises(exc) as info:
-        ember.jit(fn)(*args)
-    msg = str(info.value)
-    for w in words:
-        assert w in msg, f"{w!r} not in {msg!r}"
-    assert THIS_FILE in msg, f"no user location in {msg!r}"
+    return raises_naming(exc, ember.jit(fn), *args, words=words, location=THIS_FILE)
 
 
 Z = np.zeros

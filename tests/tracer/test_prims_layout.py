@@ -10,7 +10,7 @@ import pytest
 import ember
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
-from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names, run
+from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names, raises_naming, run
 
 F32, F64, I32, U8, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.uint8, bool))
 DTYPES = (F32, F64, I32, BOOL)
@@ -202,12 +202,7 @@ def test_pad_with_a_traced_padding_value():
 # --- rule errors ----------------------------------------------------------------------------------
 
 def _raises(exc, fn, *args, words=()):
-    with pytest.raises(exc) as info:
-        ember.jit(fn)(*args)
-    msg = str(info.value)
-    for w in words:
-        assert w in msg, f"{w!r} not in {msg!r}"
-    assert THIS_FILE in msg, f"no user location in {msg!r}"
+    return raises_naming(exc, ember.jit(fn), *args, words=words, location=THIS_FILE)
 
 
 Z = np.zeros

@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 import ember
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
-from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names, run
+from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names, raises_naming, run
 
 F32, F64, I32, I8, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int8, bool))
 THIS_FILE = "test_prims_reduce.py"
@@ -162,12 +162,7 @@ def test_argmax_default_index_dtype_is_int32():
 # --- rule errors ----------------------------------------------------------------------------------
 
 def _raises(exc, fn, x, words=()):
-    with pytest.raises(exc) as info:
-        ember.jit(fn)(x)
-    msg = str(info.value)
-    for w in words:
-        assert w in msg, f"{w!r} not in {msg!r}"
-    assert THIS_FILE in msg, f"no user location in {msg!r}"
+    return raises_naming(exc, ember.jit(fn), x, words=words, location=THIS_FILE)
 
 
 @pytest.mark.parametrize("name", sorted(REDUCERS))
