@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -102,3 +104,18 @@ def raises_naming(exc, fn, *args, words=(), location: str = "") -> str:
         assert w in msg, f"{w!r} not in {msg!r}"
     assert location in msg, f"the user's location {location!r} is missing from {msg!r}"
     return msg
+
+
+def assert_vmap_matches_loop(f, in_axes, args, out_axes=0, tol: float = 1e-6):
+    """ember.vmap(f) equals a Python loop over the batch, values (within `tol`) and dtype."""
+    got = ember.vmap(f, in_axes, out_axes)(*args)
+    want = loop_vmap(f, in_axes, args, out_axes)
+    assert_tree_allclose(got, want, rtol=tol, atol=tol)
+    for g, w in zip(tree_flatten(got)[0], tree_flatten(want)[0]):
+        assert np.asarray(g).dtype == np.asarray(w).dtype
+    return got
+
+
+def vmap_checker(tol: float):
+    """assert_vmap_matches_loop with a file's tolerance bound."""
+    return functools.partial(assert_vmap_matches_loop, tol=tol)

@@ -167,12 +167,13 @@ def test_broadcast_prefix_mismatch_names_the_place():
 
 # --- through the transforms ---------------------------------------------------------------------
 
-def _model(params, x):
-    h = jnp.tanh(x @ params["layers"][0].w + params["layers"][0].b)
+def _model(params, x, xp=jnp):
+    """The model over pytree params, with ember.numpy (xp=jnp) or as its NumPy reference (xp=np)."""
+    h = xp.tanh(x @ params["layers"][0].w + params["layers"][0].b)
     out = h @ params["layers"][1].w + params["layers"][1].b
     d = params["head"]
-    out = jnp.tanh(out * d.w + d.b) if d.activation == "tanh" else out * d.w + d.b
-    return jnp.sum(out * params["scale"]["s"])
+    out = xp.tanh(out * d.w + d.b) if d.activation == "tanh" else out * d.w + d.b
+    return xp.sum(out * params["scale"]["s"])
 
 
 def _params(rng):
@@ -205,11 +206,7 @@ def test_pytree_outputs_through_jit():
 
 
 def _reference(params, x):
-    h = np.tanh(x @ params["layers"][0].w + params["layers"][0].b)
-    out = h @ params["layers"][1].w + params["layers"][1].b
-    d = params["head"]
-    out = np.tanh(out * d.w + d.b) if d.activation == "tanh" else out * d.w + d.b
-    return np.sum(out * params["scale"]["s"])
+    return _model(params, x, xp=np)
 
 
 def test_pytree_gradients_have_the_arguments_structure(rng):

@@ -8,7 +8,7 @@ import pytest
 import ember
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
-from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, run
+from tests.helpers import check_grads, loop_vmap, run, vmap_checker
 
 F32, F64, I32, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int32, bool))
 THIS_FILE = "test_prims_dot.py"
@@ -130,11 +130,7 @@ def test_dot_general_second_order(rng):
 
 # --- batching rule --------------------------------------------------------------------------------
 
-def check_vmap(f, in_axes, args, out_axes=0):
-    got = ember.vmap(f, in_axes, out_axes)(*args)
-    want = loop_vmap(f, in_axes, args, out_axes)
-    assert_tree_allclose(got, want, rtol=1e-10, atol=1e-10)
-    return got
+check_vmap = vmap_checker(tol=1e-10)
 
 
 AXES = [(0, 0), (1, -1), (-1, 0), (0, None), (1, None), (-1, None), (None, 0), (None, 1), (None, -1)]

@@ -17,7 +17,7 @@ from hypothesis.extra import numpy as hnp
 import ember
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
-from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names, raises_naming, run
+from tests.helpers import check_grads, loop_vmap, prim_names, raises_naming, run, vmap_checker
 
 F16, F32, F64, I32, I8, U8, BOOL = (np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int32, np.int8,
                                                            np.uint8, bool))
@@ -526,12 +526,7 @@ def test_vjp_input_reader_check_detects_a_backward_read():
 
 # --- batching rules --------------------------------------------------------------------------------
 
-def check_vmap(f, in_axes, args, out_axes=0):
-    got = ember.vmap(f, in_axes, out_axes)(*args)
-    want = loop_vmap(f, in_axes, args, out_axes)
-    assert_tree_allclose(got, want, rtol=1e-6, atol=1e-6)
-    assert np.asarray(got).dtype == np.asarray(want).dtype
-    return got
+check_vmap = vmap_checker(tol=1e-6)
 
 
 # (per-example shape, in_axes, out_axes); the batch size is 3

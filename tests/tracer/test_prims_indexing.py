@@ -11,7 +11,7 @@ import pytest
 import ember
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
-from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names, raises_naming, run
+from tests.helpers import check_grads, loop_vmap, prim_names, raises_naming, run, vmap_checker
 
 F32, F64, I32, I64, U8, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.uint8, bool))
 THIS_FILE = "test_prims_indexing.py"
@@ -211,12 +211,7 @@ def test_gather_vjp_is_a_scatter_into_the_operand(rng):
 
 # --- batching rules -------------------------------------------------------------------------------
 
-def check_vmap(f, in_axes, args, out_axes=0):
-    got = ember.vmap(f, in_axes, out_axes)(*args)
-    want = loop_vmap(f, in_axes, args, out_axes)
-    assert_tree_allclose(got, want, rtol=1e-12, atol=1e-12)
-    assert np.asarray(got).dtype == np.asarray(want).dtype
-    return got
+check_vmap = vmap_checker(tol=1e-12)
 
 
 def _stack(rng, make, axis, size=3):

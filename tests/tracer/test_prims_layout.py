@@ -10,7 +10,7 @@ import pytest
 import ember
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
-from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names, raises_naming, run
+from tests.helpers import check_grads, loop_vmap, prim_names, raises_naming, run, vmap_checker
 
 F32, F64, I32, U8, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.uint8, bool))
 DTYPES = (F32, F64, I32, BOOL)
@@ -324,12 +324,7 @@ def test_iota_is_not_differentiated(rng):
 
 # --- batching rules -------------------------------------------------------------------------------
 
-def check_vmap(f, in_axes, args, out_axes=0):
-    got = ember.vmap(f, in_axes, out_axes)(*args)
-    want = loop_vmap(f, in_axes, args, out_axes)
-    assert_tree_allclose(got, want, rtol=0, atol=0)
-    assert np.asarray(got).dtype == np.asarray(want).dtype
-    return got
+check_vmap = vmap_checker(tol=0)
 
 
 def batched(rng, shape, axis, dtype=F32, size=3):

@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 import ember
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
-from tests.helpers import assert_tree_allclose, check_grads, loop_vmap, prim_names, raises_naming, run
+from tests.helpers import check_grads, loop_vmap, prim_names, raises_naming, run, vmap_checker
 
 F32, F64, I32, I8, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int8, bool))
 THIS_FILE = "test_prims_reduce.py"
@@ -253,12 +253,7 @@ def test_arg_reduction_gives_zero_gradient(name, rng):
 
 # --- batching rules -------------------------------------------------------------------------------
 
-def check_vmap(f, in_axes, args, out_axes=0):
-    got = ember.vmap(f, in_axes, out_axes)(*args)
-    want = loop_vmap(f, in_axes, args, out_axes)
-    assert_tree_allclose(got, want, rtol=1e-6, atol=1e-6)
-    assert np.asarray(got).dtype == np.asarray(want).dtype
-    return got
+check_vmap = vmap_checker(tol=1e-6)
 
 
 BATCH_CASES = [((2, 3, 4), (0,)), ((2, 3, 4), (1,)), ((2, 3, 4), (2,)), ((2, 3, 4), (0, 2)), ((2, 3, 4), (0, 1, 2)),
