@@ -39,7 +39,7 @@ class NumpyExecutable:
 
         def ref(a) -> str:
             if isinstance(a, Literal):
-                key = (a.value, a.aval.dtype)
+                key = a.key
                 if key not in literals:
                     literals[key] = f"l{len(literals)}"
                     namespace[literals[key]] = a.val

@@ -1,5 +1,6 @@
 """Common-subexpression elimination: nodes with the same primitive, params and operands compute the
-same values (every primitive is pure), so later copies reuse the first one's outputs."""
+same values (every primitive is pure), so later copies reuse the first one's outputs. Literal
+operands compare by `Literal.key` (dtype and bits: 0.0 and -0.0 differ)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from ember.tracer.ir import Graph, Literal, Node, Var
 
 
 def _key(a):
-    return ("lit", a.value, a.aval.dtype) if isinstance(a, Literal) else a
+    return a.key if isinstance(a, Literal) else a
 
 
 def cse(graph: Graph) -> Graph:

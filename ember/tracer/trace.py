@@ -152,6 +152,7 @@ def _escaped_error() -> TracerEscapeError:
 
 def bind(prim: Primitive, args: Sequence, params: Mapping):
     """Apply `prim`: stage a node into the innermost trace, or evaluate eagerly when none is active."""
+    params = _checked_params(prim, params)
     stack = _stack()
     if not stack:
         return _eager(prim, args, params)
@@ -162,10 +163,21 @@ def bind(prim: Primitive, args: Sequence, params: Mapping):
         out = shape_rules[prim](*[a.aval for a in atoms], **params)
     except EmberError as e:
         raise e.with_loc(loc) from None
-    params = params if isinstance(params, Params) else Params(params)
     if prim.multiple_results:
         return b.emit(prim, atoms, params, out, loc)
     return b.emit(prim, atoms, params, (out,), loc)[0]
+
+
+def _checked_params(prim: Primitive, params: Mapping) -> Params:
+    """`params` in canonical form; an unhashable value (which no cache could key on) raises."""
+    params = params if isinstance(params, Params) else Params(params)
+    bad = params.unhashable()
+    if bad is not None:
+        raise ArgumentError(
+            f"{prim.name}: param {bad!r} has an unhashable value of type {type(params[bad]).__name__}; "
+            "primitive params must be hashable (tuples, not lists or arrays; Python scalars; np.dtype)",
+            user_location())
+    return params
 
 
 def _eager(prim: Primitive, args, params):

@@ -7,11 +7,12 @@ import numpy as np
 import pytest
 
 import ember
-from ember.errors import GraphError
+from ember.errors import ArgumentError, GraphError
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph, Literal, Namer, Node, Params, Var
 from ember.tracer.trace import trace_flat
+from tests.helpers import raises_naming
 
 F32, F64, I32 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32)
 MM = (((1,), (0,)), ((), ()))
@@ -92,8 +93,8 @@ def test_verify_catches_wrong_output_count():
 
 def test_verify_catches_unhashable_params():
     x = Var(aval(2, 3))
-    node = Node(P.reduce_sum_p, [x], Params(axes=[0]), [Var(aval(3))])
-    with pytest.raises(GraphError, match="not hashable"):
+    node = Node(P.reduce_sum_p, [x], Params(axes=np.array([0])), [Var(aval(3))])
+    with pytest.raises(GraphError, match="param 'axes' is not hashable"):
         Graph([x], [node], []).verify()
     ok = Node(P.reduce_sum_p, [x], Params(axes=(0,)), [Var(aval(3))])
     Graph([x], [ok], []).verify()
@@ -202,7 +203,39 @@ def test_params_are_an_immutable_mapping():
 
 def test_params_with_unhashable_values_fail_to_hash():
     with pytest.raises(TypeError):
-        hash(Params(shape=[2, 3]))
+        hash(Params(table={"a": 1}))
+    assert Params(table={"a": 1}).unhashable() == "table" and Params(axes=(0,)).unhashable() is None
+
+
+@pytest.mark.parametrize("given,canonical", [
+    (np.float32, F32), (np.dtype("float32"), F32), ([2, 3], (2, 3)), ((np.int64(2), 3), (2, 3)),
+    (np.float32(0.5), 0.5), (np.bool_(True), True), ([[1, np.int32(2)], (np.float64,)], ((1, 2), (F64,))),
+], ids=str)
+def test_params_are_canonical_so_equal_params_hash_equally(given, canonical):
+    a, b = Params(p=given), Params(p=canonical)
+    assert a == b and hash(a) == hash(b)
+    assert a["p"] == canonical and type(a["p"]) is type(canonical)
+
+
+def test_params_canonicalize_nested_numpy_scalars_to_python_scalars():
+    p = Params(x=(np.int32(1), [np.float32(2.5)]))
+    assert p["x"] == (1, (2.5,)) and type(p["x"][0]) is int and type(p["x"][1][0]) is float
+
+
+def test_bind_rejects_unhashable_params_naming_the_primitive_and_param():
+    x = np.ones((2, 3), np.float32)
+    msg = raises_naming(ArgumentError, lambda: P.transpose_p.bind(x, permutation={0: 1}),
+                        words=("transpose", "'permutation'", "hashable"), location="test_ir.py")
+    assert "dict" in msg
+    with pytest.raises(ArgumentError, match="transpose: param 'permutation'"):
+        ember.make_graph(lambda a: P.transpose_p.bind(a, permutation={0: 1}))(x)
+
+
+def test_bind_canonicalizes_params_for_staged_and_eager_calls():
+    x = np.ones((2, 3), np.float32)
+    g = ember.make_graph(lambda a: P.transpose_p.bind(a, permutation=[np.int64(1), 0]))(x)
+    assert g.nodes[0].params == Params(permutation=(1, 0)) and type(g.nodes[0].params["permutation"][0]) is int
+    assert P.transpose_p.bind(x, permutation=[1, 0]).shape == (3, 2)
 
 
 def test_traced_nodes_carry_params_objects():
@@ -228,3 +261,16 @@ def test_literal_holds_a_python_value_and_a_numpy_scalar():
     assert lit.val.dtype == F32 and lit.val.shape == ()
     assert lit.aval == ShapedArray((), F32, True)
     assert Literal(np.int64(7), I32).val.dtype == I32
+
+
+def test_literal_key_is_dtype_and_bits():
+    assert Literal(0.0, F32).key != Literal(-0.0, F32).key
+    assert Literal(1, F32).key == Literal(1.0, F32).key == Literal(True, F32).key
+    assert len({Literal(1, I32).key, Literal(1.0, F32).key, Literal(True, bool).key, Literal(1.0, F64).key}) == 4
+    nan_a, nan_b = _nan(0x7FC00001), _nan(0x7FC00002)
+    assert Literal(nan_a, F32).key == Literal(nan_a, F32).key != Literal(nan_b, F32).key
+    assert Literal(nan_b, F32).val.view(np.uint32) == 0x7FC00002  # the payload is kept
+
+
+def _nan(bits: int) -> np.float32:
+    return np.array(bits, np.uint32).view(np.float32)[()]
