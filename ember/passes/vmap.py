@@ -16,7 +16,7 @@ from ember.passes.dce import dce
 from ember.passes.stages import record
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
-from ember.tracer.ir import Graph, Var
+from ember.tracer.ir import Graph, Var, verified
 from ember.tracer.primitive import batch_rules
 from ember.tracer.prims._util import moveaxis, shape_of
 from ember.tracer.trace import bind, current_builder, new_builder
@@ -89,6 +89,6 @@ def vmap_graph(graph: Graph, in_dims: Sequence[int | None], size: int,
         args = [b.new_input(a) for a in in_avals]
         outs, ods = batch_eval(graph, args, in_dims)
         outs = [move_batch_axis(o, d, want, size) for o, d, want in zip(outs, ods, out_dims)]
-        out = dce(b.build(outs))
+        out = verified(dce(b.build(outs)))
     record("after vmap", out)
     return out

@@ -17,6 +17,14 @@ from ember.errors import EmberError, GraphError
 from ember.tracer import dtypes
 from ember.tracer.aval import ShapedArray
 
+# Tests set this: every graph that tracing or a transform (grad, vmap) produces is verified.
+VERIFY = False
+
+
+def verified(graph: Graph) -> Graph:
+    """`graph`, checked by `Graph.verify` when VERIFY is set; tracing and transforms return through it."""
+    return graph.verify() if VERIFY else graph
+
 
 class Var:
     """An SSA value: defined once (graph input, const or node output), used by later nodes."""

@@ -20,7 +20,7 @@ from ember.errors import (
 )
 from ember.tracer import dtypes
 from ember.tracer.aval import ShapedArray
-from ember.tracer.ir import Graph, Literal, Node, Params, Var
+from ember.tracer.ir import Graph, Literal, Node, Params, Var, verified
 from ember.tracer.primitive import Primitive, impl_rules, shape_rules, view_prims
 
 _state = threading.local()
@@ -101,7 +101,7 @@ class Builder:
 
     def build(self, outputs: Sequence) -> Graph:
         outs = [self.lift(o) for o in outputs]
-        return Graph(self.inputs, self.nodes, outs, self.consts, self.const_values)
+        return verified(Graph(self.inputs, self.nodes, outs, self.consts, self.const_values))
 
     @contextlib.contextmanager
     def at(self, loc: str | None = None, role: str | None = None):
