@@ -29,6 +29,12 @@ class Stage:
     annotations: Mapping = field(default_factory=dict)
     plan: Plan | None = None
 
+    @property
+    def notes(self) -> Mapping:
+        """Per-node annotations for renderings: the recorded ones, else the roles nodes carry, so
+        every later stage (the optimized graph too) still shows forward and backward work."""
+        return self.annotations or {n: n.role for n in self.graph.nodes if n.role}
+
 
 class StageRecorder:
     def __init__(self):

@@ -187,3 +187,16 @@ def test_optimize_is_idempotent_on_its_output():
     once, _ = optimize(g)
     twice, _ = optimize(once)
     assert _prims(once) == _prims(twice)
+
+
+@pytest.mark.parametrize("wrap", [lambda g: g, ember.vmap], ids=["grad", "vmap_grad"])
+def test_autodiff_roles_survive_the_pipeline(wrap):
+    """Nodes keep their role (like their line) through inlining, simplify, CSE and DCE, so the
+    optimized graph still tells forward from backward work (debug_nans and dumps read it)."""
+    f = ember.jit(wrap(ember.grad(lambda x: jnp.sum(jnp.tanh(x) ** 2 * 1.0))))
+    x = np.ones((2, 3)) if wrap is ember.vmap else np.ones(3)
+    low = f.lower(x)
+    roles = {n.prim.name: n.role for n in low.optimized.nodes if n.prim.name in ("tanh", "sub")}
+    assert roles == {"tanh": "active", "sub": "backward"}
+    assert all(n.role for n in low.optimized.nodes)
+    assert "backward" in low.text() and "active" in low.text()
