@@ -9,7 +9,7 @@
     ember.grad(loss)(w, x)
 """
 
-from ember import nn, numpy, tree  # noqa: F401
+from ember import config, nn, numpy, tree  # noqa: F401
 from ember.api import (
     Compiled,
     Jitted,
@@ -45,5 +45,5 @@ __all__ = [
     "jit", "grad", "value_and_grad", "vjp", "vmap", "jacrev", "hessian", "custom_vjp", "stop_gradient",
     "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend", "available_backends", "Graph",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
-    "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "nn", "tree",
+    "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "nn", "tree", "config",
 ]

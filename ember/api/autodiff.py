@@ -161,13 +161,11 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     n_out = len(graph.outputs)
     forward, backward, _ = split_forward_backward(_differentiate(vjp_graph, graph, mask), len(leaves), n_out)
     compiled = not is_tracing()
-    if compiled:
-        from ember.backends import get_backend
-        from ember.passes.pipeline import optimize
+    if compiled:  # the residuals are read by every call of the pullback: never donated
+        from ember.backends.compile import compile_graph
 
-        backend = get_backend()
-        fwd_out = backend.compile(optimize(forward))(*[np.asarray(x) for x in leaves])
-        backward = backend.compile(optimize(backward))
+        fwd_out = compile_graph(forward, donate=())[0](*[np.asarray(x) for x in leaves])
+        backward = compile_graph(backward, donate=())[0]
     else:
         fwd_out = eval_graph(forward, list(leaves))
     out_value = tree_unflatten(out_tree, fwd_out[:n_out])

@@ -17,7 +17,9 @@ import numpy as np
 
 from ember.api.tracing import fun_name, leaf_avals, to_array, trace_pytree
 from ember.backends import default_backend, get_backend
+from ember.backends.compile import compile_graph, pipeline_options
 from ember.errors import ArgumentError, TracerEscapeError, user_location
+from ember.passes.memory import MemoryReport
 from ember.passes.pipeline import optimize as run_pipeline
 from ember.passes.stages import Stage, StageRecorder, recording
 from ember.tracer.ir import Graph
@@ -65,7 +67,7 @@ class Lowered:
 
     @property
     def optimized(self) -> Graph:
-        """The graph after the optimization pipeline (the traced one when optimize=False)."""
+        """The graph after the pipeline (with optimize=False: the traced one with custom_vjp inlined)."""
         return self.stages[-1].graph
 
     def text(self, stage: str = "optimized") -> str:
@@ -89,9 +91,13 @@ class Lowered:
             raise NotImplementedError(f"the {self.backend} backend does not expose generated code")
         return src
 
+    def memory(self) -> MemoryReport:
+        """The memory plan's totals: peak bytes, buffers, bytes saved by in-place reuse."""
+        return MemoryReport.of(self.stages[-1].plan)
+
     def compile(self) -> Compiled:
         if self._executable is None:
-            self._executable = get_backend(self.backend).compile(self.optimized)
+            self._executable, _ = compile_graph(self.optimized, backend=self.backend, plan=self.stages[-1].plan)
         return Compiled(self)
 
 
@@ -127,11 +133,11 @@ class Jitted:
     """The result of `jit(fun)`: call it, `lower(...)` it, or look at `cache_info()`."""
 
     def __init__(self, fun: Callable, static_argnums=(), static_argnames=(), donate_argnums=(),
-                 backend: str | None = None, optimize: bool = True):
+                 backend: str | None = None, optimize: bool = True, disable_passes: Iterable[str] = ()):
         functools.update_wrapper(self, fun)
         self._fun = fun
         self._backend = backend
-        self._optimize = optimize
+        self._disabled = pipeline_options(optimize, disable_passes)
         nums = {int(i) for i in _as_tuple(static_argnums)}
         names = set(_as_tuple(static_argnames))
         try:
@@ -243,10 +249,21 @@ class Jitted:
         with recording(StageRecorder()) as rec:
             graph, _, in_tree, out_tree = trace_pytree(fun, dyn_args, dyn_kwargs)
             rec.add("traced", graph)
-            if self._optimize:
-                run_pipeline(graph)
+            run_pipeline(graph, self._flat_donate(args), self._disabled)
         return Lowered(fun_name(self._fun), rec.stages, in_tree, out_tree, self._backend or default_backend(),
                        self._split_args)
+
+    def _flat_donate(self, args: tuple) -> list[int]:
+        """donate_argnums as indices into the flat inputs (the leaves of the dynamic arguments)."""
+        flat, start = [], 0
+        for i, a in enumerate(args):
+            if i in self._static_nums:
+                continue
+            n = len(tree_flatten(a)[0])
+            if i in self.donate_argnums:
+                flat += range(start, start + n)
+            start += n
+        return flat
 
     def cache_info(self) -> CacheInfo:
         """hits: calls served from the cache; misses: traces (one per new signature); size: entries."""
@@ -291,11 +308,12 @@ def _safe(name: str) -> str:
 
 
 def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
-        backend: str | None = None, optimize: bool = True):
+        backend: str | None = None, optimize: bool = True, disable_passes: Iterable[str] = ()):
     """Compile `fun`: trace it once per signature, optimize the graph and run it on `backend`.
 
     Usable as `jit(f)`, `@jit` or `@jit(static_argnums=...)`. `optimize=False` skips every
-    optimization pass (the baseline passes are compared against). `donate_argnums` names arguments
+    optimization pass (the baseline passes are compared against); `disable_passes` skips the named
+    ones (simplify, cse, dce, fusion, inplace). `donate_argnums` names arguments
     whose buffers the compiled function may reuse; the numpy backend never writes into arguments, so
     it is accepted and recorded for the in-place memory plan.
 
@@ -306,10 +324,11 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), d
     """
     if fun is None:
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
-                             donate_argnums=donate_argnums, backend=backend, optimize=optimize)
+                             donate_argnums=donate_argnums, backend=backend, optimize=optimize,
+                             disable_passes=disable_passes)
     if backend is not None:
         get_backend(backend)  # fail early on an unknown name
-    return Jitted(fun, static_argnums, static_argnames, donate_argnums, backend, optimize)
+    return Jitted(fun, static_argnums, static_argnames, donate_argnums, backend, optimize, disable_passes)
 
 
 def make_graph(fun: Callable, static_argnums=()) -> Callable[..., Graph]:

@@ -93,7 +93,7 @@ class Builder:
     # -- nodes -----------------------------------------------------------------------------------
     def emit(self, prim: Primitive, atoms, params: Params, out_avals, loc) -> list[Tracer]:
         outs = [Var(a) for a in out_avals]
-        node = Node(prim, atoms, params, outs, loc)
+        node = Node(prim, atoms, params, outs, loc, self.role)
         self.nodes.append(node)
         if self.role is not None:
             self.roles[node] = self.role
@@ -239,7 +239,7 @@ def eval_graph(graph: Graph, args: Sequence, role: str | None = None) -> list:
     for node in graph.nodes:
         ins = [env[a] if isinstance(a, Var) else a.val for a in node.inputs]
         if b is not None:
-            with b.at(node.loc, role):
+            with b.at(node.loc, role or node.role):
                 out = bind(node.prim, ins, node.params)
         else:
             out = bind(node.prim, ins, node.params)
