@@ -21,17 +21,31 @@ from ember.tracer.trace import eval_graph, is_tracing
 from ember.tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 
 
+class ArgnumsError(TransformError, TypeError):
+    """argnums names an argument twice or one the call does not have (a TypeError, as in JAX)."""
+
+
 def _argnums(argnums, n_args: int, name: str) -> tuple[tuple[int, ...], bool]:
+    """argnums as non-negative positions in the order given (negative ones count from the end), and
+    whether it was a single int; duplicates and out-of-range positions raise an ArgnumsError."""
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
     if not nums:
         raise TransformError(f"argnums of {name} must not be empty", user_location())
     for i in nums:
+        if not isinstance(i, int):
+            raise ArgnumsError(f"argnums of {name} must be ints, got {i!r}", user_location())
         if not -n_args <= i < n_args:
-            valid = f"0..{n_args - 1}" if n_args else "none: it was called without positional arguments"
-            raise TransformError(f"argnums {i} is out of range: {name} was called with {n_args} positional "
-                                 f"argument(s), so valid argnums are {valid}", user_location())
-    return tuple(i % n_args for i in nums), single
+            valid = (f"0..{n_args - 1} (or {-n_args}..-1 counting from the end)" if n_args
+                     else "none: it was called without positional arguments")
+            raise ArgnumsError(f"argnums {i} is out of range: {name} was called with {n_args} positional "
+                               f"argument(s), so valid argnums are {valid}", user_location())
+    resolved = tuple(i % n_args for i in nums)
+    dup = next((i for k, i in enumerate(resolved) if i in resolved[:k]), None)
+    if dup is not None:
+        raise ArgnumsError(f"argnums {tuple(nums)} of {name} names argument {dup} twice; list each "
+                           "argument once", user_location())
+    return resolved, single
 
 
 def _differentiate(transform, graph, mask):
@@ -78,6 +92,17 @@ def _check_scalar_loss(graph, out_tree, has_aux: bool, name: str, what: str):
                              f"{outs[0].aval.str_short()}", user_location())
 
 
+def _grads_in_argnums_order(flat: Sequence, args: tuple, nums: tuple[int, ...], single: bool):
+    """Flat gradients (in argument order, as the graph has them) regrouped per argument and put in
+    the order argnums gives."""
+    it = iter(flat)
+    per_arg = {}
+    for i in sorted(nums):
+        leaves, tree = tree_flatten(args[i])
+        per_arg[i] = tree_unflatten(tree, [next(it) for _ in leaves])
+    return per_arg[nums[0]] if single else tuple(per_arg[i] for i in nums)
+
+
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """A function returning (fun(*args), gradient of fun w.r.t. args[argnums]); the value is
     ((loss, aux), grads) with has_aux=True. Gradients have the structure of their arguments."""
@@ -91,10 +116,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         results = inline(_differentiate(grad_graph, graph, mask), leaves)
         n_out = len(graph.outputs)
         value = tree_unflatten(out_tree, results[:n_out])
-        grads = iter(results[n_out:])
-        per_arg = [tree_unflatten(tree_flatten(args[i])[1], [next(grads) for _ in tree_flatten(args[i])[0]])
-                   for i in nums]
-        return value, (per_arg[0] if single else tuple(per_arg))
+        return value, _grads_in_argnums_order(results[n_out:], args, nums, single)
 
     return Transformed(impl, fun, "value_and_grad")
 
@@ -227,9 +249,13 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     return Transformed(impl, fun, "jacrev")
 
 
-def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """Second derivatives of scalar `fun`: jacrev of grad, so the rows are one batched backward pass."""
-    return jacrev(grad(fun, argnums), argnums)
+jacobian = jacrev
+
+
+def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """Second derivatives of `fun`: the Jacobian of its Jacobian, each entry of shape
+    out.shape + arg_i.shape + arg_j.shape (with has_aux, (hessian, aux))."""
+    return jacrev(jacrev(fun, argnums, has_aux), argnums, has_aux)
 
 
 def stop_gradient(x):
