@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember.api.tracing import Transformed, arg_name, fun_name, inline, leaf_avals, trace_pytree
+from ember.api.tracing import Transformed, arg_name, fun_name, inline, leaf_avals, trace_for_call, trace_pytree
 from ember.errors import EmberError, TransformError, user_location
 from ember.passes.autodiff import differentiable_outputs, grad_graph, split_forward_backward, vjp_graph
 from ember.tracer import dtypes
@@ -96,7 +96,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
                    for i in nums]
         return value, (per_arg[0] if single else tuple(per_arg))
 
-    return Transformed(impl, fun, "value_and_grad")
+    return Transformed(impl, fun, "value_and_grad", (argnums, has_aux))
 
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
@@ -107,7 +107,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
         value, g = vg._impl(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
-    return Transformed(impl, fun, "grad")
+    return Transformed(impl, fun, "grad", (argnums, has_aux))
 
 
 class _VJPFunction:
@@ -152,7 +152,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     (out, vjp_fn, aux). The forward runs now; vjp_fn runs only the backward part, from the saved
     residuals."""
     name = fun_name(fun)
-    graph, leaves, _, out_tree = trace_pytree(fun, primals)
+    graph, leaves, _, out_tree, known = trace_for_call(fun, primals)  # known: Python control flow on values
     if has_aux and (out_tree.node is not tuple or len(out_tree.children) != 2):
         raise TransformError(f"vjp(has_aux=True) needs {name} to return a pair (out, aux), got {out_tree}",
                              user_location())
@@ -160,7 +160,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     mask = [dtypes.is_float(a.dtype) for a in avals]
     n_out = len(graph.outputs)
     forward, backward, _ = split_forward_backward(_differentiate(vjp_graph, graph, mask), len(leaves), n_out)
-    compiled = not is_tracing()
+    compiled = not is_tracing() and not known
     if compiled:
         from ember.backends import get_backend
         from ember.passes.pipeline import optimize
@@ -224,7 +224,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         jac = tree_unflatten(out_tree, per_out)
         return (jac, aux) if has_aux else jac
 
-    return Transformed(impl, fun, "jacrev")
+    return Transformed(impl, fun, "jacrev", (argnums, has_aux))
 
 
 def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
