@@ -114,7 +114,7 @@ def test_retrace_on_new_signature(first, second):
     assert f.cache_info().misses == 2
     f(second)
     f(first)
-    assert f.cache_info() == (3, 2, 2)
+    assert f.cache_info()[:3] == (3, 2, 2)
 
 
 def test_weak_type_changes_result_dtype():
@@ -132,7 +132,7 @@ def test_retrace_on_new_static_value():
     f(x, 2)
     f(x, 5)
     np.testing.assert_allclose(f(x, 5), 5 * x)
-    assert f.cache_info() == (2, 2, 2)
+    assert f.cache_info()[:3] == (2, 2, 2)
 
 
 def test_retrace_on_new_pytree_structure():
@@ -152,7 +152,7 @@ def test_clear_cache():
     f = ember.jit(lambda x: x + 1)
     f(np.ones(2))
     f.clear_cache()
-    assert f.cache_info() == (0, 0, 0)
+    assert f.cache_info()[:3] == (0, 0, 0)
     f(np.ones(2))
     assert f.cache_info().misses == 1
 
@@ -301,7 +301,7 @@ def test_compile_runs_and_checks_argument_shapes():
 def test_compile_with_static_arguments():
     f = ember.jit(lambda x, n: x**n, static_argnums=1)
     compiled = f.lower(np.ones(2), 3).compile()
-    np.testing.assert_allclose(compiled(np.array([2.0, 3.0]), 3), [8.0, 27.0])
+    np.testing.assert_allclose(compiled(np.array([2.0, 3.0])), [8.0, 27.0])  # static n fixed at lowering
 
 
 def test_make_graph_returns_the_traced_graph():
