@@ -17,9 +17,10 @@ import numpy as np
 
 from ember.api.tracing import fun_name, leaf_avals, to_array, trace_pytree
 from ember.backends import default_backend, get_backend
-from ember.backends.compile import compile_graph, pipeline_options
+from ember.backends.compile import compile_graph
 from ember.errors import ArgumentError, TracerEscapeError, user_location
 from ember.passes.memory import MemoryReport
+from ember.passes.pipeline import disabled_passes
 from ember.passes.pipeline import optimize as run_pipeline
 from ember.passes.stages import Stage, StageRecorder, recording
 from ember.tracer.ir import Graph
@@ -137,7 +138,7 @@ class Jitted:
         functools.update_wrapper(self, fun)
         self._fun = fun
         self._backend = backend
-        self._disabled = pipeline_options(optimize, disable_passes)
+        self._disabled = disabled_passes(optimize, disable_passes)
         nums = {int(i) for i in _as_tuple(static_argnums)}
         names = set(_as_tuple(static_argnames))
         try:

@@ -12,23 +12,17 @@ from collections.abc import Iterable
 from ember.backends import Executable, get_backend
 from ember.backends.debug import Checked
 from ember.passes.memory import Plan
-from ember.passes.pipeline import OPTIONAL, check_pass_names
+from ember.passes.pipeline import disabled_passes
 from ember.passes.pipeline import optimize as run_pipeline
 from ember.passes.stages import Stage, StageRecorder, recording
 from ember.tracer.ir import Graph
-
-
-def pipeline_options(optimize: bool = True, disable_passes: Iterable[str] = ()) -> tuple[str, ...]:
-    """The passes to disable: all optional ones when `optimize` is False (names are validated)."""
-    names = check_pass_names(disable_passes)
-    return OPTIONAL if not optimize else names
 
 
 def lower_graph(graph: Graph, donate: Iterable[int] = (), optimize: bool = True,
                 disable_passes: Iterable[str] = ()) -> tuple[Graph, Plan, list[Stage]]:
     """Run the pipeline on `graph`: (optimized graph, plan, the stages it recorded)."""
     with recording(StageRecorder()) as rec:
-        opt, plan = run_pipeline(graph, donate, pipeline_options(optimize, disable_passes))
+        opt, plan = run_pipeline(graph, donate, disabled_passes(optimize, disable_passes))
     return opt, plan, rec.stages
 
 
