@@ -98,7 +98,8 @@ class Lowered:
 
     def compile(self) -> Compiled:
         if self._executable is None:
-            self._executable, _ = compile_graph(self.optimized, backend=self.backend, plan=self.stages[-1].plan)
+            self._executable, _ = compile_graph(self.optimized, backend=self.backend, plan=self.stages[-1].plan,
+                                                source=self.stage("after inline").graph)
         return Compiled(self)
 
 
