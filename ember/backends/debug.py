@@ -30,6 +30,8 @@ _PASS_OF_ROLE = {"backward": "the backward pass (the gradient computation)", "ac
 class Checked:
     """An Executable that checks its outputs for new NaNs/infs while the debug options are on."""
 
+    __slots__ = ("executable", "source_graph")
+
     def __init__(self, executable, source: Graph):
         self.executable = executable
         self.source_graph = source  # before optimization: the user's nodes and consts

@@ -112,3 +112,11 @@ def test_optimize_plans_the_optimized_graph():
     g = _graph(lambda x: [jnp.exp(x) + jnp.exp(x)], (N,))
     out, plan = optimize(g)
     assert plan.schedule == out.nodes and len(out.nodes) == 2
+
+
+def test_plan_is_drawn_in_dot_dumps(tmp_path):
+    low = ember.jit(lambda x: jnp.exp(x) * 2.0).lower(np.ones(3, np.float32))
+    low.dump(str(tmp_path), formats=["dot"])
+    memory_dot = (tmp_path / f"{len(low.stages) - 1:02d}_after_memory.dot").read_text()
+    assert "workspace 12B" in memory_dot and "output 12B" in memory_dot and "frees b" in memory_dot
+    assert "workspace" not in (tmp_path / "00_traced.dot").read_text()
