@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember import config
+import ember.config as config
 from ember.tracer.ir import Graph, Node, Var
 from ember.tracer.primitive import impl_rules
 
