@@ -37,7 +37,7 @@ def _div(x, y):
 def _define(name: str, np_fn, accepts: str, vjp, out_dtype=None):
     """Register a binary primitive. `vjp(ct, x, y, out, active)` returns (ct_x, ct_y) before
     scalar operands are summed back to 0-d; None means zero."""
-    prim = Primitive(name)
+    prim = Primitive(name, kind="elementwise")
 
     def shape_rule(x, y, **_):
         return elementwise_aval(name, (x, y), accepts, out_dtype)
