@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 import ember
 import ember.numpy as enp
-from ember.tracer.ir import Literal
 
 FLOATS = [np.float16, np.float32, np.float64]
 
@@ -87,11 +86,6 @@ def test_grid_matches_numpy_bit_for_bit(op, dtype):
     _check(fn, ref, (a, b), f"{op} {dtype.__name__}")
 
 
-# A Python -0.0 becomes a Literal; it stays apart from 0.0 once literals are identified by their bits.
-_NEG_ZERO = pytest.param(-0.0, marks=pytest.mark.skipif(not hasattr(Literal, "key"),
-                                                         reason="Literal identity by value bits not merged yet"))
-
-
 _JITTED = {op: ember.jit(OPS[op][0]) for op in ("floor_divide", "remainder", "divmod")}
 
 
@@ -108,7 +102,7 @@ def test_random_operands_match_numpy_bit_for_bit(data, dtype, op):
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.__name__)
-@pytest.mark.parametrize("divisor", [0.1, -0.1, 0.75, 3.0, np.inf, -np.inf, 0.0, _NEG_ZERO, np.nan])
+@pytest.mark.parametrize("divisor", [0.1, -0.1, 0.75, 3.0, np.inf, -np.inf, 0.0, -0.0, np.nan])
 def test_python_scalar_divisor_matches_numpy(divisor, dtype):
     """A Python float divisor is weak: it takes the array's dtype on both sides (NumPy 2 does too)."""
     a = _grid_values(dtype)
