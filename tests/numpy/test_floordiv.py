@@ -6,14 +6,17 @@ values. NumPy derives // and % from fmod (npy_divmod), so a divisor that is not 
 
 from __future__ import annotations
 
+import os
 import warnings
 
+import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ember
 import ember.numpy as enp
-from ember.tracer.ir import Literal
 
 FLOATS = [np.float16, np.float32, np.float64]
 
@@ -83,13 +86,23 @@ def test_grid_matches_numpy_bit_for_bit(op, dtype):
     _check(fn, ref, (a, b), f"{op} {dtype.__name__}")
 
 
-# A Python -0.0 becomes a Literal; it stays apart from 0.0 once literals are identified by their bits.
-_NEG_ZERO = pytest.param(-0.0, marks=pytest.mark.skipif(not hasattr(Literal, "key"),
-                                                         reason="Literal identity by value bits not merged yet"))
+_JITTED = {op: ember.jit(OPS[op][0]) for op in ("floor_divide", "remainder", "divmod")}
+
+
+@settings(max_examples=40, deadline=None, derandomize=bool(os.environ.get("CI")))
+@given(data=st.data(), dtype=st.sampled_from(FLOATS), op=st.sampled_from(sorted(_JITTED)))
+def test_random_operands_match_numpy_bit_for_bit(data, dtype, op):
+    width = np.dtype(dtype).itemsize * 8
+    arrays = hnp.arrays(dtype, (6,), elements=st.floats(width=width, allow_subnormal=True))
+    a, b = data.draw(arrays), data.draw(arrays)
+    want = _numpy(OPS[op][1], a, b)
+    for mode, got in (("eager", _ember(OPS[op][0], a, b)), ("jit", _ember(_JITTED[op], a, b))):
+        for i, (g, w) in enumerate(zip(got, want) if op == "divmod" else [(got, want)]):
+            assert_same_bits(g, w, f"{op} {mode} [{i}] of {a!r}, {b!r}")
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.__name__)
-@pytest.mark.parametrize("divisor", [0.1, -0.1, 0.75, 3.0, np.inf, -np.inf, 0.0, _NEG_ZERO, np.nan])
+@pytest.mark.parametrize("divisor", [0.1, -0.1, 0.75, 3.0, np.inf, -np.inf, 0.0, -0.0, np.nan])
 def test_python_scalar_divisor_matches_numpy(divisor, dtype):
     """A Python float divisor is weak: it takes the array's dtype on both sides (NumPy 2 does too)."""
     a = _grid_values(dtype)
