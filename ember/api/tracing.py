@@ -183,6 +183,15 @@ def _concrete_output(x) -> np.ndarray:
     return np.array(to_array(x), copy=True)
 
 
+_MAX_REMEMBERED = 256
+
+
+def _signature(args: tuple, kwargs: dict):
+    """Structure and avals of a call: an abstract trace fails or succeeds alike for every call with it."""
+    leaves, tree = tree_flatten((args, kwargs))
+    return tree, tuple(leaf_avals(leaves, (args, kwargs)))
+
+
 def cache_key_of(fun: Callable):
     """(root function, chain of (transform, options)) naming the compiled cache of `fun`, or None when
     it cannot be shared (a transform without hashable options)."""
@@ -202,13 +211,19 @@ class Transformed:
         self._kind = kind
         self._options = options
         self._jitted = None
+        self._needs_values: set = set()  # signatures whose trace needed concrete values
 
     def __call__(self, *args, **kwargs):
         if is_tracing():
             return self._impl(*args, **kwargs)
+        if self._needs_values and _signature(args, kwargs) in self._needs_values:
+            return call_with_known_values(self._impl, args, kwargs)
         try:
             return self._jit()(*args, **kwargs)
         except ConcretizationError:
+            if len(self._needs_values) >= _MAX_REMEMBERED:
+                self._needs_values.clear()
+            self._needs_values.add(_signature(args, kwargs))
             return call_with_known_values(self._impl, args, kwargs)
 
     def _cache_key(self):
