@@ -226,3 +226,26 @@ def test_shared_cache_does_not_keep_the_function_alive():
     del f
     gc.collect()
     assert ref() is None
+
+
+def test_a_signature_is_traced_once_under_concurrent_calls():
+    import threading
+    import time
+
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        time.sleep(0.05)  # hold the trace so the other threads arrive meanwhile
+        return x * 2
+
+    g = ember.jit(f)
+    x = np.ones(3)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(g(x))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(results) == 4
+    assert g.cache_info().misses == 1 and g.cache_info().hits == 3
