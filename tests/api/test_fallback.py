@@ -149,3 +149,20 @@ def test_a_signature_that_needed_values_skips_the_failing_trace():
     assert len(calls) == 2  # the abstract trace that failed, then the evaluation with values known
     assert g(5.0) == -4.0 and len(calls) == 3
     assert g(np.float32(2.0)) == 12.0 and len(calls) == 5  # a new signature tries the compiled path again
+
+
+def test_converting_a_differentiated_value_raises_instead_of_losing_its_gradient():
+    def f(x, y):
+        if x > 0:  # bool, int and index of values stay allowed (JAX too)
+            return x * float(y) + x * int(x)
+        return x
+
+    assert ember.grad(f)(2.0, 3.0) == 5.0  # y is not differentiated: float(y) is fine
+    for fun in (lambda x: x * float(x) if x > 0 else x, lambda x: jnp.sum(np.asarray(x) * x) if x > 0 else x):
+        with pytest.raises(ember.ConcretizationError, match="lose its gradient") as e:
+            ember.grad(fun)(2.0)
+        assert "test_fallback.py:" in str(e.value)
+    with pytest.raises(ember.ConcretizationError, match="lose its gradient"):
+        ember.jacrev(lambda x: x * float(jnp.sum(x)) if x[0] > 0 else x)(np.ones(2))
+    stopped = ember.grad(lambda x: x * float(ember.stop_gradient(x)) if x > 0 else x)(2.0)
+    assert stopped == 2.0
