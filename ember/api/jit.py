@@ -361,18 +361,20 @@ class Jitted:
     def _compile(self, key, args: tuple, kwargs: dict) -> _Entry:
         """Trace, optimize and compile one signature, once (a second thread waits and finds it)."""
         cache = self._cache
-        with cache.lock(key):
-            entry = cache.entries.get(key)
-            if entry is not None:
-                cache.touch(entry)
-                return entry
-            cache.misses += 1
-            lowered = self.lower(*args, **kwargs)
-            lowered.compile()
-            entry = _Entry(lowered._executable, lowered.out_tree, lowered, key)
-            cache.add(entry)
-        with cache._guard:
-            cache._locks.pop(key, None)
+        try:
+            with cache.lock(key):
+                entry = cache.entries.get(key)
+                if entry is not None:
+                    cache.touch(entry)
+                    return entry
+                cache.misses += 1
+                lowered = self.lower(*args, **kwargs)
+                lowered.compile()
+                entry = _Entry(lowered._executable, lowered.out_tree, lowered, key)
+                cache.add(entry)
+        finally:
+            with cache._guard:
+                cache._locks.pop(key, None)
         dump_dir = os.environ.get("EMBER_DUMP_DIR")
         if dump_dir:
             name = getattr(self, "__name__", fun_name(self._fun))

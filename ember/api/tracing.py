@@ -155,7 +155,7 @@ def trace_pytree(fun: Callable, args: tuple, kwargs: dict | None = None,
 def trace_for_call(fun: Callable, args: tuple) -> tuple[Graph, list, PyTreeDef, PyTreeDef, bool]:
     """`trace_pytree` plus a flag: outside any trace, a function that needs concrete values (Python
     control flow on them) is traced again with its values known (True), a graph for this call only."""
-    diff = [dtypes.is_float(a.dtype) for a in leaf_avals(tree_flatten(args)[0], args)]  # vjp: every float
+    diff = [dtypes.is_float(a.dtype) for a in leaf_avals(tree_flatten(args)[0], (args, {}))]  # vjp: every float
     try:
         return (*trace_pytree(fun, args, differentiated=diff), False)
     except ConcretizationError:
