@@ -112,7 +112,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
     def impl(*args, **kwargs):
         nums, single = _argnums(argnums, len(args), name)
         mask = _active_mask(args, kwargs, nums, name, "grad")
-        graph, leaves, _, out_tree = trace_pytree(fun, args, kwargs)
+        graph, leaves, _, out_tree = trace_pytree(fun, args, kwargs, differentiated=mask)
         _check_scalar_loss(graph, out_tree, has_aux, name, "grad")
         results = inline(_differentiate(grad_graph, graph, mask), leaves)
         n_out = len(graph.outputs)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import threading
 import types
 import weakref
 from collections import OrderedDict, namedtuple
@@ -147,11 +148,12 @@ _Statics = namedtuple("_Statics", ["positions", "names", "n_dynamic"])
 
 
 class _Entry:
-    __slots__ = ("executable", "out_tree", "lowered", "key", "fast_key")
+    __slots__ = ("executable", "out_tree", "lowered", "key", "fast_key", "used")
 
     def __init__(self, executable, out_tree, lowered, key):
         self.executable, self.out_tree, self.lowered, self.key = executable, out_tree, lowered, key
         self.fast_key = None
+        self.used = 0
 
 
 class _Cache:
@@ -160,17 +162,35 @@ class _Cache:
 
     def __init__(self, maxsize: int):
         self.maxsize = maxsize
-        self.entries: OrderedDict = OrderedDict()
+        self.entries: dict = {}
         self.fast: dict = {}  # (backend, (shape, dtype) per array argument) -> an entry of `entries`
         self.graphs: OrderedDict = OrderedDict()  # signature inside a trace -> (graph, out_tree)
         self.hits = self.misses = 0
+        self.clock = 0  # entry.used is the clock at its last use: least recently used = smallest
+        self._locks: dict = {}
+        self._guard = threading.Lock()
+
+    def touch(self, entry: _Entry) -> None:
+        self.hits += 1
+        self.clock += 1
+        entry.used = self.clock
 
     def add(self, entry: _Entry) -> None:
+        """Insert `entry`, evicting the least recently used ones (rare: a scan only when compiling, so
+        a hit costs no hashing of the key)."""
+        self.clock += 1
+        entry.used = self.clock
         self.entries[entry.key] = entry
         while len(self.entries) > self.maxsize:
-            _, old = self.entries.popitem(last=False)
+            old = min(self.entries.values(), key=lambda e: e.used)
+            del self.entries[old.key]
             if old.fast_key is not None:
                 self.fast.pop(old.fast_key, None)
+
+    def lock(self, key) -> threading.Lock:
+        """The lock under which signature `key` is traced and compiled once, even from many threads."""
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
 
     def add_graph(self, key, graph_and_tree) -> None:
         self.graphs[key] = graph_and_tree
@@ -327,8 +347,7 @@ class Jitted:
             fast_key = (backend,) + tuple((x.shape, x.dtype) for x in args)
             entry = cache.fast.get(fast_key)
             if entry is not None:
-                cache.hits += 1
-                cache.entries.move_to_end(entry.key)
+                cache.touch(entry)
                 return tree_unflatten(entry.out_tree, entry.executable(*args))
         static_key, dyn, _ = self._split_args(args, kwargs)
         leaves, in_tree = tree_flatten(dyn)
@@ -339,22 +358,36 @@ class Jitted:
                               for a, x in zip(arrays, leaves)), static_key, backend)
         entry = cache.entries.get(key)
         if entry is None:
-            cache.misses += 1
-            lowered = self.lower(*args, **kwargs)
-            lowered.compile()
-            entry = _Entry(lowered._executable, lowered.out_tree, lowered, key)
-            cache.add(entry)
-            dump_dir = os.environ.get("EMBER_DUMP_DIR")
-            if dump_dir:
-                name = getattr(self, "__name__", fun_name(self._fun))
-                lowered.dump(_dump_path(dump_dir, f"{_safe(name)}_{cache.misses}"))
+            entry = self._compile(key, args, kwargs)
         else:
-            cache.hits += 1
-            cache.entries.move_to_end(key)
+            cache.touch(entry)
         if fast_key is not None and key in cache.entries:
             entry.fast_key = fast_key
             cache.fast[fast_key] = entry
         return tree_unflatten(entry.out_tree, entry.executable(*arrays))
+
+    def _compile(self, key, args: tuple, kwargs: dict) -> _Entry:
+        """Trace, optimize and compile one signature, once (a second thread waits and finds it)."""
+        cache = self._cache
+        try:
+            with cache.lock(key):
+                entry = cache.entries.get(key)
+                if entry is not None:
+                    cache.touch(entry)
+                    return entry
+                cache.misses += 1
+                lowered = self.lower(*args, **kwargs)
+                lowered.compile()
+                entry = _Entry(lowered._executable, lowered.out_tree, lowered, key)
+                cache.add(entry)
+        finally:
+            with cache._guard:
+                cache._locks.pop(key, None)
+        dump_dir = os.environ.get("EMBER_DUMP_DIR")
+        if dump_dir:
+            name = getattr(self, "__name__", fun_name(self._fun))
+            lowered.dump(_dump_path(dump_dir, f"{_safe(name)}_{cache.misses}"))
+        return entry
 
     def _call_traced(self, args: tuple, kwargs: dict):
         """Inside another trace: trace `fun` once per signature (abstractly, even where the enclosing

@@ -105,7 +105,8 @@ def flatten_outputs(out, name: str) -> tuple[list, PyTreeDef]:
 def _known_inputs(known: bool | None, leaves: Sequence, avals: Sequence[ShapedArray]) -> list | None:
     """The concrete value of each input for a known-values trace, or None for an abstract one.
     `known=None` inherits the enclosing trace's mode; an input whose aval differs from its leaf's
-    (a vmapped argument) or whose value is unknown stays abstract."""
+    (a vmapped argument) or whose value is unknown stays abstract. A concrete leaf is an input of
+    the outermost known trace: the differentiated values are marked by the trace of the transform."""
     if known is None:
         b = current_builder()
         known = b is not None and b.known is not None
@@ -123,10 +124,12 @@ def _known_inputs(known: bool | None, leaves: Sequence, avals: Sequence[ShapedAr
 
 
 def trace_pytree(fun: Callable, args: tuple, kwargs: dict | None = None,
-                 avals: Sequence[ShapedArray] | None = None,
-                 known: bool | None = None) -> tuple[Graph, list, PyTreeDef, PyTreeDef]:
+                 avals: Sequence[ShapedArray] | None = None, known: bool | None = None,
+                 differentiated: Sequence[bool] | None = None) -> tuple[Graph, list, PyTreeDef, PyTreeDef]:
     """Trace `fun(*args, **kwargs)` with one graph input per array leaf of (args, kwargs). With
-    `known` (by default: when the enclosing trace knows values) the trace also evaluates every node."""
+    `known` (by default: when the enclosing trace knows values) the trace also evaluates every node;
+    `differentiated` flags the leaves a transform differentiates (their values must not become
+    Python floats), besides those that depend on the enclosing trace's differentiated values."""
     kwargs = kwargs or {}
     leaves, in_tree = tree_flatten((args, kwargs))
     if avals is None:
@@ -141,8 +144,10 @@ def trace_pytree(fun: Callable, args: tuple, kwargs: dict | None = None,
         flat, out.treedef = flatten_outputs(res, name)
         return flat
 
+    diff = [bool(d) or (isinstance(x, Tracer) and x.differentiated())
+            for x, d in zip(leaves, differentiated or [False] * len(leaves))]
     with new_builder(values is not None) as b:
-        ins = [b.new_input(a, v) for a, v in zip(avals, values or [None] * len(avals))]
+        ins = [b.new_input(a, v, d) for a, v, d in zip(avals, values or [None] * len(avals), diff)]
         graph = b.build(flat_fun(*ins))
     return graph, leaves, in_tree, out.treedef
 
@@ -150,12 +155,13 @@ def trace_pytree(fun: Callable, args: tuple, kwargs: dict | None = None,
 def trace_for_call(fun: Callable, args: tuple) -> tuple[Graph, list, PyTreeDef, PyTreeDef, bool]:
     """`trace_pytree` plus a flag: outside any trace, a function that needs concrete values (Python
     control flow on them) is traced again with its values known (True), a graph for this call only."""
+    diff = [dtypes.is_float(a.dtype) for a in leaf_avals(tree_flatten(args)[0], (args, {}))]  # vjp: every float
     try:
-        return (*trace_pytree(fun, args), False)
+        return (*trace_pytree(fun, args, differentiated=diff), False)
     except ConcretizationError:
         if is_tracing():
             raise
-    return (*trace_pytree(fun, args, known=True), True)
+    return (*trace_pytree(fun, args, known=True, differentiated=diff), True)
 
 
 def call_with_known_values(fun: Callable, args: tuple, kwargs: dict):
@@ -183,6 +189,15 @@ def _concrete_output(x) -> np.ndarray:
     return np.array(to_array(x), copy=True)
 
 
+_MAX_REMEMBERED = 256
+
+
+def _signature(args: tuple, kwargs: dict):
+    """Structure and avals of a call: an abstract trace fails or succeeds alike for every call with it."""
+    leaves, tree = tree_flatten((args, kwargs))
+    return tree, tuple(leaf_avals(leaves, (args, kwargs)))
+
+
 def cache_key_of(fun: Callable):
     """(root function, chain of (transform, options)) naming the compiled cache of `fun`, or None when
     it cannot be shared (a transform without hashable options)."""
@@ -202,13 +217,19 @@ class Transformed:
         self._kind = kind
         self._options = options
         self._jitted = None
+        self._needs_values: set = set()  # signatures whose trace needed concrete values
 
     def __call__(self, *args, **kwargs):
         if is_tracing():
             return self._impl(*args, **kwargs)
+        if self._needs_values and _signature(args, kwargs) in self._needs_values:
+            return call_with_known_values(self._impl, args, kwargs)
         try:
             return self._jit()(*args, **kwargs)
         except ConcretizationError:
+            if len(self._needs_values) >= _MAX_REMEMBERED:
+                self._needs_values.clear()
+            self._needs_values.add(_signature(args, kwargs))
             return call_with_known_values(self._impl, args, kwargs)
 
     def _cache_key(self):

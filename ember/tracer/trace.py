@@ -50,6 +50,7 @@ class Builder:
 
     def __init__(self, known: bool = False):
         self.known: dict[Var, np.ndarray] | None = {} if known else None
+        self.differentiated: set[Var] = set()  # known mode: values that depend on a differentiated input
         self.level = len(_stack())
         self.active = True
         self.inputs: list[Var] = []
@@ -63,12 +64,15 @@ class Builder:
         self.roles: dict[Node, str] = {}
 
     # -- values ----------------------------------------------------------------------------------
-    def new_input(self, aval: ShapedArray, value=None) -> Tracer:
-        """A graph input; `value` is its concrete value when this builder evaluates with values known."""
+    def new_input(self, aval: ShapedArray, value=None, differentiated: bool = False) -> Tracer:
+        """A graph input; `value` is its concrete value when this builder evaluates with values known
+        (`differentiated`: a value being differentiated, which must not become a Python float)."""
         v = Var(aval)
         self.inputs.append(v)
         if self.known is not None and value is not None:
             self.known[v] = value
+            if differentiated:
+                self.differentiated.add(v)
         return Tracer(self, v)
 
     def _const(self, key_obj, value, aval: ShapedArray) -> Var:
@@ -82,6 +86,8 @@ class Builder:
             concrete = value.known_value() if isinstance(value, Tracer) else value
             if self.known is not None and concrete is not None:
                 self.known[v] = concrete
+                if isinstance(value, Tracer) and value.differentiated():
+                    self.differentiated.add(v)
         return v
 
     def lift(self, x):
@@ -122,6 +128,9 @@ class Builder:
         outs = out if node.prim.multiple_results else (out,)
         for var, o in zip(node.outputs, outs):
             self.known[var] = np.asarray(o, dtype=var.aval.dtype)
+        if node.prim.name not in _GRADIENT_BARRIERS and any(a in self.differentiated for a in node.inputs
+                                                            if isinstance(a, Var)):
+            self.differentiated.update(v for v in node.outputs if dtypes.is_float(v.aval.dtype))
 
     def build(self, outputs: Sequence) -> Graph:
         outs = [self.lift(o) for o in outputs]
@@ -139,6 +148,9 @@ class Builder:
             yield self
         finally:
             self.loc_override, self.role = saved
+
+
+_GRADIENT_BARRIERS = frozenset({"stop_gradient"})
 
 
 def to_atom_value(x, builder: Builder | None):
@@ -337,6 +349,19 @@ class Tracer:
         b = self._builder
         return b.known.get(self._var) if b.known is not None and b.active else None
 
+    def differentiated(self) -> bool:
+        """True for a known value that depends on an argument being differentiated."""
+        return self._var in self._builder.differentiated
+
+    def _no_lost_gradient(self, what: str) -> None:
+        """A differentiated value must not leave the trace as a Python number or NumPy array (its
+        gradient would silently be lost); JAX raises here too. bool/int/index stay allowed."""
+        if self.differentiated():
+            raise ConcretizationError(
+                f"a value of type {self.aval.str_short()} that depends on an argument being differentiated was "
+                f"converted to a {what}, which would lose its gradient; keep it an array and use ember.numpy "
+                "operations on it (or ember.stop_gradient it first)", user_location())
+
     def _concrete(self, what: str):
         raise ConcretizationError(f"a traced value of type {self.aval.str_short()} was used as a "
                                   f"Python {what}. {_ADVICE}", user_location())
@@ -353,11 +378,13 @@ class Tracer:
 
     def __float__(self):
         if (v := self.known_value()) is not None:
+            self._no_lost_gradient("Python float")
             return float(v)
         self._concrete("float")
 
     def __complex__(self):
         if (v := self.known_value()) is not None:
+            self._no_lost_gradient("Python complex")
             return complex(v)
         self._concrete("complex")
 
@@ -368,6 +395,7 @@ class Tracer:
 
     def __array__(self, dtype=None, copy=None):
         if (v := self.known_value()) is not None:
+            self._no_lost_gradient("NumPy array")
             return np.array(v, dtype=dtype, copy=True)
         raise ConcretizationError(
             f"a traced value of type {self.aval.str_short()} was converted to a NumPy array (np.asarray, "

@@ -184,6 +184,35 @@ def test_inner_graph_closing_over_an_outer_tracer_is_not_reused():
     np.testing.assert_allclose(outer(x, 3 * y), x * 6 + (x + 1) * 6)
 
 
+def test_inner_closure_rebound_within_one_trace_is_retraced():
+    @ember.jit
+    def outer(x):
+        a = x
+        h = ember.jit(lambda z: z * a)
+        first = h(x)
+        a = x + 1  # the closure now holds another value of the same trace
+        return first, h(x)
+
+    x = np.arange(3.0)
+    first, second = outer(x)
+    np.testing.assert_allclose(first, x * x)
+    np.testing.assert_allclose(second, x * (x + 1))
+
+
+def test_inner_jit_with_static_arguments_is_traced_once_per_static_value():
+    calls = []
+
+    def f(x, n):
+        calls.append(n)
+        return x**n
+
+    g = ember.jit(f, static_argnums=1)
+    outer = ember.jit(lambda x: g(x, 2) + g(x + 1, 2) + g(x, 3))
+    x = np.arange(3.0)
+    np.testing.assert_allclose(outer(x), x**2 + (x + 1) ** 2 + x**3)
+    assert sorted(calls) == [2, 3]
+
+
 def test_jit_of_the_same_function_twice_shares_the_cache():
     f, calls = _counted(lambda x: x * 3)
     ember.jit(f)(np.ones(2))
@@ -226,3 +255,26 @@ def test_shared_cache_does_not_keep_the_function_alive():
     del f
     gc.collect()
     assert ref() is None
+
+
+def test_a_signature_is_traced_once_under_concurrent_calls():
+    import threading
+    import time
+
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        time.sleep(0.05)  # hold the trace so the other threads arrive meanwhile
+        return x * 2
+
+    g = ember.jit(f)
+    x = np.ones(3)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(g(x))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(results) == 4
+    assert g.cache_info().misses == 1 and g.cache_info().hits == 3
