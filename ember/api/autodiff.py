@@ -275,13 +275,16 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
             shape = tuple(np.shape(o))
             n = int(np.prod(shape, dtype=np.int64))
             dt = o.dtype
-            basis = P.reshape(P.convert_element_type(P.eq(P.iota(dtypes.int_, (n, n), 0),
-                                                          P.iota(dtypes.int_, (n, n), 1)), dt), (n,) + shape)
 
             def row_pullback(e, j=j):
                 cts = [e if k == j else P.full(np.shape(x), 0, x.dtype) for k, x in enumerate(out_leaves)]
                 return pullback(tree_unflatten(out_tree, cts))
 
+            if shape == ():  # one row: a plain pullback, no batching (jacrev of a scalar is grad)
+                rows.append(row_pullback(P.full((), 1, dt)))
+                continue
+            basis = P.reshape(P.convert_element_type(P.eq(P.iota(dtypes.int_, (n, n), 0),
+                                                          P.iota(dtypes.int_, (n, n), 1)), dt), (n,) + shape)
             cols = vmap(row_pullback)(basis)
             rows.append(tree_map(lambda c, shape=shape: P.reshape(c, shape + tuple(np.shape(c))[1:]), cols))
         per_out = [r[0] if single else r for r in rows]
