@@ -9,7 +9,7 @@
     ember.grad(loss)(w, x)
 """
 
-from ember import nn, numpy, tree  # noqa: F401
+from ember import config, nn, numpy, tree  # noqa: F401
 from ember.api import (
     Compiled,
     Jitted,
@@ -47,5 +47,5 @@ __all__ = [
     "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend",
     "available_backends", "Graph",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
-    "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "nn", "tree",
+    "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "nn", "tree", "config",
 ]

@@ -83,15 +83,7 @@ def prim_names(fn, *args) -> set:
     return {n.prim.name for n in ember.make_graph(fn)(*args).nodes}
 
 
-def all_nodes(graph: Graph) -> list:
-    """Every node of `graph`, including those inside subgraphs held in params (fusions, custom rules)."""
-    out = []
-    for node in graph.nodes:
-        out.append(node)
-        for v in node.params.values():
-            if isinstance(v, Graph):
-                out += all_nodes(v)
-    return out
+all_nodes = Graph.all_nodes  # every node, including those inside subgraphs held in params
 
 
 def raises_naming(exc, fn, *args, words=(), location: str = "") -> str:

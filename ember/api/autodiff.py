@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ember.api.custom import closure_convert
-from ember.api.tracing import Transformed, arg_name, fun_name, inline, leaf_avals, trace_pytree
+from ember.api.tracing import Transformed, arg_name, fun_name, inline, leaf_avals, trace_for_call, trace_pytree
 from ember.errors import EmberError, TransformError, user_location
 from ember.passes.autodiff import differentiable_outputs, grad_graph, split_forward_backward, vjp_graph
 from ember.tracer import dtypes
@@ -119,7 +119,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         value = tree_unflatten(out_tree, results[:n_out])
         return value, _grads_in_argnums_order(results[n_out:], args, nums, single)
 
-    return Transformed(impl, fun, "value_and_grad")
+    return Transformed(impl, fun, "value_and_grad", (argnums, has_aux))
 
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
@@ -130,7 +130,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
         value, g = vg._impl(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
-    return Transformed(impl, fun, "grad")
+    return Transformed(impl, fun, "grad", (argnums, has_aux))
 
 
 class _Backward:
@@ -139,19 +139,19 @@ class _Backward:
     executable, compiled on the first call outside a trace. Shared by every copy of a pullback,
     and its pytree aux data."""
 
-    def __init__(self, graph, ct_tree, out_avals, diff, n_main, primal_trees, name):
+    def __init__(self, graph, ct_tree, out_avals, diff, n_main, primal_trees, name, compiled: bool = True):
         self.graph, self.ct_tree, self.out_avals, self.diff = graph, ct_tree, out_avals, diff
         self.n_main, self.primal_trees, self.name = n_main, primal_trees, name
+        self.compiled = compiled  # False for a function evaluated with values known: numpy reference only
         self._executable = None
 
     def run(self, residuals: list, cts: list) -> list:
-        if is_tracing():
+        if is_tracing() or not self.compiled:
             return eval_graph(self.graph, residuals + cts)
         if self._executable is None:
-            from ember.backends import get_backend
-            from ember.passes.pipeline import optimize
+            from ember.backends.compile import compile_graph
 
-            self._executable = get_backend().compile(optimize(self.graph))
+            self._executable = compile_graph(self.graph, donate=())[0]
         return self._executable(*[np.asarray(r) for r in residuals], *cts)
 
 
@@ -217,7 +217,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     (out, vjp_fn, aux). The forward runs now; vjp_fn runs only the backward part, from the saved
     residuals."""
     name = fun_name(fun)
-    graph, leaves, _, out_tree = trace_pytree(fun, primals)
+    graph, leaves, _, out_tree, known = trace_for_call(fun, primals)  # known: Python control flow on values
     if has_aux and (out_tree.node is not tuple or len(out_tree.children) != 2):
         raise TransformError(f"vjp(has_aux=True) needs {name} to return a pair (out, aux), got {out_tree}",
                              user_location())
@@ -225,11 +225,10 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     mask = [dtypes.is_float(a.dtype) for a in avals]
     n_out = len(graph.outputs)
     forward, backward, _ = split_forward_backward(_differentiate(vjp_graph, graph, mask), len(leaves), n_out)
-    if not is_tracing():
-        from ember.backends import get_backend
-        from ember.passes.pipeline import optimize
+    if not is_tracing() and not known:  # the residuals are read by every call of the pullback: never donated
+        from ember.backends.compile import compile_graph
 
-        fwd_out = get_backend().compile(optimize(forward))(*[np.asarray(x) for x in leaves])
+        fwd_out = compile_graph(forward, donate=())[0](*[np.asarray(x) for x in leaves])
     else:
         fwd_out = eval_graph(forward, list(leaves))
     backward, hoisted = closure_convert(backward)  # values of this trace become residuals
@@ -241,7 +240,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         primal_trees.append((p_tree, [(m, a.shape, a.dtype) for a, m in (next(flags) for _ in p_leaves)]))
     ct_tree = out_tree.children[0] if has_aux else out_tree
     bwd = _Backward(backward, ct_tree, graph.out_avals, differentiable_outputs(graph), ct_tree.num_leaves,
-                    primal_trees, name)
+                    primal_trees, name, compiled=not known)
     fn = _VJPFunction(bwd, hoisted + list(fwd_out[n_out:]))
     return (out_value[0], fn, out_value[1]) if has_aux else (out_value, fn)
 
@@ -291,7 +290,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         jac = tree_unflatten(out_tree, per_out)
         return (jac, aux) if has_aux else jac
 
-    return Transformed(impl, fun, "jacrev")
+    return Transformed(impl, fun, "jacrev", (argnums, has_aux))
 
 
 jacobian = jacrev

@@ -6,12 +6,22 @@ whole batch (inlined while tracing, through an implicit cached jit otherwise).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember.api.tracing import Transformed, arg_name, fun_name, inline, leaf_aval, leaf_avals, trace_pytree
-from ember.errors import ArgumentError, EmberError, TransformError, user_location
+from ember.api.tracing import (
+    Transformed,
+    arg_name,
+    call_with_known_values,
+    fun_name,
+    inline,
+    leaf_aval,
+    leaf_avals,
+    trace_pytree,
+)
+from ember.errors import ArgumentError, ConcretizationError, EmberError, TransformError, user_location
 from ember.passes.vmap import vmap_graph
 from ember.tracer.trace import is_tracing
 from ember.tree import broadcast_prefix, tree_flatten, tree_flatten_with_path, tree_unflatten
@@ -106,8 +116,8 @@ _ARRAY_LEAVES = (np.ndarray, np.generic, bool, int, float)
 class _Vmapped(Transformed):
     """vmap's function: non-array arguments at in_axes None reach the implicit jit as one static key."""
 
-    def __init__(self, impl: Callable, fun: Callable, in_axes):
-        super().__init__(impl, fun, "vmap")
+    def __init__(self, impl: Callable, fun: Callable, in_axes, options):
+        super().__init__(impl, fun, "vmap", options)
         self._in_axes = in_axes
         self._static_jit = None
 
@@ -116,23 +126,31 @@ class _Vmapped(Transformed):
             return self._impl(*args, **kwargs)
         leaves, tree = tree_flatten((args, kwargs))
         if all(isinstance(x, _ARRAY_LEAVES) for x in leaves):
-            return self._jit()(*args, **kwargs)
+            return super().__call__(*args, **kwargs)
         axes = _in_axes_per_leaf(self._in_axes, args, kwargs, fun_name(self.__wrapped__))
         static = {i: x for i, (x, ax) in enumerate(zip(leaves, axes)) if _is_static(x, ax)}
         paths = [p for p, _ in tree_flatten_with_path((args, kwargs))[0]]
         _reject_unmappable([(p, x, ax) for i, (p, x, ax) in enumerate(zip(paths, leaves, axes)) if i not in static])
         if not static:
-            return self._jit()(*args, **kwargs)
+            return super().__call__(*args, **kwargs)
+        statics, dyn = _Statics(tree, static), [x for i, x in enumerate(leaves) if i not in static]
+        try:
+            return self._with_statics()(statics, *dyn)
+        except ConcretizationError:
+            return call_with_known_values(functools.partial(self._run, statics), tuple(dyn), {})
+
+    def _run(self, statics: _Statics, *dyn):
+        a, kw = statics.rebuild(dyn)
+        return self._impl(*a, **kw)
+
+    def _with_statics(self):
+        """The implicit jit for calls with static leaves: they come first, as one static argument."""
         if self._static_jit is None:
             from ember.api.jit import jit
 
-            def run(statics, *dyn):
-                a, kw = statics.rebuild(dyn)
-                return self._impl(*a, **kw)
-
-            self._static_jit = jit(run, static_argnums=0)
+            self._static_jit = jit(self._run, static_argnums=0)
             self._static_jit.__name__ = f"vmap({fun_name(self.__wrapped__)})"
-        return self._static_jit(_Statics(tree, static), *[x for i, x in enumerate(leaves) if i not in static])
+        return self._static_jit
 
 
 def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> Callable:
@@ -193,7 +211,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
             raise e.with_loc(user_location()) from None
         return tree_unflatten(out_tree, inline(batched, leaves))
 
-    return _Vmapped(impl, fun, in_axes)
+    return _Vmapped(impl, fun, in_axes, (in_axes, out_axes, axis_size))
 
 
 def _out_axes_per_leaf(out_axes, out_tree, graph) -> list:

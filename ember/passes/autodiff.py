@@ -21,7 +21,7 @@ from ember.passes.dce import dce
 from ember.passes.stages import record
 from ember.tracer import dtypes
 from ember.tracer import prims as P
-from ember.tracer.ir import Graph, Var
+from ember.tracer.ir import Graph, Var, verified
 from ember.tracer.primitive import vjp_fwd_rules, vjp_rules
 from ember.tracer.trace import bind, current_builder, new_builder
 
@@ -172,7 +172,7 @@ def _traced_stage(fn, in_avals, source: Graph) -> Graph:
         outs = fn(*args)
         out = b.build(outs)
         roles = dict(b.roles)
-    out = dce(out)
+    out = verified(dce(out))
     kept = set(out.nodes)
     record("after autodiff", out, {n: r for n, r in roles.items() if n in kept})
     return out
@@ -208,5 +208,5 @@ def split_forward_backward(vjp: Graph, n_primals: int, n_outputs: int) -> tuple[
                         vjp.consts, vjp.const_values))
     backward = dce(Graph(residuals + list(vjp.inputs[n_primals:]), bwd_nodes, grads, vjp.consts,
                          vjp.const_values))
-    return forward, backward, len(residuals)
+    return verified(forward), verified(backward), len(residuals)
 

@@ -1,5 +1,6 @@
 """Common-subexpression elimination: nodes with the same primitive, params and operands compute the
-same values (every primitive is pure), so later copies reuse the first one's outputs."""
+same values (every primitive is pure), so later copies reuse the first one's outputs. Literal
+operands compare by `Literal.key` (dtype and bits: 0.0 and -0.0 differ)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from ember.tracer.ir import Graph, Literal, Node, Var
 
 
 def _key(a):
-    return ("lit", a.value, a.aval.dtype) if isinstance(a, Literal) else a
+    return a.key if isinstance(a, Literal) else a
 
 
 def cse(graph: Graph) -> Graph:
@@ -21,7 +22,7 @@ def cse(graph: Graph) -> Graph:
         if prev is not None:
             rename.update(zip(node.outputs, prev.outputs))
             continue
-        new = node if ins == node.inputs else Node(node.prim, ins, node.params, node.outputs, node.loc)
+        new = node if ins == node.inputs else Node(node.prim, ins, node.params, node.outputs, node.loc, node.role)
         seen[key] = new
         nodes.append(new)
     outs = [rename.get(v, v) if isinstance(v, Var) else v for v in graph.outputs]

@@ -38,7 +38,7 @@ class _Context:
 
     def emit(self, prim, ins, params, like: Node) -> Var:
         out = Var(like.outputs[0].aval)
-        node = Node(prim, ins, params, (out,), like.loc)
+        node = Node(prim, ins, params, (out,), like.loc, like.role)
         self.nodes.append(node)
         self.producers[out] = node
         return out
@@ -47,16 +47,20 @@ class _Context:
         return self.producers.get(a) if isinstance(a, Var) else None
 
 
-def _is_lit(a, value) -> bool:
-    return isinstance(a, Literal) and a.value == value
+_ZEROS = (0.0, -0.0)  # both are additive identities, as in XLA: x + 0.0 is x, even for x = -0.0
 
 
-def _is_splat(a, value, ctx) -> bool:
-    """`a` is the literal `value`, or a broadcast of it."""
-    if _is_lit(a, value):
+def _is_lit(a, *values) -> bool:
+    """`a` is a Literal with one of `values` in its own dtype (compared by `Literal.key`)."""
+    return isinstance(a, Literal) and any(a.key == Literal(v, a.aval.dtype).key for v in values)
+
+
+def _is_splat(a, values, ctx) -> bool:
+    """`a` is a literal of `values`, or a broadcast of one."""
+    if _is_lit(a, *values):
         return True
     src = ctx.producer(a)
-    return src is not None and src.prim is P.broadcast_in_dim_p and _is_lit(src.inputs[0], value)
+    return src is not None and src.prim is P.broadcast_in_dim_p and _is_lit(src.inputs[0], *values)
 
 
 def _same_type(a, node) -> bool:
@@ -70,12 +74,12 @@ def _identity_if(cond: Callable):
     return rule
 
 
-def _binary_identity(left_unit, right_unit):
+def _binary_identity(left_units, right_units):
     def rule(node, ins, ctx):
         x, y = ins
-        if right_unit is not None and _is_splat(y, right_unit, ctx) and _same_type(x, node):
+        if right_units is not None and _is_splat(y, right_units, ctx) and _same_type(x, node):
             return x
-        if left_unit is not None and _is_splat(x, left_unit, ctx) and _same_type(y, node):
+        if left_units is not None and _is_splat(x, left_units, ctx) and _same_type(y, node):
             return y
         return None
 
@@ -129,10 +133,10 @@ def _select_rule(node, ins, ctx):
 
 
 RULES: dict = {
-    P.mul_p: _binary_identity(1, 1),
-    P.add_p: _binary_identity(0, 0),
-    P.sub_p: _binary_identity(None, 0),
-    P.div_p: _binary_identity(None, 1),
+    P.mul_p: _binary_identity((1,), (1,)),
+    P.add_p: _binary_identity(_ZEROS, _ZEROS),
+    P.sub_p: _binary_identity(None, _ZEROS),
+    P.div_p: _binary_identity(None, (1,)),
     P.pow_p: _pow_rule,
     P.neg_p: _neg_rule,
     P.convert_element_type_p: _identity_if(lambda n: True),
@@ -184,7 +188,7 @@ def simplify(graph: Graph) -> Graph:
         if repl is not None:
             env[node.outputs[0]] = repl
             continue
-        new = node if ins == node.inputs else Node(node.prim, ins, node.params, node.outputs, node.loc)
+        new = node if ins == node.inputs else Node(node.prim, ins, node.params, node.outputs, node.loc, node.role)
         ctx.nodes.append(new)
         for v in new.outputs:
             ctx.producers[v] = new

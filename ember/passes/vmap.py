@@ -16,7 +16,7 @@ from ember.passes.dce import dce
 from ember.passes.stages import record
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
-from ember.tracer.ir import Graph, Var
+from ember.tracer.ir import Graph, Var, verified
 from ember.tracer.primitive import batch_rules
 from ember.tracer.prims._util import moveaxis, shape_of
 from ember.tracer.trace import bind, current_builder, new_builder
@@ -36,7 +36,7 @@ def batch_eval(graph: Graph, args: Sequence, dims: Sequence[int | None]) -> tupl
                 val, d = a.val, None
             vals.append(val)
             ds.append(d)
-        with b.at(node.loc):
+        with b.at(node.loc, node.role):
             if all(d is None for d in ds):
                 out, od = bind(node.prim, vals, node.params), None
                 od = [None] * len(out) if node.prim.multiple_results else None
@@ -89,6 +89,6 @@ def vmap_graph(graph: Graph, in_dims: Sequence[int | None], size: int,
         args = [b.new_input(a) for a in in_avals]
         outs, ods = batch_eval(graph, args, in_dims)
         outs = [move_batch_axis(o, d, want, size) for o, d, want in zip(outs, ods, out_dims)]
-        out = dce(b.build(outs))
+        out = verified(dce(b.build(outs)))
     record("after vmap", out)
     return out

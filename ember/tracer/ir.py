@@ -1,10 +1,12 @@
-"""The IR: SSA graphs of primitive applications, their invariants (`verify`) and jaxpr-like text.
+"""The IR: SSA graphs of primitive applications, their invariants (`verify`), structural
+fingerprints and jaxpr-like text.
 
 A Graph is immutable by convention: passes build a new one. Vars carry avals; Literals hold scalars.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -14,6 +16,14 @@ import numpy as np
 from ember.errors import EmberError, GraphError
 from ember.tracer import dtypes
 from ember.tracer.aval import ShapedArray
+
+# Tests set this: every graph that tracing or a transform (grad, vmap) produces is verified.
+VERIFY = False
+
+
+def verified(graph: Graph) -> Graph:
+    """`graph`, checked by `Graph.verify` when VERIFY is set; tracing and transforms return through it."""
+    return graph.verify() if VERIFY else graph
 
 
 class Var:
@@ -29,15 +39,20 @@ class Var:
 
 
 class Literal:
-    """A scalar constant operand. `value` is a Python scalar, `val` the same as a NumPy scalar."""
+    """A scalar constant operand. `value` is a Python scalar, `val` the same as a NumPy scalar.
 
-    __slots__ = ("value", "val", "aval")
+    `key` is its identity (dtype and value bits): what CSE, backends and caches compare, so -0.0 is
+    not 0.0, NaN payloads are kept apart and 1, 1.0 and True of different dtypes never merge.
+    """
+
+    __slots__ = ("value", "val", "aval", "key")
 
     def __init__(self, value, dtype, weak_type: bool = False):
         dt = dtypes.canonicalize(dtype)
         self.val = np.asarray(value, dtype=dt)[()]
         self.value = self.val.item()
         self.aval = ShapedArray((), dt, weak_type)
+        self.key = (dt.str, self.val.tobytes())
 
     def __repr__(self):
         return f"{_format_scalar(self.val)}:{self.aval.str_short()}"
@@ -46,13 +61,25 @@ class Literal:
 Atom = Var | Literal
 
 
+def canonical_param(v):
+    """A param value in canonical form, so equal params hash equally: dtypes (and NumPy scalar
+    types) become np.dtype, lists tuples, NumPy scalars Python scalars; recursively in sequences."""
+    if isinstance(v, (list, tuple)):
+        return tuple(canonical_param(x) for x in v)
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, type) and issubclass(v, np.generic):
+        return np.dtype(v)
+    return v
+
+
 class Params(Mapping):
-    """A hashable, immutable mapping of a node's static parameters."""
+    """A hashable, immutable mapping of a node's static parameters, held in canonical form."""
 
     __slots__ = ("_d", "_hash")
 
     def __init__(self, d: Mapping | None = None, /, **kw):
-        self._d = dict(d or {}, **kw)
+        self._d = {k: canonical_param(v) for k, v in dict(d or {}, **kw).items()}
         self._hash = None
 
     def __getitem__(self, k):
@@ -75,21 +102,51 @@ class Params(Mapping):
     def replace(self, **kw) -> Params:
         return Params(self._d, **kw)
 
+    def unhashable(self) -> str | None:
+        """The name of the first param whose value cannot be hashed, or None."""
+        for k, v in self._d.items():
+            try:
+                hash(v)
+            except TypeError:
+                return k
+        return None
+
     def __repr__(self):
         return f"Params({self._d!r})"
 
 
 class Node:
-    """One primitive application: `outputs = prim[params](*inputs)`, created at user line `loc`."""
+    """One primitive application: `outputs = prim[params](*inputs)`, created at user line `loc`.
 
-    __slots__ = ("prim", "inputs", "params", "outputs", "loc")
+    `role` says which part of a differentiated program made it ("active"/"inactive" forward work,
+    "backward"), like `loc` it is provenance that passes keep, so errors can name the pass.
+    """
 
-    def __init__(self, prim, inputs: Sequence[Atom], params: Params, outputs: Sequence[Var], loc=None):
+    __slots__ = ("prim", "inputs", "params", "outputs", "loc", "role")
+
+    def __init__(self, prim, inputs: Sequence[Atom], params: Params, outputs: Sequence[Var], loc=None,
+                 role: str | None = None):
         self.prim = prim
         self.inputs = tuple(inputs)
         self.params = params
         self.outputs = tuple(outputs)
         self.loc = loc
+        self.role = role
+
+    def subgraphs(self) -> list[Graph]:
+        """The Graphs held in this node's params (fusion bodies, custom rules), tuples included."""
+        found: list[Graph] = []
+
+        def visit(v):
+            if isinstance(v, Graph):
+                found.append(v)
+            elif isinstance(v, tuple):
+                for x in v:
+                    visit(x)
+
+        for v in self.params.values():
+            visit(v)
+        return found
 
     def __repr__(self):
         return f"Node({self.prim.name}, {len(self.inputs)} in, {len(self.outputs)} out)"
@@ -102,7 +159,7 @@ class Graph:
     when the graph was built inside one (they are bound again when the graph is evaluated there).
     """
 
-    __slots__ = ("inputs", "nodes", "outputs", "consts", "const_values", "__weakref__")
+    __slots__ = ("inputs", "nodes", "outputs", "consts", "const_values", "_fingerprint", "__weakref__")
 
     def __init__(self, inputs, nodes, outputs, consts=(), const_values=()):
         self.inputs = tuple(inputs)
@@ -110,6 +167,7 @@ class Graph:
         self.outputs = tuple(outputs)
         self.consts = tuple(consts)
         self.const_values = tuple(const_values)
+        self._fingerprint = None
 
     @property
     def in_avals(self) -> list[ShapedArray]:
@@ -125,8 +183,26 @@ class Graph:
         fields.update(kw)
         return Graph(**fields)
 
+    def all_nodes(self) -> list[Node]:
+        """Every node, including those of the subgraphs held in params, recursively."""
+        out = []
+        for node in self.nodes:
+            out.append(node)
+            for g in node.subgraphs():
+                out += g.all_nodes()
+        return out
+
+    def fingerprint(self) -> str:
+        """A structural hash (hex) independent of Var identity: prims, params (subgraphs by their
+        fingerprint), avals, literal keys, topology, and consts by aval and content. Kernel and
+        disk caches key on it."""
+        if self._fingerprint is None:
+            self._fingerprint = hashlib.sha256(repr(_structure(self)).encode()).hexdigest()
+        return self._fingerprint
+
     def verify(self) -> Graph:
-        """Check SSA form, operand definitions, params and that every aval matches its shape rule."""
+        """Check SSA form, operand definitions, params and that every aval matches its shape rule,
+        in this graph and, recursively, in the subgraphs its params hold."""
         from ember.tracer.primitive import primitives, shape_rules
 
         defined: set[int] = set()
@@ -155,10 +231,14 @@ class Graph:
                 raise GraphError(f"unregistered primitive {node.prim!r}")
             if not isinstance(node.params, Params):
                 raise GraphError(f"{node.prim.name}: params must be a Params mapping")
-            try:
-                hash(node.params)
-            except TypeError as e:
-                raise GraphError(f"{node.prim.name}: params are not hashable ({e})") from None
+            bad = node.params.unhashable()
+            if bad is not None:
+                raise GraphError(f"{node.prim.name}: param {bad!r} is not hashable")
+            for i, sub in enumerate(node.subgraphs()):
+                try:
+                    sub.verify()
+                except GraphError as e:
+                    raise GraphError(f"{node_text(node, names)}: subgraph {i}: {e}") from None
             for a in node.inputs:
                 if isinstance(a, Var) and id(a) not in defined:
                     raise GraphError(f"{node_text(node, names)}: operand {a!r} used before definition")
@@ -194,6 +274,58 @@ class Graph:
     def __repr__(self):
         return (f"<Graph {len(self.inputs)} inputs, {len(self.nodes)} nodes, "
                 f"{len(self.outputs)} outputs>")
+
+
+# --- fingerprints ---------------------------------------------------------------------------------
+
+def _aval_key(aval: ShapedArray) -> tuple:
+    return (aval.shape, aval.dtype.str, aval.weak_type)
+
+
+def _param_key(v):
+    """A param value as plain data: subgraphs by fingerprint, scalars with their type and bits."""
+    if isinstance(v, Graph):
+        return ("graph", v.fingerprint())
+    if isinstance(v, tuple):
+        return tuple(_param_key(x) for x in v)
+    if isinstance(v, np.dtype):
+        return ("dtype", v.str)
+    if isinstance(v, float):
+        return ("float", np.float64(v).tobytes())
+    if isinstance(v, (bool, int, str, type(None))):
+        return (type(v).__name__, v)
+    if callable(v):
+        return ("callable", getattr(v, "__module__", None), getattr(v, "__qualname__", repr(v)))
+    return (type(v).__name__, repr(v))
+
+
+def _const_key(v: Var, val) -> tuple:
+    if not isinstance(val, (np.ndarray, np.generic)):
+        raise GraphError(f"const {v!r} is bound to a {type(val).__name__} (a value of an enclosing trace), "
+                         "so the graph has no fingerprint until that trace ends")
+    arr = np.ascontiguousarray(val)
+    return (_aval_key(v.aval), arr.dtype.str, arr.shape, hashlib.sha256(arr.tobytes()).hexdigest())
+
+
+def _structure(graph: Graph) -> tuple:
+    """The graph as nested plain data, each Var replaced by its definition order."""
+    index: dict[Var, int] = {}
+
+    def define(v: Var) -> tuple:
+        index[v] = len(index)
+        return _aval_key(v.aval)
+
+    def ref(a):
+        if isinstance(a, Literal):
+            return ("lit", a.key)
+        return index.get(a, ("free", _aval_key(a.aval)))
+
+    ins = tuple(define(v) for v in graph.inputs)
+    consts = tuple((define(v), _const_key(v, val)) for v, val in zip(graph.consts, graph.const_values))
+    nodes = tuple((n.prim.name, tuple(sorted((k, _param_key(p)) for k, p in n.params.items())),
+                   tuple(ref(a) for a in n.inputs), tuple(define(v) for v in n.outputs))
+                  for n in graph.nodes)
+    return ins, consts, nodes, tuple(ref(a) for a in graph.outputs)
 
 
 # --- printing ---------------------------------------------------------------------------------

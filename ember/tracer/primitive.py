@@ -1,8 +1,9 @@
 """Primitives and the rule tables keyed by them.
 
-Every primitive owns a shape/dtype rule, a numpy reference, a VJP rule and a batching rule (here);
-the LLVM and CUDA lowerings live in the backends that own them. `tests/tracer/test_registry.py`
-enumerates `primitives` and fails on any gap.
+Every primitive owns a shape/dtype rule and a numpy reference; a `transformable` one (every
+user-visible primitive) also a VJP rule and a batching rule (here); the LLVM and CUDA lowerings live
+in the backends that own them. `tests/tracer/test_registry.py` enumerates `primitives` and fails on
+any gap. `kind` classifies a primitive for fusion and the registry tests (see KINDS).
 
 Rule signatures (`*ins` are the operands, Literals arrive as NumPy scalars):
 - shape rule:  ``rule(*avals, **params) -> ShapedArray`` (a tuple for multiple_results)
@@ -18,17 +19,31 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+# elementwise: one output element from the same element of each operand (0-d operands broadcast);
+# layout: moves, repeats or generates elements without arithmetic (broadcast, reshape, slice, iota);
+# reduction: combines elements along axes; contraction: dot_general; indexing: data-dependent
+# positions (gather, scatter); opaque: anything else (custom_vjp_call, fusions).
+KINDS = ("elementwise", "layout", "reduction", "contraction", "indexing", "opaque")
+
 
 class Primitive:
-    """A named operation of the IR. `bind` applies it to tracers (staging) or arrays (eagerly)."""
+    """A named operation of the IR. `bind` applies it to tracers (staging) or arrays (eagerly).
 
-    __slots__ = ("name", "multiple_results")
+    `transformable=False` marks an internal primitive (a fusion) that grad and vmap never meet, so
+    it needs no VJP or batching rule.
+    """
 
-    def __init__(self, name: str, multiple_results: bool = False):
+    __slots__ = ("name", "multiple_results", "kind", "transformable")
+
+    def __init__(self, name: str, multiple_results: bool = False, *, kind: str, transformable: bool = True):
         if name in primitives:
             raise ValueError(f"primitive {name!r} is already registered")
+        if kind not in KINDS:
+            raise ValueError(f"primitive {name!r}: kind {kind!r} is not one of {KINDS}")
         self.name = name
         self.multiple_results = multiple_results
+        self.kind = kind
+        self.transformable = transformable
         primitives[name] = self
 
     def bind(self, *args, **params):

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import operator
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
@@ -20,7 +21,7 @@ from ember.errors import (
 )
 from ember.tracer import dtypes
 from ember.tracer.aval import ShapedArray
-from ember.tracer.ir import Graph, Literal, Node, Params, Var
+from ember.tracer.ir import Graph, Literal, Node, Params, Var, verified
 from ember.tracer.primitive import Primitive, impl_rules, shape_rules, view_prims
 
 _state = threading.local()
@@ -44,9 +45,11 @@ def is_tracing() -> bool:
 
 
 class Builder:
-    """Collects the nodes of one graph under construction."""
+    """Collects the nodes of one graph under construction. With `known`, it also evaluates every node
+    on the values of its inputs (numpy reference), so Python control flow on values works (outside jit)."""
 
-    def __init__(self):
+    def __init__(self, known: bool = False):
+        self.known: dict[Var, np.ndarray] | None = {} if known else None
         self.level = len(_stack())
         self.active = True
         self.inputs: list[Var] = []
@@ -60,9 +63,12 @@ class Builder:
         self.roles: dict[Node, str] = {}
 
     # -- values ----------------------------------------------------------------------------------
-    def new_input(self, aval: ShapedArray) -> Tracer:
+    def new_input(self, aval: ShapedArray, value=None) -> Tracer:
+        """A graph input; `value` is its concrete value when this builder evaluates with values known."""
         v = Var(aval)
         self.inputs.append(v)
+        if self.known is not None and value is not None:
+            self.known[v] = value
         return Tracer(self, v)
 
     def _const(self, key_obj, value, aval: ShapedArray) -> Var:
@@ -73,6 +79,9 @@ class Builder:
             self.consts.append(v)
             self.const_values.append(value)
             self._keepalive.append(key_obj)
+            concrete = value.known_value() if isinstance(value, Tracer) else value
+            if self.known is not None and concrete is not None:
+                self.known[v] = concrete
         return v
 
     def lift(self, x):
@@ -93,15 +102,30 @@ class Builder:
     # -- nodes -----------------------------------------------------------------------------------
     def emit(self, prim: Primitive, atoms, params: Params, out_avals, loc) -> list[Tracer]:
         outs = [Var(a) for a in out_avals]
-        node = Node(prim, atoms, params, outs, loc)
+        node = Node(prim, atoms, params, outs, loc, self.role)
         self.nodes.append(node)
         if self.role is not None:
             self.roles[node] = self.role
+        if self.known is not None:
+            self._evaluate(node)
         return [Tracer(self, v) for v in outs]
+
+    def _evaluate(self, node: Node) -> None:
+        """Known-values mode: compute the node's outputs with its numpy reference, when its inputs are known."""
+        vals = []
+        for a in node.inputs:
+            v = a.val if isinstance(a, Literal) else self.known.get(a)
+            if v is None:
+                return
+            vals.append(v)
+        out = impl_rules[node.prim](*vals, **node.params)
+        outs = out if node.prim.multiple_results else (out,)
+        for var, o in zip(node.outputs, outs):
+            self.known[var] = np.asarray(o, dtype=var.aval.dtype)
 
     def build(self, outputs: Sequence) -> Graph:
         outs = [self.lift(o) for o in outputs]
-        return Graph(self.inputs, self.nodes, outs, self.consts, self.const_values)
+        return verified(Graph(self.inputs, self.nodes, outs, self.consts, self.const_values))
 
     @contextlib.contextmanager
     def at(self, loc: str | None = None, role: str | None = None):
@@ -152,6 +176,7 @@ def _escaped_error() -> TracerEscapeError:
 
 def bind(prim: Primitive, args: Sequence, params: Mapping):
     """Apply `prim`: stage a node into the innermost trace, or evaluate eagerly when none is active."""
+    params = _checked_params(prim, params)
     stack = _stack()
     if not stack:
         return _eager(prim, args, params)
@@ -162,10 +187,21 @@ def bind(prim: Primitive, args: Sequence, params: Mapping):
         out = shape_rules[prim](*[a.aval for a in atoms], **params)
     except EmberError as e:
         raise e.with_loc(loc) from None
-    params = params if isinstance(params, Params) else Params(params)
     if prim.multiple_results:
         return b.emit(prim, atoms, params, out, loc)
     return b.emit(prim, atoms, params, (out,), loc)[0]
+
+
+def _checked_params(prim: Primitive, params: Mapping) -> Params:
+    """`params` in canonical form; an unhashable value (which no cache could key on) raises."""
+    params = params if isinstance(params, Params) else Params(params)
+    bad = params.unhashable()
+    if bad is not None:
+        raise ArgumentError(
+            f"{prim.name}: param {bad!r} has an unhashable value of type {type(params[bad]).__name__}; "
+            "primitive params must be hashable (tuples, not lists or arrays; Python scalars; np.dtype)",
+            user_location())
+    return params
 
 
 def _eager(prim: Primitive, args, params):
@@ -198,8 +234,8 @@ def _eager_result(out, aval: ShapedArray, prim: Primitive) -> np.ndarray:
 # --- trace and evaluate ---------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def new_builder():
-    b = Builder()
+def new_builder(known: bool = False):
+    b = Builder(known)
     stack = _stack()
     stack.append(b)
     try:
@@ -227,7 +263,7 @@ def eval_graph(graph: Graph, args: Sequence, role: str | None = None) -> list:
     for node in graph.nodes:
         ins = [env[a] if isinstance(a, Var) else a.val for a in node.inputs]
         if b is not None:
-            with b.at(node.loc, role):
+            with b.at(node.loc, role or node.role):
                 out = bind(node.prim, ins, node.params)
         else:
             out = bind(node.prim, ins, node.params)
@@ -296,26 +332,43 @@ class Tracer:
             raise TypeError("iteration over a 0-d traced array")
         return (self[i] for i in range(self.shape[0]))
 
+    def known_value(self) -> np.ndarray | None:
+        """The concrete value, when this tracer's trace evaluates with values known (outside jit)."""
+        b = self._builder
+        return b.known.get(self._var) if b.known is not None and b.active else None
+
     def _concrete(self, what: str):
         raise ConcretizationError(f"a traced value of type {self.aval.str_short()} was used as a "
                                   f"Python {what}. {_ADVICE}", user_location())
 
     def __bool__(self):
+        if (v := self.known_value()) is not None:
+            return bool(v)
         self._concrete("bool (e.g. `if x > 0:`, `while`, `and`/`or`)")
 
     def __int__(self):
+        if (v := self.known_value()) is not None:
+            return int(v)
         self._concrete("int")
 
     def __float__(self):
+        if (v := self.known_value()) is not None:
+            return float(v)
         self._concrete("float")
 
     def __complex__(self):
+        if (v := self.known_value()) is not None:
+            return complex(v)
         self._concrete("complex")
 
     def __index__(self):
+        if (v := self.known_value()) is not None:
+            return operator.index(v)
         self._concrete("index (e.g. range(x) or a list index)")
 
     def __array__(self, dtype=None, copy=None):
+        if (v := self.known_value()) is not None:
+            return np.array(v, dtype=dtype, copy=True)
         raise ConcretizationError(
             f"a traced value of type {self.aval.str_short()} was converted to a NumPy array (np.asarray, "
             "np.array or a NumPy function that is not a ufunc). Inside traced functions call "

@@ -21,8 +21,8 @@ from ember.tracer.primitive import (
 )
 from ember.tracer.prims._util import batch_size, bdim_at_front
 
-stop_gradient_p = Primitive("stop_gradient")
-custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True)
+stop_gradient_p = Primitive("stop_gradient", kind="elementwise")
+custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True, kind="opaque")
 view_prims.add(stop_gradient_p)
 
 

@@ -20,9 +20,9 @@ from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp
 from ember.tracer.prims._util import batch_size, bdim_at_front, moveaxis, shape_of
 
-gather_p = Primitive("gather")
-scatter_add_p = Primitive("scatter_add")
-scatter_p = Primitive("scatter")
+gather_p = Primitive("gather", kind="indexing")
+scatter_add_p = Primitive("scatter_add", kind="indexing")
+scatter_p = Primitive("scatter", kind="indexing")
 
 
 def gather(operand, indices, batch_dims: int = 0):

@@ -18,14 +18,14 @@ from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp, view_prims
 from ember.tracer.prims._util import batch_size, bdim_at_front, moveaxis, scalar_like, shape_of, unchanged
 
-broadcast_in_dim_p = Primitive("broadcast_in_dim")
-reshape_p = Primitive("reshape")
-transpose_p = Primitive("transpose")
-concatenate_p = Primitive("concatenate")
-pad_p = Primitive("pad")
-slice_p = Primitive("slice")
-rev_p = Primitive("rev")
-iota_p = Primitive("iota")
+broadcast_in_dim_p = Primitive("broadcast_in_dim", kind="layout")
+reshape_p = Primitive("reshape", kind="layout")
+transpose_p = Primitive("transpose", kind="layout")
+concatenate_p = Primitive("concatenate", kind="layout")
+pad_p = Primitive("pad", kind="layout")
+slice_p = Primitive("slice", kind="layout")
+rev_p = Primitive("rev", kind="layout")
+iota_p = Primitive("iota", kind="layout")
 view_prims.update({broadcast_in_dim_p, reshape_p, transpose_p, slice_p, rev_p, iota_p})
 
 

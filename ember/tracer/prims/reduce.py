@@ -13,12 +13,12 @@ from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp
 from ember.tracer.prims._util import check_kind, shape_of, unchanged, zero_scalar
 
-reduce_sum_p = Primitive("reduce_sum")
-reduce_max_p = Primitive("reduce_max")
-reduce_min_p = Primitive("reduce_min")
-reduce_prod_p = Primitive("reduce_prod")
-argmax_p = Primitive("argmax")
-argmin_p = Primitive("argmin")
+reduce_sum_p = Primitive("reduce_sum", kind="reduction")
+reduce_max_p = Primitive("reduce_max", kind="reduction")
+reduce_min_p = Primitive("reduce_min", kind="reduction")
+reduce_prod_p = Primitive("reduce_prod", kind="reduction")
+argmax_p = Primitive("argmax", kind="reduction")
+argmin_p = Primitive("argmin", kind="reduction")
 
 
 def _reducer(prim):

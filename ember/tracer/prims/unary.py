@@ -33,7 +33,7 @@ _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 def _define(name: str, np_fn, accepts: str, vjp, out_dtype=None):
     """Register a unary primitive. `vjp(ct, x, out)` gives the operand's cotangent; None means the
     derivative is zero (or undefined) everywhere."""
-    prim = Primitive(name)
+    prim = Primitive(name, kind="elementwise")
 
     def shape_rule(x, **_):
         return elementwise_aval(name, (x,), accepts, out_dtype)
