@@ -129,6 +129,8 @@ def test_custom_vjp_under_jit(x):
     # differentiated: fwd and bwd are inlined; one custom_vjp_call stays for the value, so that a
     # transform differentiating the value again still meets the rule
     assert names.count("custom_vjp_call") == 1
+    # ... which costs nothing: once inlined, CSE shares its exp with fwd's and bwd's
+    assert [n.prim.name for n in f.lower(x).optimized.nodes].count("exp") == 1
 
 
 def test_custom_vjp_under_vmap(x):
@@ -270,6 +272,19 @@ def _scaled_sin():
 
     f.defvjp(lambda x: (f(x), x), lambda x, g: (2.0 * jnp.cos(x) * g,))
     return f
+
+
+def test_value_and_residual_from_one_computation_under_jit(x):
+    """fwd returning its output as the residual: the re-emitted call and fwd compute it once."""
+    @ember.custom_vjp
+    def f(x):
+        return jnp.exp(jnp.sin(x))
+
+    f.defvjp(lambda x: (f(x), (f(x), x)), lambda r, g: (g * r[0] * jnp.cos(r[1]),))
+    g = ember.jit(ember.grad(lambda x: jnp.sum(f(x) ** 2)))
+    np.testing.assert_allclose(g(x), 2 * np.exp(2 * np.sin(x)) * np.cos(x), rtol=1e-12)
+    names = [n.prim.name for n in g.lower(x).optimized.nodes]
+    assert names.count("exp") == 1 and names.count("sin") == 1
 
 
 def _times_one():
