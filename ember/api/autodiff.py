@@ -29,13 +29,14 @@ class ArgnumsError(TransformError, TypeError):
 def _argnums(argnums, n_args: int, name: str) -> tuple[tuple[int, ...], bool]:
     """argnums as non-negative positions in the order given (negative ones count from the end), and
     whether it was a single int; duplicates and out-of-range positions raise an ArgnumsError."""
-    single = isinstance(argnums, int)
+    single = isinstance(argnums, (int, np.integer))
     nums = (argnums,) if single else tuple(argnums)
     if not nums:
         raise TransformError(f"argnums of {name} must not be empty", user_location())
+    if not all(isinstance(i, (int, np.integer)) for i in nums):
+        raise ArgnumsError(f"argnums of {name} must be ints, got {argnums!r}", user_location())
+    nums = tuple(int(i) for i in nums)
     for i in nums:
-        if not isinstance(i, int):
-            raise ArgnumsError(f"argnums of {name} must be ints, got {i!r}", user_location())
         if not -n_args <= i < n_args:
             valid = (f"0..{n_args - 1} (or {-n_args}..-1 counting from the end)" if n_args
                      else "none: it was called without positional arguments")

@@ -8,7 +8,8 @@
 
 All three are traced into subgraphs of one `custom_vjp_call` node, so the rule survives jit, vmap and
 higher-order differentiation. Arguments listed in `nondiff_argnums` (functions, flags, ...) are passed
-as Python values to fun and fwd, and first to bwd, as in JAX.
+as Python values to fun and fwd, and first to bwd, as in JAX. Keyword arguments are resolved to
+positions by fun's signature (defaults filled in), so fwd and bwd only ever see positional ones.
 """
 
 from __future__ import annotations
