@@ -124,6 +124,8 @@ class _Vmapped(Transformed):
     def __call__(self, *args, **kwargs):
         if is_tracing():
             return self._impl(*args, **kwargs)
+        if all(isinstance(x, _ARRAY_LEAVES) for x in (*args, *kwargs.values())):
+            return super().__call__(*args, **kwargs)  # no pytree to look into: the common, fast case
         leaves, tree = tree_flatten((args, kwargs))
         if all(isinstance(x, _ARRAY_LEAVES) for x in leaves):
             return super().__call__(*args, **kwargs)
