@@ -21,9 +21,10 @@ import numpy as np
 
 from ember.api.tracing import fun_name, leaf_avals, to_array, trace_pytree
 from ember.backends import default_backend, get_backend
-from ember.backends.compile import compile_graph, pipeline_options
+from ember.backends.compile import compile_graph
 from ember.errors import ArgumentError, TracerEscapeError, TransformError, user_location
 from ember.passes.memory import MemoryReport
+from ember.passes.pipeline import disabled_passes
 from ember.passes.pipeline import optimize as run_pipeline
 from ember.passes.stages import Stage, StageRecorder, recording
 from ember.tracer.ir import Graph
@@ -102,7 +103,8 @@ class Lowered:
 
     def compile(self) -> Compiled:
         if self._executable is None:
-            self._executable, _ = compile_graph(self.optimized, backend=self.backend, plan=self.stages[-1].plan)
+            self._executable, _ = compile_graph(self.optimized, backend=self.backend, plan=self.stages[-1].plan,
+                                                source=self.stage("after inline").graph)
         return Compiled(self)
 
 
@@ -248,7 +250,7 @@ class Jitted:
         functools.update_wrapper(self, fun)
         self._fun = fun
         self._backend = backend
-        self._disabled = pipeline_options(optimize, disable_passes)
+        self._disabled = disabled_passes(optimize, disable_passes)
         if not isinstance(cache_size, int) or cache_size < 1:
             raise ValueError(f"jit cache_size must be a positive int, got {cache_size!r}")
         self._static_nums, self._static_names = _static_numbers(fun, static_argnums, static_argnames)

@@ -1,10 +1,11 @@
 """debug_nans / debug_infs: find the node that first produced a NaN or an infinity.
 
 `Checked` wraps every compiled Executable. While `ember.config.debug_nans` (or `debug_infs`) is on, an
-output holding a NaN (inf) that no input held makes it rerun the graph node by node on the numpy
-rules and raise FloatingPointError (as JAX's jax_debug_nans does) naming the first node whose result
-has one while its operands had none: its primitive, the user's line, and whether it belongs to the
-forward or the backward (gradient) pass.
+output holding a NaN (inf) that no input or closed-over array held makes it rerun the unoptimized
+graph (constant folding could have moved a NaN into a const) node by node on the numpy rules and
+raise FloatingPointError (as JAX's jax_debug_nans does) naming the first node whose result has one
+while its array operands had none: its primitive, the user's line, and whether it belongs to the
+forward or the backward (gradient) pass. A literal NaN in the program counts as made by its node.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember import config
+import ember.config as config
 from ember.tracer.ir import Graph, Node, Var
 from ember.tracer.primitive import impl_rules
 
@@ -29,14 +30,16 @@ _PASS_OF_ROLE = {"backward": "the backward pass (the gradient computation)", "ac
 class Checked:
     """An Executable that checks its outputs for new NaNs/infs while the debug options are on."""
 
-    def __init__(self, executable, graph: Graph):
+    __slots__ = ("executable", "source_graph")
+
+    def __init__(self, executable, source: Graph):
         self.executable = executable
-        self.graph = graph
+        self.source_graph = source  # before optimization: the user's nodes and consts
 
     def __call__(self, *args) -> list:
         outs = self.executable(*args)
         if config.debug_nans or config.debug_infs:
-            check(self.graph, args, outs)
+            check(self.source_graph, args, outs)
         return outs
 
     def __getattr__(self, name):  # the backend's extras (e.g. `source`)
@@ -48,9 +51,9 @@ def _has(test, values: Sequence) -> bool:
 
 
 def check(graph: Graph, args: Sequence, outs: Sequence) -> None:
-    """Raise FloatingPointError if `outs` hold a NaN (inf) that `args` did not (per enabled option)."""
+    """Raise FloatingPointError if `outs` hold a NaN (inf) that `args` and `graph`'s consts did not."""
     for attr, (kind, test) in _KINDS.items():
-        if getattr(config, attr) and _has(test, outs) and not _has(test, args):
+        if getattr(config, attr) and _has(test, outs) and not _has(test, list(args) + list(graph.const_values)):
             raise _culprit_error(graph, args, kind, test)
 
 
@@ -72,7 +75,7 @@ def _culprit_error(graph: Graph, args: Sequence, kind: str, test) -> FloatingPoi
 
 def first_producer(graph: Graph, args: Sequence, test) -> Node | None:
     """Rerun `graph` node by node with the numpy rules; the first node whose result passes `test`
-    while its operands do not."""
+    while its array operands (Vars: arguments, consts, earlier results) do not."""
     env: dict[Var, object] = dict(zip(graph.inputs, args))
     env.update(zip(graph.consts, graph.const_values))
     with np.errstate(all="ignore"):
@@ -81,6 +84,6 @@ def first_producer(graph: Graph, args: Sequence, test) -> Node | None:
             out = impl_rules[node.prim](*ins, **node.params)
             outs = list(out) if node.prim.multiple_results else [out]
             env.update(zip(node.outputs, outs))
-            if _has(test, outs) and not _has(test, ins):
+            if _has(test, outs) and not _has(test, [env[a] for a in node.inputs if isinstance(a, Var)]):
                 return node
     return None

@@ -41,6 +41,12 @@ def check_pass_names(disable_passes: Iterable[str]) -> tuple[str, ...]:
     return names
 
 
+def disabled_passes(optimize: bool = True, disable_passes: Iterable[str] = ()) -> tuple[str, ...]:
+    """The passes jit's switches turn off: every optional one when `optimize` is False."""
+    names = check_pass_names(disable_passes)
+    return OPTIONAL if not optimize else names
+
+
 def stage_names(disable_passes: Iterable[str] = ()) -> list[str]:
     """The stages `optimize` records with these passes disabled, in order."""
     off = set(check_pass_names(disable_passes))

@@ -9,12 +9,9 @@ import contextlib
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from ember.passes.memory import Plan
 from ember.tracer.ir import Graph
-
-if TYPE_CHECKING:
-    from ember.passes.memory import Plan
 
 _state = threading.local()
 

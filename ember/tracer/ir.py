@@ -118,8 +118,8 @@ class Params(Mapping):
 class Node:
     """One primitive application: `outputs = prim[params](*inputs)`, created at user line `loc`.
 
-    `role` says which part of a differentiated program made it ("active"/"inactive" forward work,
-    "backward"), like `loc` it is provenance that passes keep, so errors can name the pass.
+    `role` says which part of a differentiated program made it ("active"/"inactive" forward work or
+    "backward"); like `loc` it is provenance that passes keep, so errors can say forward or backward.
     """
 
     __slots__ = ("prim", "inputs", "params", "outputs", "loc", "role")

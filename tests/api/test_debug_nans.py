@@ -134,3 +134,22 @@ def test_environment_variables_set_the_defaults(env, expected):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True,
                          env={**os.environ, "EMBER_DEBUG_NANS": env, "EMBER_DEBUG_INFS": env})
     assert out.stdout.split() == expected.split()
+
+
+def test_closed_over_arrays_are_inputs_but_constant_folding_is_seen_through(debug):
+    debug("ember_debug_nans")
+    data = np.array([np.nan, 1.0])
+    out = ember.jit(lambda x: x + data)(np.ones(2))  # the user's own NaN: not raised on
+    assert np.isnan(out[0])
+    negative = np.array([-1.0, 1.0])
+
+    def folded(x):
+        return x + jnp.log(negative)  # small: simplify folds log(negative) into a const holding a nan
+
+    assert "log" not in {n.prim.name for n in ember.jit(folded).lower(np.ones(2)).optimized.nodes}
+    _raises(ember.jit(folded), np.ones(2), words=["encountered in log", _line(folded, "folds")])
+
+    def literal(x):
+        return x * np.nan  # a nan written in the program
+
+    _raises(ember.jit(literal), np.ones(2), words=["encountered in mul", _line(literal, "written")])

@@ -112,3 +112,40 @@ def test_optimize_plans_the_optimized_graph():
     g = _graph(lambda x: [jnp.exp(x) + jnp.exp(x)], (N,))
     out, plan = optimize(g)
     assert plan.schedule == out.nodes and len(out.nodes) == 2
+
+
+def test_plan_is_drawn_in_dot_dumps(tmp_path):
+    low = ember.jit(lambda x: jnp.exp(x) * 2.0).lower(np.ones(3, np.float32))
+    low.dump(str(tmp_path), formats=["dot"])
+    memory_dot = (tmp_path / f"{len(low.stages) - 1:02d}_after_memory.dot").read_text()
+    assert "workspace 12B" in memory_dot and "output 12B" in memory_dot and "frees b" in memory_dot
+    assert "workspace" not in (tmp_path / "00_traced.dot").read_text()
+
+
+def _check_plan(graph, plan):
+    """Every workspace value is freed exactly once, after its last reader and never before; inputs,
+    consts and outputs never."""
+    freed_at = {}
+    for j, vals in enumerate(plan.frees):
+        for v in vals:
+            assert v not in freed_at, "freed twice"
+            freed_at[v] = j
+    for j, node in enumerate(graph.nodes):
+        for a in node.inputs:
+            assert freed_at.get(a, j) >= j, "read after it was freed"
+    for v, cls in plan.buffer_class.items():
+        assert (v in freed_at) == (cls in ("workspace", "donated") and v in plan.last_use), (cls, v)
+    outs = {v for v in graph.outputs if hasattr(v, "aval")}
+    assert not outs & set(freed_at)
+
+
+@pytest.mark.parametrize("name", ["mlp_grad", "softmax_grad", "indexing"])
+def test_plans_of_whole_programs_are_consistent(name):
+    from tests.passes.test_optimize import PROGRAMS
+
+    fn, shapes = PROGRAMS[name]
+    args = [np.ones(s) for s in shapes]
+    for optimize_ in (True, False):
+        low = ember.jit(fn, optimize=optimize_, donate_argnums=(0,)).lower(*args)
+        _check_plan(low.optimized, low.stages[-1].plan)
+        assert low.memory().peak_bytes >= low.memory().input_bytes + low.memory().output_bytes
