@@ -29,13 +29,14 @@ class ArgnumsError(TransformError, TypeError):
 def _argnums(argnums, n_args: int, name: str) -> tuple[tuple[int, ...], bool]:
     """argnums as non-negative positions in the order given (negative ones count from the end), and
     whether it was a single int; duplicates and out-of-range positions raise an ArgnumsError."""
-    single = isinstance(argnums, int)
+    single = isinstance(argnums, (int, np.integer))
     nums = (argnums,) if single else tuple(argnums)
     if not nums:
         raise TransformError(f"argnums of {name} must not be empty", user_location())
+    if not all(isinstance(i, (int, np.integer)) for i in nums):
+        raise ArgnumsError(f"argnums of {name} must be ints, got {argnums!r}", user_location())
+    nums = tuple(int(i) for i in nums)
     for i in nums:
-        if not isinstance(i, int):
-            raise ArgnumsError(f"argnums of {name} must be ints, got {i!r}", user_location())
         if not -n_args <= i < n_args:
             valid = (f"0..{n_args - 1} (or {-n_args}..-1 counting from the end)" if n_args
                      else "none: it was called without positional arguments")
@@ -274,13 +275,16 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
             shape = tuple(np.shape(o))
             n = int(np.prod(shape, dtype=np.int64))
             dt = o.dtype
-            basis = P.reshape(P.convert_element_type(P.eq(P.iota(dtypes.int_, (n, n), 0),
-                                                          P.iota(dtypes.int_, (n, n), 1)), dt), (n,) + shape)
 
             def row_pullback(e, j=j):
                 cts = [e if k == j else P.full(np.shape(x), 0, x.dtype) for k, x in enumerate(out_leaves)]
                 return pullback(tree_unflatten(out_tree, cts))
 
+            if shape == ():  # one row: a plain pullback, no batching (jacrev of a scalar is grad)
+                rows.append(row_pullback(P.full((), 1, dt)))
+                continue
+            basis = P.reshape(P.convert_element_type(P.eq(P.iota(dtypes.int_, (n, n), 0),
+                                                          P.iota(dtypes.int_, (n, n), 1)), dt), (n,) + shape)
             cols = vmap(row_pullback)(basis)
             rows.append(tree_map(lambda c, shape=shape: P.reshape(c, shape + tuple(np.shape(c))[1:]), cols))
         per_out = [r[0] if single else r for r in rows]

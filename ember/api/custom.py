@@ -8,18 +8,20 @@
 
 All three are traced into subgraphs of one `custom_vjp_call` node, so the rule survives jit, vmap and
 higher-order differentiation. Arguments listed in `nondiff_argnums` (functions, flags, ...) are passed
-as Python values to fun and fwd, and first to bwd, as in JAX.
+as Python values to fun and fwd, and first to bwd, as in JAX. Keyword arguments are resolved to
+positions by fun's signature (defaults filled in), so fwd and bwd only ever see positional ones.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from ember.api.tracing import fun_name, trace_pytree
-from ember.errors import TransformError, user_location
+from ember.errors import ArgumentError, TransformError, user_location
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph
@@ -38,6 +40,24 @@ def closure_convert(graph: Graph) -> tuple[Graph, list]:
     return g, [val for _, val in hoisted]
 
 
+def _resolve_kwargs(fun: Callable, args: tuple, kwargs: dict, name: str) -> tuple:
+    """Keyword arguments moved to their positions by fun's signature, defaults filled in (as JAX
+    does), so fwd and bwd see positional arguments only."""
+    try:
+        bound = inspect.signature(fun).bind(*args, **kwargs)
+    except TypeError as e:
+        raise ArgumentError(f"custom_vjp function {name}: {e}", user_location()) from None
+    except ValueError:  # no signature to resolve against
+        bound = None
+    stuck = [k for k in kwargs if bound is None or k in bound.kwargs]
+    if stuck:
+        raise ArgumentError(f"custom_vjp function {name} was called with keyword argument(s) "
+                            f"{', '.join(stuck)} that cannot be resolved to positions; make them ordinary "
+                            "(positional-or-keyword) parameters or pass them positionally", user_location())
+    bound.apply_defaults()
+    return bound.args
+
+
 class custom_vjp:
     """Wrap `fun` so that differentiation uses the rule given with `defvjp(fwd, bwd)`."""
 
@@ -53,11 +73,12 @@ class custom_vjp:
         self.fwd, self.bwd = fwd, bwd
         return self
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         name = fun_name(self.fun)
         if self.fwd is None:
             raise TransformError(f"custom_vjp function {name} has no backward rule; call "
                                  f"{name}.defvjp(fwd, bwd) first", user_location())
+        args = _resolve_kwargs(self.fun, args, kwargs, name)
         if not is_tracing() or self._tracing_rules:
             return self.fun(*args)
         self._tracing_rules += 1

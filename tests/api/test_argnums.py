@@ -118,6 +118,13 @@ def test_pytree_arguments_in_argnums_order():
     assert_tree_allclose((gq2, gp2), (gq, gp))
 
 
+def test_numpy_integer_argnums():
+    assert_tree_allclose(ember.grad(f3, argnums=np.int64(2))(*ARGS), grad_ref(ARGS, 2))
+    assert_tree_allclose(ember.grad(f3, argnums=np.arange(2)[::-1])(*ARGS), (grad_ref(ARGS, 1), grad_ref(ARGS, 0)))
+    with pytest.raises(TypeError, match="argnums of f3 must be ints"):
+        ember.grad(f3, argnums=(0, 1.0))(*ARGS)
+
+
 def test_negative_argnums_count_from_the_end():
     assert_tree_allclose(ember.grad(f3, argnums=-1)(*ARGS), grad_ref(ARGS, 2))
     assert_tree_allclose(ember.grad(f3, argnums=(-1, 0))(*ARGS), (grad_ref(ARGS, 2), grad_ref(ARGS, 0)))

@@ -129,6 +129,8 @@ def test_custom_vjp_under_jit(x):
     # differentiated: fwd and bwd are inlined; one custom_vjp_call stays for the value, so that a
     # transform differentiating the value again still meets the rule
     assert names.count("custom_vjp_call") == 1
+    # ... which costs nothing: once inlined, CSE shares its exp with fwd's and bwd's
+    assert [n.prim.name for n in f.lower(x).optimized.nodes].count("exp") == 1
 
 
 def test_custom_vjp_under_vmap(x):
@@ -272,6 +274,19 @@ def _scaled_sin():
     return f
 
 
+def test_value_and_residual_from_one_computation_under_jit(x):
+    """fwd returning its output as the residual: the re-emitted call and fwd compute it once."""
+    @ember.custom_vjp
+    def f(x):
+        return jnp.exp(jnp.sin(x))
+
+    f.defvjp(lambda x: (f(x), (f(x), x)), lambda r, g: (g * r[0] * jnp.cos(r[1]),))
+    g = ember.jit(ember.grad(lambda x: jnp.sum(f(x) ** 2)))
+    np.testing.assert_allclose(g(x), 2 * np.exp(2 * np.sin(x)) * np.cos(x), rtol=1e-12)
+    names = [n.prim.name for n in g.lower(x).optimized.nodes]
+    assert names.count("exp") == 1 and names.count("sin") == 1
+
+
 def _times_one():
     @ember.custom_vjp
     def f(x):
@@ -302,3 +317,35 @@ def test_rule_survives_an_inner_transforms_value(inner):
     np.testing.assert_allclose(ember.vmap(ember.grad(value_of(f)))(x), 2 * np.cos(x), rtol=1e-12)
     second = ember.grad(lambda y: ember.grad(value_of(f))(y))
     np.testing.assert_allclose(second(np.float64(0.7)), -2 * np.sin(0.7), rtol=1e-12)
+
+
+# --- keyword arguments are resolved to positions by the signature (as JAX) ----------------------
+
+def _scale():
+    @ember.custom_vjp
+    def f(x, y=2.0):
+        return x * y
+
+    f.defvjp(lambda x, y: (f(x, y), (x, y)), lambda r, g: (3.0 * g * r[1], g * r[0]))
+    return f
+
+
+def test_keyword_arguments_resolve_to_positions():
+    f = _scale()
+    x = np.float64(1.5)
+    np.testing.assert_allclose(ember.grad(lambda x: f(y=np.float64(4.0), x=x))(x), 12.0)
+    np.testing.assert_allclose(ember.grad(lambda y: f(x, y=y))(np.float64(4.0)), 1.5)
+    np.testing.assert_allclose(ember.grad(lambda x: f(x))(x), 6.0)  # the default reaches fwd too
+    np.testing.assert_allclose(f(x, y=np.float64(4.0)), 6.0)
+    np.testing.assert_allclose(ember.jit(lambda x: f(x=x))(x), 3.0)
+
+
+def test_keyword_only_argument_raises():
+    @ember.custom_vjp
+    def h(x, *, k):
+        return x * k
+
+    h.defvjp(lambda x, k: (h(x, k=k), None), lambda r, g: (g,))
+    with pytest.raises(TypeError, match="keyword argument.*k.*cannot be resolved to positions") as info:
+        ember.grad(lambda x: h(x, k=2.0))(1.0)
+    assert "test_custom_vjp.py" in str(info.value)

@@ -263,6 +263,19 @@ def test_hessian_of_a_non_scalar_function(rng):
     np.testing.assert_allclose(H, ref, atol=1e-12)
 
 
+def test_hessian_of_a_scalar_costs_no_more_than_jacrev_of_grad(rng):
+    """hessian is jacrev(jacrev): the inner one, on a scalar, must be a plain grad (no size-1 vmap)."""
+    A, x = rng.standard_normal((5, 4)), rng.standard_normal(4)
+
+    def f(x):
+        return jnp.sum(jnp.tanh(A @ x) ** 2)
+
+    H = ember.hessian(f)
+    ref = ember.jacrev(ember.grad(f))
+    np.testing.assert_allclose(H(x), ref(x), rtol=1e-12)
+    assert len(H.lower(x).optimized.nodes) <= len(ref.lower(x).optimized.nodes)
+
+
 def test_hessian_and_jacrev_with_aux(rng):
     x, y = rng.standard_normal(3), rng.standard_normal(3)
     H, aux = ember.hessian(lambda x: (jnp.sum(x**3), {"twice": x * 2}), has_aux=True)(x)

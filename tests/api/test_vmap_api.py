@@ -236,3 +236,53 @@ def test_per_sample_gradient_graph_is_batched_not_looped():
         batched = [256 in a.aval.shape for a in node.inputs]
         assert (lb and rb) or batched.count(True) == 1, node  # batched contraction, or an outer product
     assert sum(bool(n.params["dimension_numbers"][1][0]) for n in weight_grads) >= 2  # the hidden layers
+
+
+# --- non-array arguments and the type of in_axes ---------------------------------------------------
+
+def test_non_array_arguments_pass_through_at_in_axes_none(rng):
+    """A function and a string at in_axes None reach the mapped function untouched (as in JAX)."""
+    xs = rng.standard_normal((4, 3))
+    seen = []
+
+    def f(op, tag, x):
+        seen.append((op, tag))
+        return op(x) * 2.0
+
+    np.testing.assert_allclose(ember.vmap(f, in_axes=(None, None, 0))(jnp.sin, "hi", xs), 2 * np.sin(xs))
+    np.testing.assert_allclose(ember.vmap(f, in_axes=(None, None, 0))(jnp.cos, "hi", xs), 2 * np.cos(xs))
+    assert seen and all(tag == "hi" for _, tag in seen) and {op for op, _ in seen} == {jnp.sin, jnp.cos}
+    traces = len(seen)
+    ember.vmap(f, in_axes=(None, None, 0))(jnp.sin, "hi", xs)
+    vf = ember.vmap(f, in_axes=(None, None, 0))
+    vf(jnp.sin, "hi", xs)
+    vf(jnp.sin, "hi", xs + 1)  # cached per (function, string, shapes): no new trace
+    assert len(seen) == traces + 2
+    out = ember.jit(lambda xs: ember.vmap(f, in_axes=(None, None, 1))(jnp.tanh, "t", xs))(xs)
+    np.testing.assert_allclose(out, 2 * np.tanh(xs.T))
+    # inside a pytree, next to mapped leaves; unhashable non-array values too
+    params = {"act": jnp.tanh, "w": rng.standard_normal(3), "names": ["a", "b"]}
+    g = ember.vmap(lambda p, x: p["act"](x * p["w"]), in_axes=({"act": None, "w": None, "names": None}, 0))
+    np.testing.assert_allclose(g(params, xs), np.tanh(xs * params["w"]))
+    np.testing.assert_allclose(ember.grad(lambda xs: jnp.sum(g(params, xs)))(xs),
+                               (1 - np.tanh(xs * params["w"]) ** 2) * params["w"], rtol=1e-12)
+
+
+def test_non_array_argument_at_a_mapped_axis_raises():
+    with pytest.raises(ember.ArgumentError, match=r"argument 0 has type function.*cannot map it along axis 0.*"
+                                                  r"in_axes None"):
+        ember.vmap(lambda f, x: f(x))(jnp.sin, np.ones(3))
+
+
+@pytest.mark.parametrize("spec", [True, False, (True,), [False], (0.0,), {"x": 0}, ({"a": True},)],
+                         ids=repr)
+def test_in_axes_of_the_wrong_type_raise_type_error(spec):
+    with pytest.raises(TypeError, match="vmap in_axes must be an int, None, or") as info:
+        ember.vmap(lambda x: x, in_axes=spec)
+    assert "test_vmap_api.py" in str(info.value)
+
+
+@pytest.mark.parametrize("spec", [True, (0, False), 1.0])
+def test_out_axes_of_the_wrong_type_raise_type_error(spec):
+    with pytest.raises(TypeError, match="vmap out_axes must be an int, None, or"):
+        ember.vmap(lambda x: (x, x), out_axes=spec)
