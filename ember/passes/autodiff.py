@@ -22,7 +22,7 @@ from ember.passes.stages import record
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Var, verified
-from ember.tracer.primitive import vjp_fwd_rules, vjp_rules
+from ember.tracer.primitive import LazyCotangent, vjp_fwd_rules, vjp_rules
 from ember.tracer.trace import bind, current_builder, new_builder
 
 ROLE_ACTIVE, ROLE_INACTIVE, ROLE_BACKWARD = "active", "inactive", "backward"
@@ -113,7 +113,7 @@ class _Accumulator:
         self._lazy: dict[Var, list] = {}
 
     def add(self, v: Var, ct) -> None:
-        if hasattr(ct, "add_to"):
+        if isinstance(ct, LazyCotangent):
             self._lazy.setdefault(v, []).append(ct)
         elif v in self._dense:
             self._dense[v] = P.add(self._dense[v], ct)

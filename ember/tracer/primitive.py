@@ -64,9 +64,18 @@ batch_rules: dict[Primitive, Callable] = {}
 # -> (outs, saved)``; `saved` reaches its VJP rule as the keyword `saved` (custom_vjp_call uses it).
 vjp_fwd_rules: dict[Primitive, Callable] = {}
 
-# Prims whose numpy reference may return a view of an operand (the numpy backend copies such
-# outputs before handing them to the user).
-view_prims: set[Primitive] = set()
+
+
+class LazyCotangent:
+    """A cotangent kept symbolic by a VJP rule (zero outside a region, a scatter): autodiff's
+    accumulator adds the dense contributions first, then applies each lazy one with `add_to`, so
+    only the touched region is written."""
+
+    __slots__ = ()
+
+    def add_to(self, dense, aval):
+        """`dense + self` as a traced value of `aval`; `dense` is None when there is no dense part."""
+        raise NotImplementedError
 
 
 def _register(table: dict, prim: Primitive):
