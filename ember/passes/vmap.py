@@ -17,7 +17,7 @@ from ember.passes.stages import record
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph, Var, verified
-from ember.tracer.primitive import batch_rules, def_batch
+from ember.tracer.primitive import batch_rules, def_batch, transform_rule
 from ember.tracer.prims._util import batch_size, bdim_at_front, move_bdim
 from ember.tracer.trace import bind, current_builder, new_builder
 
@@ -41,7 +41,7 @@ def batch_eval(graph: Graph, args: Sequence, dims: Sequence[int | None]) -> tupl
                 out, od = bind(node.prim, vals, node.params), None
                 od = [None] * len(out) if node.prim.multiple_results else None
             else:
-                out, od = batch_rules[node.prim](vals, ds, **node.params)
+                out, od = transform_rule(batch_rules, node.prim, "vmap", node.loc)(vals, ds, **node.params)
         if node.prim.multiple_results:
             env.update((v, (o, d)) for v, o, d in zip(node.outputs, out, od))
         else:

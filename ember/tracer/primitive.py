@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ember.errors import TransformError
+
 # elementwise: one output element from the same element of each operand (0-d operands broadcast);
 # layout: moves, repeats or generates elements without arithmetic (broadcast, reshape, slice, iota);
 # reduction: combines elements along axes; contraction: dot_general; indexing: data-dependent
@@ -76,6 +78,17 @@ class LazyCotangent:
     def add_to(self, dense, aval):
         """`dense + self` as a traced value of `aval`; `dense` is None when there is no dense part."""
         raise NotImplementedError
+
+
+def transform_rule(table: dict, prim: Primitive, transform: str, loc: str | None = None) -> Callable:
+    """`prim`'s rule in `table`; an internal primitive has none, so meeting it (at the user's line
+    `loc`) is a clear error."""
+    rule = table.get(prim)
+    if rule is None:
+        why = "it is internal to the optimizer" if not prim.transformable else "it has no such rule"
+        raise TransformError(f"{transform} cannot transform primitive {prim.name} ({why}); apply {transform} "
+                             "to the traced function, before optimization passes run", loc)
+    return rule
 
 
 def _register(table: dict, prim: Primitive):
