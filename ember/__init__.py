@@ -9,7 +9,7 @@
     ember.grad(loss)(w, x)
 """
 
-from ember import nn, numpy, tree  # noqa: F401
+from ember import config, nn, numpy, tree  # noqa: F401
 from ember.api import (
     Compiled,
     Jitted,
@@ -18,6 +18,7 @@ from ember.api import (
     dump,
     grad,
     hessian,
+    jacobian,
     jacrev,
     jit,
     make_graph,
@@ -42,8 +43,9 @@ from ember.tree import register_pytree_node
 __version__ = "0.1.0"
 
 __all__ = [
-    "jit", "grad", "value_and_grad", "vjp", "vmap", "jacrev", "hessian", "custom_vjp", "stop_gradient",
-    "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend", "available_backends", "Graph",
+    "jit", "grad", "value_and_grad", "vjp", "vmap", "jacrev", "jacobian", "hessian", "custom_vjp",
+    "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend",
+    "available_backends", "Graph",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
-    "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "nn", "tree",
+    "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "nn", "tree", "config",
 ]

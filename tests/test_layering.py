@@ -11,9 +11,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "ember"
-LAYERS = {"tree": 0, "errors": 0, "tracer": 1, "numpy": 2, "passes": 2, "backends": 3, "viz": 3, "api": 4, "nn": 5}
+# config (runtime options, imports nothing of ember) sits with tree and errors at the bottom.
+LAYERS = {"tree": 0, "errors": 0, "config": 0, "tracer": 1, "numpy": 2, "passes": 2, "backends": 3, "viz": 3,
+          "api": 4, "nn": 5}
 TOP = 6  # ember/__init__.py, ember.demo and anything importing `ember` itself
-NAMES = {0: "tree/errors", 1: "tracer", 2: "numpy/passes", 3: "backends/viz", 4: "api", 5: "nn", 6: "ember (top)"}
+TOP_MODULES = {"ember", "ember.demo"}
+NAMES = {0: "tree/errors/config", 1: "tracer", 2: "numpy/passes", 3: "backends/viz", 4: "api", 5: "nn",
+         6: "ember (top)"}
 PUBLIC_FOR_NN = ("ember.numpy", "ember.api", "ember.tree", "ember.errors")
 # Primitives nn needs that no public module names yet (JAX has them in jax.lax / jax.scipy.special).
 NN_PRIMS = {"logistic", "erf"}
@@ -55,6 +59,13 @@ SOURCES = sorted(ROOT.rglob("*.py"))
 def test_the_source_tree_is_found():
     assert len(SOURCES) > 30 and module_name(ROOT / "tracer" / "ir.py") == "ember.tracer.ir"
     assert layer("ember.tracer.prims.custom") == 1 and layer("ember") == TOP and layer("ember.demo") == TOP
+
+
+def test_every_module_has_a_layer():
+    """A new top-level module must be placed in LAYERS (and DESIGN.md), not silently become the top."""
+    unplaced = sorted({".".join(module_name(p).split(".")[:2]) for p in SOURCES} - TOP_MODULES
+                      - {f"ember.{name}" for name in LAYERS})
+    assert not unplaced, f"modules with no layer: {unplaced}"
 
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: module_name(p))

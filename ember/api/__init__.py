@@ -1,9 +1,9 @@
 """The public API: jit, grad, value_and_grad, vjp, vmap, jacrev, hessian, custom_vjp, make_graph, dump."""
 
-from ember.api.autodiff import grad, hessian, jacrev, stop_gradient, value_and_grad, vjp
+from ember.api.autodiff import grad, hessian, jacobian, jacrev, stop_gradient, value_and_grad, vjp
 from ember.api.batching import vmap
 from ember.api.custom import custom_vjp
 from ember.api.jit import Compiled, Jitted, Lowered, dump, jit, make_graph
 
-__all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "jacrev", "hessian", "custom_vjp", "stop_gradient",
-           "make_graph", "dump", "Jitted", "Lowered", "Compiled"]
+__all__ = ["jit", "grad", "value_and_grad", "vjp", "vmap", "jacrev", "jacobian", "hessian", "custom_vjp",
+           "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled"]

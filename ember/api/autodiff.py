@@ -12,26 +12,41 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember.api.tracing import Transformed, arg_name, fun_name, inline, leaf_avals, trace_pytree
+from ember.api.custom import closure_convert
+from ember.api.tracing import Transformed, arg_name, fun_name, inline, leaf_avals, trace_for_call, trace_pytree
 from ember.errors import EmberError, TransformError, user_location
 from ember.passes.autodiff import differentiable_outputs, grad_graph, split_forward_backward, vjp_graph
 from ember.tracer import dtypes
 from ember.tracer import prims as P
-from ember.tracer.trace import eval_graph, is_tracing
-from ember.tree import tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
+from ember.tracer.trace import Tracer, eval_graph, is_tracing
+from ember.tree import register_pytree_node, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
+
+
+class ArgnumsError(TransformError, TypeError):
+    """argnums names an argument twice or one the call does not have (a TypeError, as in JAX)."""
 
 
 def _argnums(argnums, n_args: int, name: str) -> tuple[tuple[int, ...], bool]:
+    """argnums as non-negative positions in the order given (negative ones count from the end), and
+    whether it was a single int; duplicates and out-of-range positions raise an ArgnumsError."""
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
     if not nums:
         raise TransformError(f"argnums of {name} must not be empty", user_location())
     for i in nums:
+        if not isinstance(i, int):
+            raise ArgnumsError(f"argnums of {name} must be ints, got {i!r}", user_location())
         if not -n_args <= i < n_args:
-            valid = f"0..{n_args - 1}" if n_args else "none: it was called without positional arguments"
-            raise TransformError(f"argnums {i} is out of range: {name} was called with {n_args} positional "
-                                 f"argument(s), so valid argnums are {valid}", user_location())
-    return tuple(i % n_args for i in nums), single
+            valid = (f"0..{n_args - 1} (or {-n_args}..-1 counting from the end)" if n_args
+                     else "none: it was called without positional arguments")
+            raise ArgnumsError(f"argnums {i} is out of range: {name} was called with {n_args} positional "
+                               f"argument(s), so valid argnums are {valid}", user_location())
+    resolved = tuple(i % n_args for i in nums)
+    dup = next((i for k, i in enumerate(resolved) if i in resolved[:k]), None)
+    if dup is not None:
+        raise ArgnumsError(f"argnums {tuple(nums)} of {name} names argument {dup} twice; list each "
+                           "argument once", user_location())
+    return resolved, single
 
 
 def _differentiate(transform, graph, mask):
@@ -78,6 +93,17 @@ def _check_scalar_loss(graph, out_tree, has_aux: bool, name: str, what: str):
                              f"{outs[0].aval.str_short()}", user_location())
 
 
+def _grads_in_argnums_order(flat: Sequence, args: tuple, nums: tuple[int, ...], single: bool):
+    """Flat gradients (in argument order, as the graph has them) regrouped per argument and put in
+    the order argnums gives."""
+    it = iter(flat)
+    per_arg = {}
+    for i in sorted(nums):
+        leaves, tree = tree_flatten(args[i])
+        per_arg[i] = tree_unflatten(tree, [next(it) for _ in leaves])
+    return per_arg[nums[0]] if single else tuple(per_arg[i] for i in nums)
+
+
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """A function returning (fun(*args), gradient of fun w.r.t. args[argnums]); the value is
     ((loss, aux), grads) with has_aux=True. Gradients have the structure of their arguments."""
@@ -86,17 +112,14 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
     def impl(*args, **kwargs):
         nums, single = _argnums(argnums, len(args), name)
         mask = _active_mask(args, kwargs, nums, name, "grad")
-        graph, leaves, _, out_tree = trace_pytree(fun, args, kwargs)
+        graph, leaves, _, out_tree = trace_pytree(fun, args, kwargs, differentiated=mask)
         _check_scalar_loss(graph, out_tree, has_aux, name, "grad")
         results = inline(_differentiate(grad_graph, graph, mask), leaves)
         n_out = len(graph.outputs)
         value = tree_unflatten(out_tree, results[:n_out])
-        grads = iter(results[n_out:])
-        per_arg = [tree_unflatten(tree_flatten(args[i])[1], [next(grads) for _ in tree_flatten(args[i])[0]])
-                   for i in nums]
-        return value, (per_arg[0] if single else tuple(per_arg))
+        return value, _grads_in_argnums_order(results[n_out:], args, nums, single)
 
-    return Transformed(impl, fun, "value_and_grad")
+    return Transformed(impl, fun, "value_and_grad", (argnums, has_aux))
 
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
@@ -107,44 +130,86 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
         value, g = vg._impl(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
-    return Transformed(impl, fun, "grad")
+    return Transformed(impl, fun, "grad", (argnums, has_aux))
+
+
+class _Backward:
+    """What a pullback needs besides its residuals: the backward graph (residuals + cotangents ->
+    gradients, no consts from a finished trace), the output and argument structure, and the
+    executable, compiled on the first call outside a trace. Shared by every copy of a pullback,
+    and its pytree aux data."""
+
+    def __init__(self, graph, ct_tree, out_avals, diff, n_main, primal_trees, name, compiled: bool = True):
+        self.graph, self.ct_tree, self.out_avals, self.diff = graph, ct_tree, out_avals, diff
+        self.n_main, self.primal_trees, self.name = n_main, primal_trees, name
+        self.compiled = compiled  # False for a function evaluated with values known: numpy reference only
+        self._executable = None
+
+    def run(self, residuals: list, cts: list) -> list:
+        if is_tracing() or not self.compiled:
+            return eval_graph(self.graph, residuals + cts)
+        if self._executable is None:
+            from ember.backends.compile import compile_graph
+
+            self._executable = compile_graph(self.graph, donate=())[0]
+        return self._executable(*[np.asarray(r) for r in residuals], *cts)
 
 
 class _VJPFunction:
-    """The pullback returned by `vjp`: call it with cotangents shaped like the (main) outputs."""
+    """The pullback returned by `vjp`: call it with cotangents shaped like the (main) outputs. A
+    pytree whose leaves are the residuals, so it can be jitted, vmapped, returned from jit and
+    passed through pytrees."""
 
-    def __init__(self, backward, residuals, ct_tree, out_avals, diff, n_main, primal_trees, name, compiled):
-        self._backward, self._residuals = backward, residuals
-        self._ct_tree, self._out_avals, self._diff, self._n_main = ct_tree, out_avals, diff, n_main
-        self._primal_trees, self._name, self._compiled = primal_trees, name, compiled
+    def __init__(self, backward: _Backward, residuals: Sequence):
+        self._bwd, self._residuals = backward, list(residuals)
+        self.__name__ = f"vjp of {backward.name}"
 
     def __call__(self, ct):
+        bwd = self._bwd
         ct_leaves, ct_tree = tree_flatten(ct)
-        if ct_tree != self._ct_tree:
-            raise TransformError(f"the vjp of {self._name} takes cotangents structured like its output "
-                                 f"{self._ct_tree}, got {ct_tree}", user_location())
+        if ct_tree != bwd.ct_tree:
+            raise TransformError(f"the vjp of {bwd.name} takes cotangents structured like its output "
+                                 f"{bwd.ct_tree}, got {ct_tree}", user_location())
         for i, c in enumerate(ct_leaves):
-            shape, want = tuple(np.shape(c)), self._out_avals[i].shape
+            shape, want = tuple(np.shape(c)), bwd.out_avals[i].shape
             if shape != want:
-                raise TransformError(f"cotangent {i} of the vjp of {self._name} has shape {shape}, but the "
+                raise TransformError(f"cotangent {i} of the vjp of {bwd.name} has shape {shape}, but the "
                                      f"output has shape {want}", user_location())
+        self._check_residuals()
+        tracing = is_tracing()
         cts = []
-        for i in self._diff:  # aux outputs (i >= n_main) get zero cotangents
-            aval = self._out_avals[i]
-            if i < self._n_main:
-                c = ct_leaves[i]
-                cts.append(np.asarray(c, dtype=aval.dtype) if self._compiled else c)
+        for i in bwd.diff:  # aux outputs (i >= n_main) get zero cotangents
+            aval = bwd.out_avals[i]
+            if i < bwd.n_main:
+                cts.append(_as_cotangent(ct_leaves[i], aval.dtype))
             else:
-                cts.append(np.zeros(aval.shape, aval.dtype) if self._compiled
-                           else P.full(aval.shape, 0, aval.dtype))
-        if self._compiled:
-            grads = self._backward(*self._residuals, *cts)
-        else:
-            grads = eval_graph(self._backward, list(self._residuals) + cts)
-        it = iter(grads)
+                cts.append(P.full(aval.shape, 0, aval.dtype) if tracing else np.zeros(aval.shape, aval.dtype))
+        it = iter(bwd.run(self._residuals, cts))
         return tuple(tree_unflatten(tree, [next(it) if active else np.zeros(shape, dt)
                                            for active, shape, dt in info])
-                     for tree, info in self._primal_trees)
+                     for tree, info in bwd.primal_trees)
+
+    def _check_residuals(self) -> None:
+        want = self._bwd.graph.in_avals[:len(self._residuals)]
+        for r, a in zip(self._residuals, want):
+            if tuple(np.shape(r)) != a.shape:
+                raise TransformError(f"the vjp of {self._bwd.name} holds a residual of shape {np.shape(r)} where "
+                                     f"its backward pass expects {a.shape}; a pullback returned from vmap holds "
+                                     "batched residuals: call it inside the vmapped function instead",
+                                     user_location())
+
+    def __repr__(self):
+        return f"<{self.__name__}>"
+
+
+def _as_cotangent(c, dtype):
+    """A cotangent leaf in the output's dtype (traced values are converted in the graph)."""
+    if isinstance(c, Tracer):
+        return c if c.aval.dtype == dtype else P.convert_element_type(c, dtype)
+    return np.asarray(c, dtype=dtype)
+
+
+register_pytree_node(_VJPFunction, lambda f: (f._residuals, f._bwd), lambda bwd, res: _VJPFunction(bwd, res))
 
 
 def vjp(fun: Callable, *primals, has_aux: bool = False):
@@ -152,7 +217,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     (out, vjp_fn, aux). The forward runs now; vjp_fn runs only the backward part, from the saved
     residuals."""
     name = fun_name(fun)
-    graph, leaves, _, out_tree = trace_pytree(fun, primals)
+    graph, leaves, _, out_tree, known = trace_for_call(fun, primals)  # known: Python control flow on values
     if has_aux and (out_tree.node is not tuple or len(out_tree.children) != 2):
         raise TransformError(f"vjp(has_aux=True) needs {name} to return a pair (out, aux), got {out_tree}",
                              user_location())
@@ -160,16 +225,13 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     mask = [dtypes.is_float(a.dtype) for a in avals]
     n_out = len(graph.outputs)
     forward, backward, _ = split_forward_backward(_differentiate(vjp_graph, graph, mask), len(leaves), n_out)
-    compiled = not is_tracing()
-    if compiled:
-        from ember.backends import get_backend
-        from ember.passes.pipeline import optimize
+    if not is_tracing() and not known:  # the residuals are read by every call of the pullback: never donated
+        from ember.backends.compile import compile_graph
 
-        backend = get_backend()
-        fwd_out = backend.compile(optimize(forward))(*[np.asarray(x) for x in leaves])
-        backward = backend.compile(optimize(backward))
+        fwd_out = compile_graph(forward, donate=())[0](*[np.asarray(x) for x in leaves])
     else:
         fwd_out = eval_graph(forward, list(leaves))
+    backward, hoisted = closure_convert(backward)  # values of this trace become residuals
     out_value = tree_unflatten(out_tree, fwd_out[:n_out])
     flags = iter(zip(avals, mask))
     primal_trees = []
@@ -177,8 +239,9 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         p_leaves, p_tree = tree_flatten(p)
         primal_trees.append((p_tree, [(m, a.shape, a.dtype) for a, m in (next(flags) for _ in p_leaves)]))
     ct_tree = out_tree.children[0] if has_aux else out_tree
-    fn = _VJPFunction(backward, fwd_out[n_out:], ct_tree, graph.out_avals, differentiable_outputs(graph),
-                      ct_tree.num_leaves, primal_trees, name, compiled)
+    bwd = _Backward(backward, ct_tree, graph.out_avals, differentiable_outputs(graph), ct_tree.num_leaves,
+                    primal_trees, name, compiled=not known)
+    fn = _VJPFunction(bwd, hoisted + list(fwd_out[n_out:]))
     return (out_value[0], fn, out_value[1]) if has_aux else (out_value, fn)
 
 
@@ -224,12 +287,16 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         jac = tree_unflatten(out_tree, per_out)
         return (jac, aux) if has_aux else jac
 
-    return Transformed(impl, fun, "jacrev")
+    return Transformed(impl, fun, "jacrev", (argnums, has_aux))
 
 
-def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """Second derivatives of scalar `fun`: jacrev of grad, so the rows are one batched backward pass."""
-    return jacrev(grad(fun, argnums), argnums)
+jacobian = jacrev
+
+
+def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """Second derivatives of `fun`: the Jacobian of its Jacobian, each entry of shape
+    out.shape + arg_i.shape + arg_j.shape (with has_aux, (hessian, aux))."""
+    return jacrev(jacrev(fun, argnums, has_aux), argnums, has_aux)
 
 
 def stop_gradient(x):

@@ -85,7 +85,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
             raise e.with_loc(user_location()) from None
         return tree_unflatten(out_tree, inline(batched, leaves))
 
-    return Transformed(impl, fun, "vmap")
+    return Transformed(impl, fun, "vmap", (in_axes, out_axes, axis_size))
 
 
 def _out_axes_per_leaf(out_axes, out_tree, graph) -> list:

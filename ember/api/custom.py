@@ -27,7 +27,7 @@ from ember.tracer.trace import Tracer, is_tracing, new_builder
 from ember.tree import tree_flatten, tree_unflatten
 
 
-def _closure_convert(graph: Graph) -> tuple[Graph, list]:
+def closure_convert(graph: Graph) -> tuple[Graph, list]:
     """Move consts that are values of an enclosing trace into leading inputs (array consts stay)."""
     hoisted = [(v, val) for v, val in zip(graph.consts, graph.const_values) if isinstance(val, Tracer)]
     if not hoisted:
@@ -91,9 +91,9 @@ class custom_vjp:
         ct_avals = [v.aval for v in primal.outputs]
         arg_trees = [tree_flatten(a)[1] for a in dyn]
         bwd = self._trace_bwd(name, nondiff, res_tree, res_avals, out_tree, ct_avals, dyn, arg_trees, primal)
-        primal, cp = _closure_convert(primal)
-        fwd, cf = _closure_convert(fwd)
-        bwd, cb = _closure_convert(bwd)
+        primal, cp = closure_convert(primal)
+        fwd, cf = closure_convert(fwd)
+        bwd, cb = closure_convert(bwd)
         outs = P.custom_vjp_call_p.bind(*cp, *cf, *cb, *leaves, primal=primal, fwd=fwd, bwd=bwd,
                                         num_consts=(len(cp), len(cf), len(cb)), name=name)
         return tree_unflatten(out_tree, outs)

@@ -1,8 +1,10 @@
 """`jit`: trace once per signature, optimize, compile with a backend, cache; `make_graph`, `dump`.
 
 The cache key is (pytree structure, shapes, dtypes and weak types of the array leaves, static argument
-values, backend, optimize); a call with a new key retraces. Inside another trace a jitted function is
-simply inlined, so transforms see through it.
+types and values, backend); a call with a new key retraces. Caches are bounded (LRU) and shared: they
+belong to the underlying function (held weakly) and the options, not to the wrapper object. Inside
+another trace a jitted function's graph (traced once per signature) is re-emitted, so transforms see
+through it.
 """
 
 from __future__ import annotations
@@ -10,21 +12,28 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from collections import namedtuple
+import threading
+import types
+import weakref
+from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
 from ember.api.tracing import fun_name, leaf_avals, to_array, trace_pytree
 from ember.backends import default_backend, get_backend
-from ember.errors import ArgumentError, TracerEscapeError, user_location
+from ember.backends.compile import compile_graph
+from ember.errors import ArgumentError, TracerEscapeError, TransformError, user_location
+from ember.passes.memory import MemoryReport
+from ember.passes.pipeline import disabled_passes
 from ember.passes.pipeline import optimize as run_pipeline
 from ember.passes.stages import Stage, StageRecorder, recording
 from ember.tracer.ir import Graph
-from ember.tracer.trace import Tracer, is_tracing
+from ember.tracer.trace import Tracer, eval_graph, is_tracing
 from ember.tree import PyTreeDef, tree_flatten, tree_unflatten
 
-CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "size"])
+CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "size", "maxsize"])
+DEFAULT_CACHE_SIZE = 128
 
 
 def _as_tuple(x) -> tuple:
@@ -39,13 +48,13 @@ class Lowered:
     """A traced and optimized function: its stages, graphs, text, dumps, and `compile()`."""
 
     def __init__(self, name: str, stages: list[Stage], in_tree: PyTreeDef, out_tree: PyTreeDef,
-                 backend: str, split_args: Callable):
+                 backend: str, statics: _Statics):
         self.name = name
         self.stages = stages
         self.in_tree = in_tree
         self.out_tree = out_tree
         self.backend = backend
-        self._split_args = split_args
+        self.statics = statics
         self._executable = None
 
     def stage(self, name: str) -> Stage:
@@ -65,7 +74,7 @@ class Lowered:
 
     @property
     def optimized(self) -> Graph:
-        """The graph after the optimization pipeline (the traced one when optimize=False)."""
+        """The graph after the pipeline (with optimize=False: the traced one with custom_vjp inlined)."""
         return self.stages[-1].graph
 
     def text(self, stage: str = "optimized") -> str:
@@ -89,21 +98,28 @@ class Lowered:
             raise NotImplementedError(f"the {self.backend} backend does not expose generated code")
         return src
 
+    def memory(self) -> MemoryReport:
+        """The memory plan's totals: peak bytes, buffers, bytes saved by in-place reuse."""
+        return MemoryReport.of(self.stages[-1].plan)
+
     def compile(self) -> Compiled:
         if self._executable is None:
-            self._executable = get_backend(self.backend).compile(self.optimized)
+            self._executable, _ = compile_graph(self.optimized, backend=self.backend, plan=self.stages[-1].plan,
+                                                source=self.stage("after inline").graph)
         return Compiled(self)
 
 
 class Compiled:
-    """A compiled function for one signature; call it with arguments of that signature."""
+    """A compiled function for one signature; call it with the dynamic arguments of that signature
+    (static arguments were fixed when lowering, as in JAX)."""
 
     def __init__(self, lowered: Lowered):
         self.lowered = lowered
 
     def __call__(self, *args, **kwargs):
         low = self.lowered
-        _, dyn, _ = low._split_args(args, kwargs)
+        self._reject_statics(args, kwargs)
+        dyn = (args, kwargs)
         leaves, tree = tree_flatten(dyn)
         avals = leaf_avals(leaves, dyn)
         expected = low.graph.in_avals
@@ -115,43 +131,163 @@ class Compiled:
         outs = low._executable(*[to_array(x) for x in leaves])
         return tree_unflatten(low.out_tree, outs)
 
+    def _reject_statics(self, args: tuple, kwargs: dict) -> None:
+        """A TypeError naming the static arguments the call passed again (by keyword, or as extra
+        positional arguments in their places)."""
+        st = self.lowered.statics
+        named = [f"keyword argument {k!r}" for k in kwargs if k in st.names]
+        if st.positions and len(args) == st.n_dynamic + len(st.positions):
+            named += [f"argument {i}" for i in st.positions]
+        if named:
+            raise ArgumentError(f"compiled {self.lowered.name} takes only its dynamic arguments, but the call "
+                                f"passes static {', '.join(named)} again; static arguments are fixed when "
+                                "lowering: drop them from the call (lower again for other values)", user_location())
+
+
+_Statics = namedtuple("_Statics", ["positions", "names", "n_dynamic"])
+
 
 class _Entry:
-    __slots__ = ("executable", "out_tree", "lowered")
+    __slots__ = ("executable", "out_tree", "lowered", "key", "fast_key", "used")
 
-    def __init__(self, executable, out_tree, lowered):
-        self.executable, self.out_tree, self.lowered = executable, out_tree, lowered
+    def __init__(self, executable, out_tree, lowered, key):
+        self.executable, self.out_tree, self.lowered, self.key = executable, out_tree, lowered, key
+        self.fast_key = None
+        self.used = 0
+
+
+class _Cache:
+    """The executables of one function under one set of options, least recently used first, and the
+    graphs it was traced to inside other traces. Shared by every wrapper over that function."""
+
+    def __init__(self, maxsize: int):
+        self.maxsize = maxsize
+        self.entries: dict = {}
+        self.fast: dict = {}  # (backend, (shape, dtype) per array argument) -> an entry of `entries`
+        self.graphs: OrderedDict = OrderedDict()  # signature inside a trace -> (graph, out_tree)
+        self.hits = self.misses = 0
+        self.clock = 0  # entry.used is the clock at its last use: least recently used = smallest
+        self._locks: dict = {}
+        self._guard = threading.Lock()
+
+    def touch(self, entry: _Entry) -> None:
+        self.hits += 1
+        self.clock += 1
+        entry.used = self.clock
+
+    def add(self, entry: _Entry) -> None:
+        """Insert `entry`, evicting the least recently used ones (rare: a scan only when compiling, so
+        a hit costs no hashing of the key)."""
+        self.clock += 1
+        entry.used = self.clock
+        self.entries[entry.key] = entry
+        while len(self.entries) > self.maxsize:
+            old = min(self.entries.values(), key=lambda e: e.used)
+            del self.entries[old.key]
+            if old.fast_key is not None:
+                self.fast.pop(old.fast_key, None)
+
+    def lock(self, key) -> threading.Lock:
+        """The lock under which signature `key` is traced and compiled once, even from many threads."""
+        with self._guard:
+            return self._locks.setdefault(key, threading.Lock())
+
+    def add_graph(self, key, graph_and_tree) -> None:
+        self.graphs[key] = graph_and_tree
+        while len(self.graphs) > self.maxsize:
+            self.graphs.popitem(last=False)
+
+    def clear(self) -> None:
+        self.entries.clear()
+        self.fast.clear()
+        self.graphs.clear()
+        self.hits = self.misses = 0
+
+
+_shared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def shared_cache(root, key, maxsize: int) -> _Cache:
+    """The cache for `root` (the user's function, held weakly) under `key` (transforms and options);
+    a private one when `root` cannot be weakly referenced or `key` is not hashable."""
+    try:
+        per_fun = _shared.get(root)
+        if per_fun is None:
+            per_fun = _shared[root] = {}
+        key = (key, maxsize)
+        cache = per_fun.get(key)
+    except TypeError:
+        return _Cache(maxsize)
+    if cache is None:
+        cache = per_fun[key] = _Cache(maxsize)
+    return cache
+
+
+def _static_key(v):
+    """A cache key for a static value that tells apart equal values of different types (1, True, 1.0),
+    recursively through tuples, and signed zeros."""
+    if isinstance(v, tuple):
+        return (type(v), tuple(_static_key(x) for x in v))
+    if isinstance(v, float):
+        return (type(v), float(v).hex())
+    return (type(v), v)
+
+
+def _static_numbers(fun: Callable, static_argnums, static_argnames) -> tuple[frozenset, frozenset]:
+    """The static positions and names of `fun`, each given either way; out-of-range numbers and unknown
+    names raise a ValueError now, as in JAX, when the signature allows checking them."""
+    nums = {int(i) for i in _as_tuple(static_argnums)}
+    names = set(_as_tuple(static_argnames))
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return frozenset(nums), frozenset(names)
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    var_pos = any(p.kind == p.VAR_POSITIONAL for p in params)
+    var_kw = any(p.kind == p.VAR_KEYWORD for p in params)
+    n = len(positional)
+    bad = sorted(i for i in nums if i < -n or (i >= n and not var_pos))
+    if bad:
+        raise TransformError(f"jit of {fun_name(fun)} has static_argnums={tuple(sorted(nums))}, but "
+                             f"{fun_name(fun)} takes only {n} positional argument(s), so {bad} is out of range",
+                             user_location())
+    unknown = sorted(k for k in names if k not in {p.name for p in params if p.kind != p.POSITIONAL_ONLY})
+    if unknown and not var_kw:
+        raise TransformError(f"jit of {fun_name(fun)} has static_argnames {unknown}, which {fun_name(fun)} does "
+                             f"not take; its parameters are {[p.name for p in params]}", user_location())
+    nums = {i % n if i < 0 else i for i in nums}
+    names |= {positional[i] for i in nums if i < n}
+    nums |= {positional.index(k) for k in names if k in positional}
+    return frozenset(nums), frozenset(names)
 
 
 class Jitted:
     """The result of `jit(fun)`: call it, `lower(...)` it, or look at `cache_info()`."""
 
     def __init__(self, fun: Callable, static_argnums=(), static_argnames=(), donate_argnums=(),
-                 backend: str | None = None, optimize: bool = True):
+                 backend: str | None = None, optimize: bool = True, disable_passes: Iterable[str] = (),
+                 cache_size: int = DEFAULT_CACHE_SIZE, cache_key=None):
         functools.update_wrapper(self, fun)
         self._fun = fun
         self._backend = backend
-        self._optimize = optimize
-        nums = {int(i) for i in _as_tuple(static_argnums)}
-        names = set(_as_tuple(static_argnames))
-        try:
-            params = list(inspect.signature(fun).parameters.values())
-        except (TypeError, ValueError):
-            params = []
-        positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        nums = {i if i >= 0 else len(positional) + i for i in nums}
-        for i in nums:
-            if i < len(positional):
-                names.add(positional[i])
-        for n in list(names):
-            if n in positional:
-                nums.add(positional.index(n))
-        self._static_nums = frozenset(nums)
-        self._static_names = frozenset(names)
+        self._disabled = disabled_passes(optimize, disable_passes)
+        if not isinstance(cache_size, int) or cache_size < 1:
+            raise ValueError(f"jit cache_size must be a positive int, got {cache_size!r}")
+        self._static_nums, self._static_names = _static_numbers(fun, static_argnums, static_argnames)
         self.donate_argnums = tuple(sorted(int(i) for i in _as_tuple(donate_argnums)))
-        self._cache: dict = {}
-        self._fast: dict = {}  # (backend, (shape, dtype) per array argument) -> the same entries
-        self._hits = self._misses = 0
+        options = ("jit", self._static_nums, self._static_names, self.donate_argnums, backend, self._disabled)
+        root, chain = cache_key if cache_key is not None else (fun, ())
+        self._key = (root, chain + (options,))
+        self._cache = shared_cache(*self._key, cache_size)
+
+    def _cache_key(self):
+        """(the underlying function, the transforms and options over it): what the cache is shared by."""
+        return self._key
+
+    def __get__(self, obj, objtype=None):
+        """`@jit` on a method: accessed through an instance, a bound method passing the instance first
+        (mark it static with static_argnums=0, or make the class a pytree, e.g. a dataclass)."""
+        return self if obj is None else types.MethodType(self, obj)
 
     # -- arguments -------------------------------------------------------------------------------
     def _split_args(self, args: tuple, kwargs: dict):
@@ -162,7 +298,7 @@ class Jitted:
         static_kw = tuple(sorted((k, v) for k, v in kwargs.items() if k in self._static_names))
         dyn_args = tuple(a for i, a in enumerate(args) if i not in self._static_nums)
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self._static_names}
-        key = (static_pos, static_kw)
+        key = tuple((i, _static_key(v)) for i, v in static_pos + static_kw)
         try:
             hash(key)
         except TypeError:
@@ -184,27 +320,34 @@ class Jitted:
                                     "(it escaped from an earlier trace, e.g. stored in a global); return it "
                                     "from the traced function instead", user_location())
 
-    def _call_fun(self, statics, dyn_args, dyn_kwargs):
+    def _with_statics(self, statics) -> Callable:
+        """`fun` of the dynamic arguments only, with the static values put back in their places."""
         if statics is None:
-            return self._fun(*dyn_args, **dyn_kwargs)
+            return self._fun
         static_pos, static_kw = statics
-        args = list(dyn_args)
-        for i, v in static_pos:
-            args.insert(i, v)
-        return self._fun(*args, **dyn_kwargs, **dict(static_kw))
+
+        def fun(*dyn_args, **dyn_kwargs):
+            args = list(dyn_args)
+            for i, v in static_pos:
+                args.insert(i, v)
+            return self._fun(*args, **dyn_kwargs, **dict(static_kw))
+
+        fun.__name__ = fun_name(self._fun)
+        return fun
 
     # -- calls -----------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         if is_tracing():
-            return self._fun(*args, **kwargs)
+            return self._call_traced(args, kwargs)
         backend = self._backend or default_backend()
+        cache = self._cache
         # Fast path for the common call f(array, array, ...): no pytree flattening.
         fast_key = None
         if not kwargs and not self._static_nums and all(type(x) is np.ndarray for x in args):
             fast_key = (backend,) + tuple((x.shape, x.dtype) for x in args)
-            entry = self._fast.get(fast_key)
+            entry = cache.fast.get(fast_key)
             if entry is not None:
-                self._hits += 1
+                cache.touch(entry)
                 return tree_unflatten(entry.out_tree, entry.executable(*args))
         static_key, dyn, _ = self._split_args(args, kwargs)
         leaves, in_tree = tree_flatten(dyn)
@@ -213,49 +356,94 @@ class Jitted:
         arrays = [to_array(x) for x in leaves]
         key = (in_tree, tuple((a.shape, a.dtype, not isinstance(x, np.ndarray) and not isinstance(x, np.generic))
                               for a, x in zip(arrays, leaves)), static_key, backend)
-        entry = self._cache.get(key)
+        entry = cache.entries.get(key)
         if entry is None:
-            self._misses += 1
-            lowered = self.lower(*args, **kwargs)
-            lowered.compile()
-            entry = self._cache[key] = _Entry(lowered._executable, lowered.out_tree, lowered)
-            dump_dir = os.environ.get("EMBER_DUMP_DIR")
-            if dump_dir:
-                name = getattr(self, "__name__", fun_name(self._fun))
-                lowered.dump(_dump_path(dump_dir, f"{_safe(name)}_{self._misses}"))
+            entry = self._compile(key, args, kwargs)
         else:
-            self._hits += 1
-        if fast_key is not None:
-            self._fast[fast_key] = entry
+            cache.touch(entry)
+        if fast_key is not None and key in cache.entries:
+            entry.fast_key = fast_key
+            cache.fast[fast_key] = entry
         return tree_unflatten(entry.out_tree, entry.executable(*arrays))
+
+    def _compile(self, key, args: tuple, kwargs: dict) -> _Entry:
+        """Trace, optimize and compile one signature, once (a second thread waits and finds it)."""
+        cache = self._cache
+        try:
+            with cache.lock(key):
+                entry = cache.entries.get(key)
+                if entry is not None:
+                    cache.touch(entry)
+                    return entry
+                cache.misses += 1
+                lowered = self.lower(*args, **kwargs)
+                lowered.compile()
+                entry = _Entry(lowered._executable, lowered.out_tree, lowered, key)
+                cache.add(entry)
+        finally:
+            with cache._guard:
+                cache._locks.pop(key, None)
+        dump_dir = os.environ.get("EMBER_DUMP_DIR")
+        if dump_dir:
+            name = getattr(self, "__name__", fun_name(self._fun))
+            lowered.dump(_dump_path(dump_dir, f"{_safe(name)}_{cache.misses}"))
+        return entry
+
+    def _call_traced(self, args: tuple, kwargs: dict):
+        """Inside another trace: trace `fun` once per signature (abstractly, even where the enclosing
+        trace knows values) and re-emit its graph into the enclosing trace. A graph that closes over
+        a value of the enclosing trace is not kept: it is valid only in that trace."""
+        static_key, (dyn_args, dyn_kwargs), statics = self._split_args(args, kwargs)
+        leaves, in_tree = tree_flatten((dyn_args, dyn_kwargs))
+        avals = leaf_avals(leaves, (dyn_args, dyn_kwargs))
+        key = (in_tree, tuple(avals), static_key)
+        found = self._cache.graphs.get(key)
+        if found is None:
+            graph, _, _, out_tree = trace_pytree(self._with_statics(statics), dyn_args, dyn_kwargs, avals, known=False)
+            found = (graph, out_tree)
+            if not any(isinstance(c, Tracer) for c in graph.const_values):
+                self._cache.add_graph(key, found)
+        else:
+            self._cache.graphs.move_to_end(key)
+        graph, out_tree = found
+        return tree_unflatten(out_tree, eval_graph(graph, leaves))
 
     def lower(self, *args, **kwargs) -> Lowered:
         """Trace and optimize for these arguments, without running; see Lowered."""
-        static_key, dyn, statics = self._split_args(args, kwargs)
+        _, dyn, statics = self._split_args(args, kwargs)
         dyn_args, dyn_kwargs = dyn
         if not all(_is_array_leaf(x) for x in tree_flatten(dyn)[0]):
             self._check_leaves(args, kwargs)
-
-        def fun(*a, **kw):
-            return self._call_fun(statics, a, kw)
-
-        fun.__name__ = fun_name(self._fun)
         with recording(StageRecorder()) as rec:
-            graph, _, in_tree, out_tree = trace_pytree(fun, dyn_args, dyn_kwargs)
+            graph, _, in_tree, out_tree = trace_pytree(self._with_statics(statics), dyn_args, dyn_kwargs, known=False)
             rec.add("traced", graph)
-            if self._optimize:
-                run_pipeline(graph)
-        return Lowered(fun_name(self._fun), rec.stages, in_tree, out_tree, self._backend or default_backend(),
-                       self._split_args)
+            run_pipeline(graph, self._flat_donate(args), self._disabled)
+        static_pos, static_kw = statics or ((), ())
+        info = _Statics(tuple(i for i, _ in static_pos), frozenset(k for k, _ in static_kw) | self._static_names,
+                        len(dyn_args))
+        return Lowered(fun_name(self._fun), rec.stages, in_tree, out_tree, self._backend or default_backend(), info)
+
+    def _flat_donate(self, args: tuple) -> list[int]:
+        """donate_argnums as indices into the flat inputs (the leaves of the dynamic arguments)."""
+        flat, start = [], 0
+        for i, a in enumerate(args):
+            if i in self._static_nums:
+                continue
+            n = len(tree_flatten(a)[0])
+            if i in self.donate_argnums:
+                flat += range(start, start + n)
+            start += n
+        return flat
 
     def cache_info(self) -> CacheInfo:
-        """hits: calls served from the cache; misses: traces (one per new signature); size: entries."""
-        return CacheInfo(self._hits, self._misses, len(self._cache))
+        """hits: calls served from the cache; misses: traces (one per new signature); size: entries;
+        maxsize: the bound (least recently used entries go first). Shared by every jit of the same
+        function with the same options."""
+        c = self._cache
+        return CacheInfo(c.hits, c.misses, len(c.entries), c.maxsize)
 
     def clear_cache(self) -> None:
         self._cache.clear()
-        self._fast.clear()
-        self._hits = self._misses = 0
 
     def __repr__(self):
         return f"<jit of {fun_name(self._fun)}>"
@@ -291,13 +479,17 @@ def _safe(name: str) -> str:
 
 
 def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), donate_argnums=(),
-        backend: str | None = None, optimize: bool = True):
+        backend: str | None = None, optimize: bool = True, disable_passes: Iterable[str] = (),
+        cache_size: int = DEFAULT_CACHE_SIZE):
     """Compile `fun`: trace it once per signature, optimize the graph and run it on `backend`.
 
     Usable as `jit(f)`, `@jit` or `@jit(static_argnums=...)`. `optimize=False` skips every
-    optimization pass (the baseline passes are compared against). `donate_argnums` names arguments
+    optimization pass (the baseline passes are compared against); `disable_passes` skips the named
+    ones (simplify, cse, dce, fusion, inplace). `donate_argnums` names arguments
     whose buffers the compiled function may reuse; the numpy backend never writes into arguments, so
-    it is accepted and recorded for the in-place memory plan.
+    it is accepted and recorded for the in-place memory plan. At most `cache_size` signatures stay
+    compiled (least recently used first out); every jit of the same function with the same options
+    shares them, and inside another trace the function is traced once per signature.
 
     NumPy arrays that `fun` closes over (globals, closure variables) are constants of the graph: their
     values are copied when `fun` is traced, so mutating such an array afterwards does not change
@@ -306,10 +498,12 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), d
     """
     if fun is None:
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
-                             donate_argnums=donate_argnums, backend=backend, optimize=optimize)
+                             donate_argnums=donate_argnums, backend=backend, optimize=optimize,
+                             disable_passes=disable_passes, cache_size=cache_size)
     if backend is not None:
         get_backend(backend)  # fail early on an unknown name
-    return Jitted(fun, static_argnums, static_argnames, donate_argnums, backend, optimize)
+    return Jitted(fun, static_argnums, static_argnames, donate_argnums, backend, optimize, disable_passes,
+                  cache_size)
 
 
 def make_graph(fun: Callable, static_argnums=()) -> Callable[..., Graph]:

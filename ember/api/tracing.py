@@ -1,5 +1,6 @@
-"""Pytree-level tracing shared by jit and the transforms: argument checks, avals, and
-`trace_pytree(fun, args) -> (Graph, leaves, in_tree, out_tree)`."""
+"""Pytree-level tracing shared by jit and the transforms: argument checks, avals,
+`trace_pytree(fun, args) -> (Graph, leaves, in_tree, out_tree)`, and the known-values fallback that
+runs Python control flow on values when a transform is called outside jit."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember.errors import ArgumentError, DTypeError, user_location
+from ember.errors import ArgumentError, ConcretizationError, DTypeError, TracerEscapeError, user_location
 from ember.tracer import dtypes
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph
 from ember.tracer.prims._util import PY_SCALARS as _PY_SCALARS
-from ember.tracer.trace import Tracer, eval_graph, is_tracing, new_builder
+from ember.tracer.trace import Tracer, current_builder, eval_graph, is_tracing, new_builder
 from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 
@@ -100,13 +101,39 @@ def flatten_outputs(out, name: str) -> tuple[list, PyTreeDef]:
     return leaves, treedef
 
 
+def _known_inputs(known: bool | None, leaves: Sequence, avals: Sequence[ShapedArray]) -> list | None:
+    """The concrete value of each input for a known-values trace, or None for an abstract one.
+    `known=None` inherits the enclosing trace's mode; an input whose aval differs from its leaf's
+    (a vmapped argument) or whose value is unknown stays abstract. A concrete leaf is an input of
+    the outermost known trace: the differentiated values are marked by the trace of the transform."""
+    if known is None:
+        b = current_builder()
+        known = b is not None and b.known is not None
+    if not known:
+        return None
+    values = []
+    for x, a in zip(leaves, avals):
+        if isinstance(x, Tracer):
+            v = x.known_value() if x.aval.shape == a.shape and x.aval.dtype == a.dtype else None
+        else:
+            v = to_array(x)
+            v = v if v.shape == a.shape and dtypes.canonicalize(v.dtype) == a.dtype else None
+        values.append(v)
+    return values
+
+
 def trace_pytree(fun: Callable, args: tuple, kwargs: dict | None = None,
-                 avals: Sequence[ShapedArray] | None = None) -> tuple[Graph, list, PyTreeDef, PyTreeDef]:
-    """Trace `fun(*args, **kwargs)` with one graph input per array leaf of (args, kwargs)."""
+                 avals: Sequence[ShapedArray] | None = None, known: bool | None = None,
+                 differentiated: Sequence[bool] | None = None) -> tuple[Graph, list, PyTreeDef, PyTreeDef]:
+    """Trace `fun(*args, **kwargs)` with one graph input per array leaf of (args, kwargs). With
+    `known` (by default: when the enclosing trace knows values) the trace also evaluates every node;
+    `differentiated` flags the leaves a transform differentiates (their values must not become
+    Python floats), besides those that depend on the enclosing trace's differentiated values."""
     kwargs = kwargs or {}
     leaves, in_tree = tree_flatten((args, kwargs))
     if avals is None:
         avals = leaf_avals(leaves, (args, kwargs))
+    values = _known_inputs(known, leaves, avals)
     name = fun_name(fun)
     out = OutTree()
 
@@ -116,32 +143,108 @@ def trace_pytree(fun: Callable, args: tuple, kwargs: dict | None = None,
         flat, out.treedef = flatten_outputs(res, name)
         return flat
 
-    with new_builder() as b:
-        ins = [b.new_input(a) for a in avals]
+    diff = [bool(d) or (isinstance(x, Tracer) and x.differentiated())
+            for x, d in zip(leaves, differentiated or [False] * len(leaves))]
+    with new_builder(values is not None) as b:
+        ins = [b.new_input(a, v, d) for a, v, d in zip(avals, values or [None] * len(avals), diff)]
         graph = b.build(flat_fun(*ins))
     return graph, leaves, in_tree, out.treedef
 
 
+def trace_for_call(fun: Callable, args: tuple) -> tuple[Graph, list, PyTreeDef, PyTreeDef, bool]:
+    """`trace_pytree` plus a flag: outside any trace, a function that needs concrete values (Python
+    control flow on them) is traced again with its values known (True), a graph for this call only."""
+    diff = [dtypes.is_float(a.dtype) for a in leaf_avals(tree_flatten(args)[0], (args, {}))]  # vjp: every float
+    try:
+        return (*trace_pytree(fun, args, differentiated=diff), False)
+    except ConcretizationError:
+        if is_tracing():
+            raise
+    return (*trace_pytree(fun, args, known=True, differentiated=diff), True)
+
+
+def call_with_known_values(fun: Callable, args: tuple, kwargs: dict):
+    """Run `fun` on concrete arguments in a trace that evaluates every node on the numpy reference as
+    it is emitted, so Python control flow on values works; nothing is cached or compiled."""
+    leaves, in_tree = tree_flatten((args, kwargs))
+    avals = leaf_avals(leaves, (args, kwargs))
+    with new_builder(known=True) as b:
+        ins = [b.new_input(a, to_array(x)) for a, x in zip(avals, leaves)]
+        a, kw = tree_unflatten(in_tree, ins)
+        flat, treedef = flatten_outputs(fun(*a, **kw), fun_name(fun))
+        values = [_concrete_output(x) for x in flat]
+    return tree_unflatten(treedef, values)
+
+
+def _concrete_output(x) -> np.ndarray:
+    """An output of a known-values call as a fresh array (never an argument's own buffer)."""
+    if isinstance(x, Tracer):
+        v = x.known_value()
+        if v is None:
+            raise TracerEscapeError("a function evaluated with values known returned a traced value of another "
+                                    "trace (it escaped from it); return values computed from the arguments",
+                                    user_location())
+        return np.array(v, copy=True)
+    return np.array(to_array(x), copy=True)
+
+
+_MAX_REMEMBERED = 256
+
+
+def _signature(args: tuple, kwargs: dict):
+    """Structure and avals of a call: an abstract trace fails or succeeds alike for every call with it."""
+    leaves, tree = tree_flatten((args, kwargs))
+    return tree, tuple(leaf_avals(leaves, (args, kwargs)))
+
+
+def cache_key_of(fun: Callable):
+    """(root function, chain of (transform, options)) naming the compiled cache of `fun`, or None when
+    it cannot be shared (a transform without hashable options)."""
+    key = getattr(fun, "_cache_key", None)
+    return key() if callable(key) else (fun, ())
+
+
 class Transformed:
     """A transformed function (grad, vmap, ...): inlined while tracing, compiled and cached by an
-    implicit jit when called with concrete arrays."""
+    implicit jit when called with concrete arrays; its cache is shared by every wrapper of the same
+    function with the same options. A call that needs concrete values (Python control flow on them)
+    falls back to evaluating with values known, for that call only."""
 
-    def __init__(self, impl: Callable, wrapped: Callable, kind: str):
+    def __init__(self, impl: Callable, wrapped: Callable, kind: str, options=None):
         functools.update_wrapper(self, wrapped)
         self._impl = impl
         self._kind = kind
+        self._options = options
         self._jitted = None
+        self._needs_values: set = set()  # signatures whose trace needed concrete values
 
     def __call__(self, *args, **kwargs):
         if is_tracing():
             return self._impl(*args, **kwargs)
-        return self._jit()(*args, **kwargs)
+        if self._needs_values and _signature(args, kwargs) in self._needs_values:
+            return call_with_known_values(self._impl, args, kwargs)
+        try:
+            return self._jit()(*args, **kwargs)
+        except ConcretizationError:
+            if len(self._needs_values) >= _MAX_REMEMBERED:
+                self._needs_values.clear()
+            self._needs_values.add(_signature(args, kwargs))
+            return call_with_known_values(self._impl, args, kwargs)
+
+    def _cache_key(self):
+        if self._options is None:
+            return None
+        inner = cache_key_of(self.__wrapped__)
+        if inner is None:
+            return None
+        root, chain = inner
+        return root, chain + ((self._kind, self._options),)
 
     def _jit(self):
         if self._jitted is None:
-            from ember.api.jit import jit
+            from ember.api.jit import Jitted
 
-            self._jitted = jit(self._impl)
+            self._jitted = Jitted(self._impl, cache_key=self._cache_key())
             self._jitted.__name__ = f"{self._kind}({fun_name(self.__wrapped__)})"
         return self._jitted
 

@@ -1,4 +1,5 @@
-"""Backend registry: `compile(graph, plan=None) -> Executable`, selected by name.
+"""Backend registry: `compile(graph, plan) -> Executable`, selected by name. jit and vjp reach a
+backend only through `ember.backends.compile.compile_graph`, which lowers the graph and computes the plan.
 
 An Executable is called with flat arrays and returns a list of flat arrays that the caller owns:
 never an argument, a constant or a read-only view, and never the same array twice (writing into one
@@ -12,6 +13,7 @@ import os
 from collections.abc import Callable
 from typing import Protocol
 
+from ember.passes.memory import Plan
 from ember.tracer.ir import Graph
 
 
@@ -22,7 +24,7 @@ class Executable(Protocol):
 class Backend(Protocol):
     name: str
 
-    def compile(self, graph: Graph, plan=None) -> Executable: ...
+    def compile(self, graph: Graph, plan: Plan | None = None) -> Executable: ...
 
 
 _loaders: dict[str, Callable[[], Backend]] = {}

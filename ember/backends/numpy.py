@@ -2,7 +2,7 @@
 
 It is the oracle every optimized or compiled path is tested against. `compile` generates one
 straight-line Python function per graph (one call per node, values in local variables, released
-with `del` after their last use), so a call costs one Python frame rather than an interpreter loop;
+with `del` where the memory plan frees them), so a call costs one Python frame rather than an interpreter loop;
 `NumpyExecutable.source` shows that code.
 """
 
@@ -12,6 +12,7 @@ import functools
 
 import numpy as np
 
+from ember.passes.memory import Plan, plan_memory
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Literal, Var
 from ember.tracer.primitive import impl_rules
@@ -28,8 +29,10 @@ VIEW_PRIMS = frozenset({P.broadcast_in_dim_p, P.reshape_p, P.transpose_p, P.slic
 class NumpyExecutable:
     """A graph compiled to a Python function over NumPy arrays."""
 
-    def __init__(self, graph: Graph, check: bool | None = None):
+    def __init__(self, graph: Graph, plan: Plan | None = None, check: bool | None = None):
         self.graph = graph
+        plan = plan if plan is not None else plan_memory(graph)
+        external = set(graph.inputs) | set(graph.consts)
         self.check = CHECK if check is None else check
         namespace: dict = {"_array": np.array, "_asarray": np.asarray, "_check": _check}
         names: dict[Var, str] = {}
@@ -52,12 +55,6 @@ class NumpyExecutable:
                 return literals[key]
             return names[a]
 
-        last_use: dict[Var, int] = {}
-        for j, node in enumerate(graph.nodes):
-            for a in node.inputs:
-                if isinstance(a, Var):
-                    last_use[a] = j
-        keep = set(graph.inputs) | set(graph.consts) | {v for v in graph.outputs if isinstance(v, Var)}
         for j, node in enumerate(graph.nodes):
             fn = impl_rules[node.prim]
             namespace[f"f{j}"] = functools.partial(fn, **node.params) if node.params else fn
@@ -74,14 +71,12 @@ class NumpyExecutable:
                 namespace[f"n{j}"] = node
                 result = f"({target})" if node.prim.multiple_results else target
                 lines.append(f"    _check(n{j}, {result})")
-            dead = [names[a] for a in dict.fromkeys(node.inputs)
-                    if isinstance(a, Var) and last_use.get(a) == j and a not in keep]
+            dead = [names[v] for v in plan.frees[j] if v not in external]  # the caller holds inputs
             if dead:
                 lines.append(f"    del {', '.join(dead)}")
         # Outputs that may alias an input, a const or a read-only view, or that repeat an earlier
         # output, are copied: the caller owns every array it gets back.
         producer = {v: node for node in graph.nodes for v in node.outputs}
-        external = set(graph.inputs) | set(graph.consts)
         rets = []
         for i, a in enumerate(graph.outputs):
             copy = (isinstance(a, Literal) or a in external or (a in producer and producer[a].prim in VIEW_PRIMS)
@@ -111,8 +106,8 @@ def _check(node, res):
 class NumpyBackend:
     name = "numpy"
 
-    def compile(self, graph: Graph, plan=None) -> NumpyExecutable:
-        return NumpyExecutable(graph)
+    def compile(self, graph: Graph, plan: Plan | None = None) -> NumpyExecutable:
+        return NumpyExecutable(graph, plan)
 
 
 BACKEND = NumpyBackend()

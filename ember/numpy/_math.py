@@ -170,28 +170,74 @@ def _to_bool(x):
     return not_equal(x, 0)
 
 
+def fmod(x1, x2):
+    """Remainder with the sign of the dividend (C's fmod, exact for floats), as numpy.fmod."""
+    return elementwise(P.rem, "fmod", x1, x2)
+
+
 def floor_divide(x1, x2):
     """Division rounded toward -inf, as numpy.floor_divide (and the // operator)."""
-    x1, x2 = _promoted(x1, x2)
-    if dtypes.is_float(dtype_weak(x1)[0]):
-        return floor(divide(x1, x2))
-    q = elementwise(P.div, "floor_divide", x1, x2)  # integer div truncates toward zero
-    if dtype_weak(q)[0].kind == "u":
-        return q  # nothing is negative: truncation is flooring
-    r = subtract(x1, multiply(q, x2))
-    fix = logical_and(not_equal(r, 0), not_equal(less(r, 0), less(x2, 0)))
-    return where(fix, subtract(q, 1), q)
+    return _divmod(x1, x2, "floor_divide")[0]
 
 
 def remainder(x1, x2):
     """Remainder with the sign of the divisor, as numpy.remainder (and the % operator)."""
-    x1, x2 = _promoted(x1, x2)
-    if dtypes.is_float(dtype_weak(x1)[0]):
-        return subtract(x1, multiply(floor(divide(x1, x2)), x2))
-    return subtract(x1, multiply(floor_divide(x1, x2), x2))
+    return _divmod(x1, x2, "remainder")[1]
 
 
 mod = remainder
+
+
+def divmod(x1, x2):
+    """(x1 // x2, x1 % x2), as numpy.divmod (and Python's divmod on traced arrays)."""
+    return _divmod(x1, x2, "divmod")
+
+
+def _divmod(x1, x2, name: str):
+    """Floor quotient and remainder, both derived from fmod as NumPy does, so they agree with it bit
+    for bit (0.1 is not exact: 1 // 0.1 is 9). float16 is computed in float32, as NumPy does."""
+    x1, x2 = _promoted(x1, x2)
+    dt = dtype_weak(x1)[0]
+    if not dtypes.is_float(dt):
+        return _int_divmod(x1, x2, name)
+    if dt == np.float16:
+        q, r = _float_divmod(to_dtype(x1, np.dtype(np.float32)), to_dtype(x2, np.dtype(np.float32)), name)
+        return to_dtype(q, dt), to_dtype(r, dt)
+    return _float_divmod(x1, x2, name)
+
+
+def _int_divmod(x1, x2, name: str):
+    """Truncating quotient and remainder, moved down by one where the signs differ; a zero divisor
+    gives 0 and 0, as in NumPy."""
+    q, r = elementwise(P.div, name, x1, x2), elementwise(P.rem, name, x1, x2)
+    fix = logical_and(not_equal(r, 0), not_equal(less(r, 0), less(x2, 0)))
+    return where(fix, subtract(q, 1), q), where(fix, add(r, x2), r)
+
+
+def _float_divmod(a, b, name: str):
+    """NumPy's npy_divmod: fmod, (a - fmod) / b, the sign fix-up, then floor with the `> 0.5`
+    correction for a quotient just below an integer; zeros take the sign NumPy gives them, and a
+    zero divisor gives a / b and fmod. The quotient has zero gradient (as jnp.floor_divide)."""
+    fm = fmod(a, b)
+    div = divide(subtract(a, fm), b)
+    fix = logical_and(not_equal(fm, 0), not_equal(less(b, 0), less(fm, 0)))
+    mod = where(fix, add(fm, b), fm)
+    div = where(fix, subtract(div, 1.0), div)
+    mod = where(equal(fm, 0), _zero_with_sign_of(b, fm), mod)
+    floordiv = floor(div)
+    floordiv = where(greater(subtract(div, floordiv), 0.5), add(floordiv, 1.0), floordiv)
+    a_over_b = divide(a, b)
+    floordiv = where(equal(div, 0), multiply(a_over_b, 0.0), floordiv)  # copysign(0, a / b)
+    b_is_0 = equal(b, 0)
+    return P.stop_gradient(where(b_is_0, a_over_b, floordiv)), where(b_is_0, fm, mod)
+
+
+def _zero_with_sign_of(b, zero):
+    """copysign(0, b) for a nonzero `b`, with the derivative of `zero` (a zero, as JAX's remainder has
+    there). `r = stop_gradient(zero) - zero` is an exact +0 with derivative -d(zero); subtracting it
+    keeps the sign of a zero. No -0.0 literal is formed, even when `b` is a constant."""
+    r = subtract(P.stop_gradient(zero), zero)
+    return subtract(multiply(sign(b), P.stop_gradient(r)), r)
 
 
 def _promoted(*xs):

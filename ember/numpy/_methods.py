@@ -51,6 +51,7 @@ _METHODS = {
     "__truediv__": _binop(_math.divide), "__rtruediv__": _binop(_math.divide, True),
     "__floordiv__": _binop(_math.floor_divide), "__rfloordiv__": _binop(_math.floor_divide, True),
     "__mod__": _binop(_math.remainder), "__rmod__": _binop(_math.remainder, True),
+    "__divmod__": _binop(_math.divmod), "__rdivmod__": _binop(_math.divmod, True),
     "__pow__": _binop(_math.power), "__rpow__": _binop(_math.power, True),
     "__matmul__": _binop(_products.matmul), "__rmatmul__": _binop(_products.matmul, True),
     "__and__": _binop(_math.bitwise_and), "__rand__": _binop(_math.bitwise_and, True),

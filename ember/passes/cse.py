@@ -22,7 +22,7 @@ def cse(graph: Graph) -> Graph:
         if prev is not None:
             rename.update(zip(node.outputs, prev.outputs))
             continue
-        new = node if ins == node.inputs else Node(node.prim, ins, node.params, node.outputs, node.loc)
+        new = node if ins == node.inputs else Node(node.prim, ins, node.params, node.outputs, node.loc, node.role)
         seen[key] = new
         nodes.append(new)
     outs = [rename.get(v, v) if isinstance(v, Var) else v for v in graph.outputs]

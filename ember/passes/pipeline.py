@@ -1,15 +1,20 @@
-"""The optimization pipeline: the ordered list of graph -> graph passes jit runs after tracing.
+"""The optimization pipeline: `optimize(graph, donate) -> (Graph, Plan)`.
 
-Each pass is recorded as the stage "after <name>". Later passes (fusion, in-place, memory plan) are
-one entry each in PASSES.
+Lowering always runs: `inline` first (backends never see custom_vjp_call) and `memory` last (a plan
+is always computed). Between them the optimizations in PASSES run unless switched off by name
+(`disable_passes`) or all at once (`optimize=False` on jit, which disables every OPTIONAL pass).
+Each pass is recorded as the stage "after <name>"; only "after memory" carries the plan (the stages
+before memory planning have `plan=None`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from ember.passes.cse import cse
 from ember.passes.dce import dce
+from ember.passes.inline import inline
+from ember.passes.memory import Plan, plan_memory
 from ember.passes.simplify import simplify
 from ember.passes.stages import record
 from ember.tracer.ir import Graph
@@ -17,18 +22,52 @@ from ember.tracer.ir import Graph
 # Tests set this to verify the graph after every pass.
 VERIFY = False
 
+# The optimizations, in order; `fusion` and `inplace` are accepted names before they exist.
 PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("simplify", simplify),
     ("cse", cse),
     ("dce", dce),
 ]
+OPTIONAL = ("simplify", "cse", "dce", "fusion", "inplace")
 
 
-def optimize(graph: Graph) -> Graph:
-    """Run every pass in order, recording each result as a stage."""
-    for name, fn in PASSES:
-        graph = fn(graph)
-        if VERIFY:
-            graph.verify()
-        record(f"after {name}", graph)
+def check_pass_names(disable_passes: Iterable[str]) -> tuple[str, ...]:
+    """`disable_passes` as a tuple, or a ValueError naming the unknown names and the valid ones."""
+    names = (disable_passes,) if isinstance(disable_passes, str) else tuple(disable_passes)
+    unknown = [n for n in names if n not in OPTIONAL]
+    if unknown:
+        raise ValueError(f"disable_passes names unknown passes {unknown}; the passes that can be disabled "
+                         f"are {list(OPTIONAL)} (inline and memory always run)")
+    return names
+
+
+def disabled_passes(optimize: bool = True, disable_passes: Iterable[str] = ()) -> tuple[str, ...]:
+    """The passes jit's switches turn off: every optional one when `optimize` is False."""
+    names = check_pass_names(disable_passes)
+    return OPTIONAL if not optimize else names
+
+
+def stage_names(disable_passes: Iterable[str] = ()) -> list[str]:
+    """The stages `optimize` records with these passes disabled, in order."""
+    off = set(check_pass_names(disable_passes))
+    return ["after inline"] + [f"after {n}" for n, _ in PASSES if n not in off] + ["after memory"]
+
+
+def _run(name: str, fn: Callable[[Graph], Graph], graph: Graph) -> Graph:
+    graph = fn(graph)
+    if VERIFY:
+        graph.verify()
+    record(f"after {name}", graph)
     return graph
+
+
+def optimize(graph: Graph, donate: Iterable[int] = (), disable_passes: Iterable[str] = ()) -> tuple[Graph, Plan]:
+    """Run the pipeline on `graph` (`donate`: flat input indices the plan may overwrite)."""
+    off = set(check_pass_names(disable_passes))
+    graph = _run("inline", inline, graph)
+    for name, fn in PASSES:
+        if name not in off:
+            graph = _run(name, fn, graph)
+    plan = plan_memory(graph, donate)
+    record("after memory", graph, plan=plan)
+    return graph, plan

@@ -38,7 +38,7 @@ class _Context:
 
     def emit(self, prim, ins, params, like: Node) -> Var:
         out = Var(like.outputs[0].aval)
-        node = Node(prim, ins, params, (out,), like.loc)
+        node = Node(prim, ins, params, (out,), like.loc, like.role)
         self.nodes.append(node)
         self.producers[out] = node
         return out
@@ -188,7 +188,7 @@ def simplify(graph: Graph) -> Graph:
         if repl is not None:
             env[node.outputs[0]] = repl
             continue
-        new = node if ins == node.inputs else Node(node.prim, ins, node.params, node.outputs, node.loc)
+        new = node if ins == node.inputs else Node(node.prim, ins, node.params, node.outputs, node.loc, node.role)
         ctx.nodes.append(new)
         for v in new.outputs:
             ctx.producers[v] = new

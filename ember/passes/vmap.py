@@ -36,7 +36,7 @@ def batch_eval(graph: Graph, args: Sequence, dims: Sequence[int | None]) -> tupl
                 val, d = a.val, None
             vals.append(val)
             ds.append(d)
-        with b.at(node.loc):
+        with b.at(node.loc, node.role):
             if all(d is None for d in ds):
                 out, od = bind(node.prim, vals, node.params), None
                 od = [None] * len(out) if node.prim.multiple_results else None

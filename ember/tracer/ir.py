@@ -116,16 +116,22 @@ class Params(Mapping):
 
 
 class Node:
-    """One primitive application: `outputs = prim[params](*inputs)`, created at user line `loc`."""
+    """One primitive application: `outputs = prim[params](*inputs)`, created at user line `loc`.
 
-    __slots__ = ("prim", "inputs", "params", "outputs", "loc")
+    `role` says which part of a differentiated program made it ("active"/"inactive" forward work or
+    "backward"); like `loc` it is provenance that passes keep, so errors can say forward or backward.
+    """
 
-    def __init__(self, prim, inputs: Sequence[Atom], params: Params, outputs: Sequence[Var], loc=None):
+    __slots__ = ("prim", "inputs", "params", "outputs", "loc", "role")
+
+    def __init__(self, prim, inputs: Sequence[Atom], params: Params, outputs: Sequence[Var], loc=None,
+                 role: str | None = None):
         self.prim = prim
         self.inputs = tuple(inputs)
         self.params = params
         self.outputs = tuple(outputs)
         self.loc = loc
+        self.role = role
 
     def subgraphs(self) -> list[Graph]:
         """The Graphs held in this node's params (fusion bodies, custom rules), tuples included."""

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import operator
 import threading
 from collections.abc import Callable, Mapping, Sequence
 
@@ -44,9 +45,12 @@ def is_tracing() -> bool:
 
 
 class Builder:
-    """Collects the nodes of one graph under construction."""
+    """Collects the nodes of one graph under construction. With `known`, it also evaluates every node
+    on the values of its inputs (numpy reference), so Python control flow on values works (outside jit)."""
 
-    def __init__(self):
+    def __init__(self, known: bool = False):
+        self.known: dict[Var, np.ndarray] | None = {} if known else None
+        self.differentiated: set[Var] = set()  # known mode: values that depend on a differentiated input
         self.level = len(_stack())
         self.active = True
         self.inputs: list[Var] = []
@@ -60,9 +64,15 @@ class Builder:
         self.roles: dict[Node, str] = {}
 
     # -- values ----------------------------------------------------------------------------------
-    def new_input(self, aval: ShapedArray) -> Tracer:
+    def new_input(self, aval: ShapedArray, value=None, differentiated: bool = False) -> Tracer:
+        """A graph input; `value` is its concrete value when this builder evaluates with values known
+        (`differentiated`: a value being differentiated, which must not become a Python float)."""
         v = Var(aval)
         self.inputs.append(v)
+        if self.known is not None and value is not None:
+            self.known[v] = value
+            if differentiated:
+                self.differentiated.add(v)
         return Tracer(self, v)
 
     def _const(self, key_obj, value, aval: ShapedArray) -> Var:
@@ -73,6 +83,11 @@ class Builder:
             self.consts.append(v)
             self.const_values.append(value)
             self._keepalive.append(key_obj)
+            concrete = value.known_value() if isinstance(value, Tracer) else value
+            if self.known is not None and concrete is not None:
+                self.known[v] = concrete
+                if isinstance(value, Tracer) and value.differentiated():
+                    self.differentiated.add(v)
         return v
 
     def lift(self, x):
@@ -93,11 +108,29 @@ class Builder:
     # -- nodes -----------------------------------------------------------------------------------
     def emit(self, prim: Primitive, atoms, params: Params, out_avals, loc) -> list[Tracer]:
         outs = [Var(a) for a in out_avals]
-        node = Node(prim, atoms, params, outs, loc)
+        node = Node(prim, atoms, params, outs, loc, self.role)
         self.nodes.append(node)
         if self.role is not None:
             self.roles[node] = self.role
+        if self.known is not None:
+            self._evaluate(node)
         return [Tracer(self, v) for v in outs]
+
+    def _evaluate(self, node: Node) -> None:
+        """Known-values mode: compute the node's outputs with its numpy reference, when its inputs are known."""
+        vals = []
+        for a in node.inputs:
+            v = a.val if isinstance(a, Literal) else self.known.get(a)
+            if v is None:
+                return
+            vals.append(v)
+        out = impl_rules[node.prim](*vals, **node.params)
+        outs = out if node.prim.multiple_results else (out,)
+        for var, o in zip(node.outputs, outs):
+            self.known[var] = np.asarray(o, dtype=var.aval.dtype)
+        if node.prim.name not in _GRADIENT_BARRIERS and any(a in self.differentiated for a in node.inputs
+                                                            if isinstance(a, Var)):
+            self.differentiated.update(v for v in node.outputs if dtypes.is_float(v.aval.dtype))
 
     def build(self, outputs: Sequence) -> Graph:
         outs = [self.lift(o) for o in outputs]
@@ -115,6 +148,9 @@ class Builder:
             yield self
         finally:
             self.loc_override, self.role = saved
+
+
+_GRADIENT_BARRIERS = frozenset({"stop_gradient"})
 
 
 def to_atom_value(x, builder: Builder | None):
@@ -212,8 +248,8 @@ def _eager_result(out, aval: ShapedArray, operands) -> np.ndarray:
 # --- trace and evaluate ---------------------------------------------------------------------------
 
 @contextlib.contextmanager
-def new_builder():
-    b = Builder()
+def new_builder(known: bool = False):
+    b = Builder(known)
     stack = _stack()
     stack.append(b)
     try:
@@ -241,7 +277,7 @@ def eval_graph(graph: Graph, args: Sequence, role: str | None = None) -> list:
     for node in graph.nodes:
         ins = [env[a] if isinstance(a, Var) else a.val for a in node.inputs]
         if b is not None:
-            with b.at(node.loc, role):
+            with b.at(node.loc, role or node.role):
                 out = bind(node.prim, ins, node.params)
         else:
             out = bind(node.prim, ins, node.params)
@@ -310,26 +346,59 @@ class Tracer:
             raise TypeError("iteration over a 0-d traced array")
         return (self[i] for i in range(self.shape[0]))
 
+    def known_value(self) -> np.ndarray | None:
+        """The concrete value, when this tracer's trace evaluates with values known (outside jit)."""
+        b = self._builder
+        return b.known.get(self._var) if b.known is not None and b.active else None
+
+    def differentiated(self) -> bool:
+        """True for a known value that depends on an argument being differentiated."""
+        return self._var in self._builder.differentiated
+
+    def _no_lost_gradient(self, what: str) -> None:
+        """A differentiated value must not leave the trace as a Python number or NumPy array (its
+        gradient would silently be lost); JAX raises here too. bool/int/index stay allowed."""
+        if self.differentiated():
+            raise ConcretizationError(
+                f"a value of type {self.aval.str_short()} that depends on an argument being differentiated was "
+                f"converted to a {what}, which would lose its gradient; keep it an array and use ember.numpy "
+                "operations on it (or ember.stop_gradient it first)", user_location())
+
     def _concrete(self, what: str):
         raise ConcretizationError(f"a traced value of type {self.aval.str_short()} was used as a "
                                   f"Python {what}. {_ADVICE}", user_location())
 
     def __bool__(self):
+        if (v := self.known_value()) is not None:
+            return bool(v)
         self._concrete("bool (e.g. `if x > 0:`, `while`, `and`/`or`)")
 
     def __int__(self):
+        if (v := self.known_value()) is not None:
+            return int(v)
         self._concrete("int")
 
     def __float__(self):
+        if (v := self.known_value()) is not None:
+            self._no_lost_gradient("Python float")
+            return float(v)
         self._concrete("float")
 
     def __complex__(self):
+        if (v := self.known_value()) is not None:
+            self._no_lost_gradient("Python complex")
+            return complex(v)
         self._concrete("complex")
 
     def __index__(self):
+        if (v := self.known_value()) is not None:
+            return operator.index(v)
         self._concrete("index (e.g. range(x) or a list index)")
 
     def __array__(self, dtype=None, copy=None):
+        if (v := self.known_value()) is not None:
+            self._no_lost_gradient("NumPy array")
+            return np.array(v, dtype=dtype, copy=True)
         raise ConcretizationError(
             f"a traced value of type {self.aval.str_short()} was converted to a NumPy array (np.asarray, "
             "np.array or a NumPy function that is not a ufunc). Inside traced functions call "

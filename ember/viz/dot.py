@@ -1,5 +1,6 @@
 """Graphviz DOT for a graph: one box per node showing the op, its params, output types and the
-user's line; inputs, consts and outputs as ovals. Annotated stages (autodiff) color nodes by role."""
+user's line; inputs, consts and outputs as ovals. Annotated stages (autodiff) color nodes by role;
+with a memory plan each node also shows its values' buffer classes and sizes and what it frees."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def _short_params(node) -> str:
     return "\n".join(parts)
 
 
-def graph_to_dot(graph: Graph, name: str = "graph", annotations: Mapping | None = None) -> str:
+def graph_to_dot(graph: Graph, name: str = "graph", annotations: Mapping | None = None, plan=None) -> str:
     names = Namer()
     lines = [f'digraph "{_esc(name)}" {{', "  rankdir=TB;",
              '  node [shape=box, style="rounded,filled", fillcolor=white, fontname="monospace", fontsize=10];',
@@ -58,6 +59,11 @@ def graph_to_dot(graph: Graph, name: str = "graph", annotations: Mapping | None 
         label.append(" ".join(names.typed(v) for v in node.outputs))
         if node.loc:
             label.append(node.loc)
+        if plan is not None:
+            label.append(" ".join(f"{plan.buffer_class[v]} {plan.nbytes[v]}B" for v in node.outputs))
+            freed = plan.frees[j]
+            if freed:
+                label.append("frees " + " ".join(names(v) for v in freed))
         role = (annotations or {}).get(node)
         color = ROLE_COLORS.get(role, "white")
         role_text = f"\\n[{role}]" if role else ""

@@ -46,7 +46,7 @@ def write_stages(stages: Sequence[Stage], path: str, formats: Sequence[str] | No
         if "txt" in formats:
             written.append(_write(base + ".txt", stage_text(stage)))
         if "dot" in formats or want_svg:
-            dot = graph_to_dot(stage.graph, f"{name}: {stage.name}", stage.annotations)
+            dot = graph_to_dot(stage.graph, f"{name}: {stage.name}", stage.notes, stage.plan)
             if "dot" in formats:
                 written.append(_write(base + ".dot", dot))
             if want_svg:

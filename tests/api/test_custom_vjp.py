@@ -126,7 +126,9 @@ def test_custom_vjp_under_jit(x):
     f = ember.jit(ember.grad(_eam(sum2)))
     np.testing.assert_allclose(f(x), _eam_grad_by_hand(x), rtol=1e-12)
     names = [n.prim.name for n in f.lower(x).graph.nodes]
-    assert "custom_vjp_call" not in names  # differentiated: the rule was inlined
+    # differentiated: fwd and bwd are inlined; one custom_vjp_call stays for the value, so that a
+    # transform differentiating the value again still meets the rule
+    assert names.count("custom_vjp_call") == 1
 
 
 def test_custom_vjp_under_vmap(x):
@@ -255,3 +257,48 @@ def test_closing_over_a_non_differentiated_value_is_fine(x):
         return inner(y)
 
     np.testing.assert_allclose(ember.grad(outer)(x, 3 * x), 3 * x)
+
+
+# --- the rule survives when the value comes out of an inner transform ---------------------------
+
+def _scaled_sin():
+    """sin with a deliberately wrong rule (2 cos): a result that follows the rule cannot come from
+    plain autodiff of the primal."""
+    @ember.custom_vjp
+    def f(x):
+        return jnp.sin(x)
+
+    f.defvjp(lambda x: (f(x), x), lambda x, g: (2.0 * jnp.cos(x) * g,))
+    return f
+
+
+def _times_one():
+    @ember.custom_vjp
+    def f(x):
+        return x * 1.0
+
+    f.defvjp(lambda x: (f(x), None), lambda _, g: (3 * g,))
+    return f
+
+
+INNER_VALUE = {
+    "value_and_grad": lambda f: lambda x: ember.value_and_grad(f)(x)[0],
+    "vjp": lambda f: lambda x: ember.vjp(f, x)[0],
+    "vjp_has_aux": lambda f: lambda x: ember.vjp(lambda y: (f(y), f(y)), x, has_aux=True)[2],
+    "grad_has_aux": lambda f: lambda x: ember.grad(lambda y: (f(y), f(y)), has_aux=True)(x)[1],
+    "value_and_grad_has_aux": lambda f: lambda x: ember.value_and_grad(lambda y: (f(y), f(y)),
+                                                                       has_aux=True)(x)[0][1],
+}
+
+
+@pytest.mark.parametrize("inner", sorted(INNER_VALUE))
+def test_rule_survives_an_inner_transforms_value(inner):
+    """Issue 8: grad(lambda x: value_and_grad(f)(x)[0]) must use f's rule (JAX gives 3.0)."""
+    value_of = INNER_VALUE[inner]
+    np.testing.assert_allclose(ember.grad(value_of(_times_one()))(1.0), 3.0)
+    np.testing.assert_allclose(ember.jit(ember.grad(value_of(_times_one())))(1.0), 3.0)
+    f = _scaled_sin()
+    x = np.array([0.3, 1.1])
+    np.testing.assert_allclose(ember.vmap(ember.grad(value_of(f)))(x), 2 * np.cos(x), rtol=1e-12)
+    second = ember.grad(lambda y: ember.grad(value_of(f))(y))
+    np.testing.assert_allclose(second(np.float64(0.7)), -2 * np.sin(0.7), rtol=1e-12)

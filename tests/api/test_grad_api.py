@@ -250,6 +250,36 @@ def test_hessian_two_arguments(rng):
             np.testing.assert_allclose(H_row[k], np.stack(cols, axis=-1), rtol=1e-5, atol=1e-8)
 
 
+def test_hessian_of_a_non_scalar_function(rng):
+    """Shape out + in + in, as JAX: H[i, j, k] = d2 f_i / dx_j dx_k of f_i = sin(x_i) x_(n-1-i)."""
+    x = rng.standard_normal(3)
+    H = ember.hessian(lambda x: jnp.sin(x) * x[::-1])(x)
+    ref = np.zeros((3, 3, 3))
+    for i in range(3):
+        r = 2 - i
+        ref[i, i, i] -= np.sin(x[i]) * x[r]
+        ref[i, i, r] += np.cos(x[i])
+        ref[i, r, i] += np.cos(x[i])
+    np.testing.assert_allclose(H, ref, atol=1e-12)
+
+
+def test_hessian_and_jacrev_with_aux(rng):
+    x, y = rng.standard_normal(3), rng.standard_normal(3)
+    H, aux = ember.hessian(lambda x: (jnp.sum(x**3), {"twice": x * 2}), has_aux=True)(x)
+    np.testing.assert_allclose(H, np.diag(6 * x), atol=1e-12)
+    np.testing.assert_allclose(aux["twice"], 2 * x)
+    (jy, jx), aux = ember.jacrev(lambda x, y: (x * y**2, jnp.sum(y)), argnums=(1, 0), has_aux=True)(x, y)
+    np.testing.assert_allclose(jy, np.diag(2 * x * y), atol=1e-12)
+    np.testing.assert_allclose(jx, np.diag(y**2), atol=1e-12)
+    np.testing.assert_allclose(aux, np.sum(y))
+
+
+def test_jacobian_is_jacrev(rng):
+    x = rng.standard_normal(3)
+    assert ember.jacobian is ember.jacrev
+    np.testing.assert_allclose(ember.jacobian(jnp.sin)(x), np.diag(np.cos(x)), atol=1e-12)
+
+
 def test_grad_of_grad_scalar():
     d2 = ember.grad(ember.grad(jnp.sin))
     for x in (0.3, -1.2, 2.0):

@@ -8,7 +8,7 @@ import pytest
 
 import ember
 import ember.numpy as jnp
-from ember.passes.pipeline import PASSES
+from ember.passes.pipeline import stage_names
 from ember.tracer.ir import Graph
 from tests.helpers import all_nodes
 
@@ -114,7 +114,7 @@ def test_retrace_on_new_signature(first, second):
     assert f.cache_info().misses == 2
     f(second)
     f(first)
-    assert f.cache_info() == (3, 2, 2)
+    assert f.cache_info()[:3] == (3, 2, 2)
 
 
 def test_weak_type_changes_result_dtype():
@@ -132,7 +132,7 @@ def test_retrace_on_new_static_value():
     f(x, 2)
     f(x, 5)
     np.testing.assert_allclose(f(x, 5), 5 * x)
-    assert f.cache_info() == (2, 2, 2)
+    assert f.cache_info()[:3] == (2, 2, 2)
 
 
 def test_retrace_on_new_pytree_structure():
@@ -152,7 +152,7 @@ def test_clear_cache():
     f = ember.jit(lambda x: x + 1)
     f(np.ones(2))
     f.clear_cache()
-    assert f.cache_info() == (0, 0, 0)
+    assert f.cache_info()[:3] == (0, 0, 0)
     f(np.ones(2))
     assert f.cache_info().misses == 1
 
@@ -258,7 +258,7 @@ def test_optimize_false_same_results_and_traced_graph():
     fast, slow = ember.jit(f), ember.jit(f, optimize=False)
     np.testing.assert_allclose(fast(x, y), slow(x, y), rtol=1e-12)
     low = slow.lower(x, y)
-    assert low.stage_names == ["traced"]
+    assert low.stage_names == ["traced", "after inline", "after memory"]  # lowering always runs
     assert low.optimized is low.graph
     assert len(fast.lower(x, y).optimized.nodes) < len(low.graph.nodes)
 
@@ -271,7 +271,7 @@ def test_lower_exposes_graphs_text_and_stages():
     low = f.lower(x, y)
     assert isinstance(low.graph, Graph) and isinstance(low.optimized, Graph)
     assert low.stage_names[0] == "traced"
-    assert low.stage_names[1:] == [f"after {name}" for name, _ in PASSES]
+    assert low.stage_names[1:] == stage_names()
     assert {"after simplify", "after cse", "after dce"} <= set(low.stage_names)
     assert "mul" in _prims(low.graph) and "mul" not in _prims(low.optimized)  # x * 1.0 simplified
     assert [v.aval.shape for v in low.graph.inputs] == [(2, 3), (3, 4)]
@@ -301,7 +301,7 @@ def test_compile_runs_and_checks_argument_shapes():
 def test_compile_with_static_arguments():
     f = ember.jit(lambda x, n: x**n, static_argnums=1)
     compiled = f.lower(np.ones(2), 3).compile()
-    np.testing.assert_allclose(compiled(np.array([2.0, 3.0]), 3), [8.0, 27.0])
+    np.testing.assert_allclose(compiled(np.array([2.0, 3.0])), [8.0, 27.0])  # static n fixed at lowering
 
 
 def test_make_graph_returns_the_traced_graph():

@@ -111,6 +111,8 @@ BINARY = {
     "floor_divide": (np.floor_divide, "nonzero", True, ("i32", "i8")),
     "remainder": (np.remainder, "nonzero", True, ("i32", "i8")),
     "mod": (np.mod, "nonzero", True, ("i32",)),
+    "fmod": (np.fmod, "nonzero", True, ("i32", "i8")),
+    "divmod": (np.divmod, "nonzero", True, ("i32", "u8")),
     "bitwise_and": (np.bitwise_and, None, False, ("i32", "bool", "u8")),
     "bitwise_or": (np.bitwise_or, None, False, ("i32", "bool", "i8")),
 }
@@ -139,7 +141,8 @@ def _binary_cases():
             if dt not in ("bool", "u8"):
                 cases.append(Case(name, fn, ref, (A((4,), dt), 3 if d2 != "int" else -3), note="weak int"))
                 cases.append(Case(name, fn, ref, (-7, A((2, 2), dt, d2)), note="weak int left"))
-        if name not in ("bitwise_and", "bitwise_or", "floor_divide", "remainder", "mod", "power"):
+        if name not in ("bitwise_and", "bitwise_or", "floor_divide", "remainder", "mod", "fmod", "divmod",
+                        "power"):
             cases.append(Case(name, fn, ref, (A((2, 3), "i32"), A((3,), "f32", dom2)), note="int-float"))
             cases.append(Case(name, fn, ref, (A((4,), "i32"), 0.5), note="int with weak float"))
     cases += [

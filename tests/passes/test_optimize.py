@@ -12,7 +12,8 @@ import ember.numpy as jnp
 import ember.passes.simplify as simplify_module
 from ember.passes.cse import cse
 from ember.passes.dce import dce
-from ember.passes.pipeline import PASSES, optimize
+from ember.passes.memory import Plan
+from ember.passes.pipeline import PASSES, optimize, stage_names
 from ember.passes.simplify import FOLD_LIMIT, simplify
 from ember.tracer import ShapedArray, trace_flat
 
@@ -84,11 +85,58 @@ def test_simplify_keeps_broadcasts_of_scalars():
     assert all(v.aval.shape == () for v, val in zip(s.consts, s.const_values)), "a splat became a const"
 
 
-def test_pipeline_records_each_pass():
+def test_pipeline_records_each_pass_and_only_memory_carries_the_plan():
     low = ember.jit(lambda x: jnp.sum(jnp.exp(x) * 1.0)).lower(np.ones(3, np.float32))
-    assert low.stage_names == ["traced"] + [f"after {name}" for name, _ in PASSES]
+    assert low.stage_names == ["traced", "after inline"] + [f"after {name}" for name, _ in PASSES] + ["after memory"]
     assert low.optimized is low.stages[-1].graph
     assert low.stage("after dce").graph is low.optimized
+    assert isinstance(low.stage("after memory").plan, Plan)
+    assert all(s.plan is None for s in low.stages[:-1])
+
+
+def test_optimize_returns_graph_and_plan_with_donation():
+    g = _graph(lambda x, y: [jnp.exp(x) * 1.0 + y], (3,), (3,))
+    out, plan = optimize(g, donate=(1,))
+    assert _prims(out) == ["exp", "add"] and plan.schedule == out.nodes
+    assert plan.donated == (1,) and plan.buffer_class[out.inputs[1]] == "donated"
+    assert plan.buffer_class[out.inputs[0]] == "input"
+
+
+_PROGRAM = (lambda x: [jnp.exp(x * 1.0) + jnp.exp(x * 1.0)], (4,))
+
+
+@pytest.mark.parametrize("disabled, present, absent", [
+    ((), ["after simplify", "after cse", "after dce"], []),
+    (("simplify",), ["after cse", "after dce"], ["after simplify"]),
+    (("cse", "dce"), ["after simplify"], ["after cse", "after dce"]),
+    (("simplify", "cse", "dce", "fusion", "inplace"), [], ["after simplify", "after cse", "after dce"]),
+])
+def test_disable_passes_by_name(disabled, present, absent):
+    fn, shape = _PROGRAM
+    x = np.linspace(0, 1, 4)
+    f = ember.jit(lambda x: fn(x)[0], disable_passes=disabled)
+    low = f.lower(x)
+    names = low.stage_names
+    assert names[:2] == ["traced", "after inline"] and names[-1] == "after memory"
+    assert all(n in names for n in present) and not any(n in names for n in absent)
+    assert names[1:] == stage_names(disabled)
+    np.testing.assert_allclose(f(x), 2 * np.exp(x), rtol=1e-12)
+    if "cse" in disabled and "simplify" not in disabled:
+        assert _prims(low.optimized).count("exp") == 2
+
+
+def test_optimize_false_disables_every_optional_pass():
+    low = ember.jit(lambda x: x * 1.0, optimize=False).lower(np.ones(3))
+    assert low.stage_names == ["traced", "after inline", "after memory"]
+    assert _prims(low.optimized) == ["mul"] and low.stages[-1].plan is not None
+
+
+@pytest.mark.parametrize("bad", [("simplfy",), "cse2", ("dce", "fuse")])
+def test_unknown_pass_names_raise_a_clear_error(bad):
+    with pytest.raises(ValueError, match="disable_passes names unknown passes.*simplify.*inplace"):
+        ember.jit(lambda x: x, disable_passes=bad)
+    with pytest.raises(ValueError, match="unknown passes"):
+        optimize(_graph(lambda x: [x], (2,)), disable_passes=bad)
 
 
 PROGRAMS = {
@@ -136,6 +184,19 @@ def test_random_programs_optimize_to_the_same_values(steps):
 
 def test_optimize_is_idempotent_on_its_output():
     g = ember.make_graph(ember.grad(lambda x: jnp.sum(jnp.tanh(x) ** 2)))(np.ones(3))
-    once = optimize(g)
-    twice = optimize(once)
+    once, _ = optimize(g)
+    twice, _ = optimize(once)
     assert _prims(once) == _prims(twice)
+
+
+@pytest.mark.parametrize("wrap", [lambda g: g, ember.vmap], ids=["grad", "vmap_grad"])
+def test_autodiff_roles_survive_the_pipeline(wrap):
+    """Nodes keep their role (like their line) through inlining, simplify, CSE and DCE, so the
+    optimized graph still tells forward from backward work (debug_nans and dumps read it)."""
+    f = ember.jit(wrap(ember.grad(lambda x: jnp.sum(jnp.tanh(x) ** 2 * 1.0))))
+    x = np.ones((2, 3)) if wrap is ember.vmap else np.ones(3)
+    low = f.lower(x)
+    roles = {n.prim.name: n.role for n in low.optimized.nodes if n.prim.name in ("tanh", "sub")}
+    assert roles == {"tanh": "active", "sub": "backward"}
+    assert all(n.role for n in low.optimized.nodes)
+    assert "backward" in low.text() and "active" in low.text()

@@ -140,6 +140,16 @@ def _int_pow(x, y):
     return np.array([int(a) ** int(b) for a, b in zip(xb.ravel(), yb.ravel())], np.int64).reshape(xb.shape)
 
 
+def _c_fmod(x, y):
+    """C's fmod element by element: math.fmod for floats, truncating integer remainder."""
+    xb, yb = np.broadcast_arrays(x, y)
+    if xb.dtype.kind in "iu":
+        vals = [int(a) - int(b) * int(abs(int(a)) // abs(int(b))) * (1 if (a < 0) == (b < 0) else -1)
+                for a, b in zip(xb.ravel(), yb.ravel())]
+        return np.array(vals, np.int64).reshape(xb.shape)
+    return np.array([math.fmod(float(a), float(b)) for a, b in zip(xb.ravel(), yb.ravel())]).reshape(xb.shape)
+
+
 ARITH = (F32, F64, I32, BOOL)
 NUMERIC = (F32, F64, I32)
 ANY = (F32, F64, I32, BOOL)
@@ -150,6 +160,7 @@ BINARY = {
     "mul": (P.mul, lambda x, y: x & y if np.asarray(x).dtype == BOOL else x * y, ARITH, None, None, None),
     "div": (P.div, _trunc_div, NUMERIC, None, (-7, 7), (0.5, 3)),
     "pow": (P.pow, _int_pow, NUMERIC, None, (0.2, 3), (0, 3)),
+    "rem": (P.rem, _c_fmod, NUMERIC, None, (-7, 7), (0.5, 3)),
     "max": (P.maximum, lambda x, y: np.where(x > y, x, y), ANY, None, None, None),
     "min": (P.minimum, lambda x, y: np.where(x < y, x, y), ANY, None, None, None),
     "eq": (P.eq, lambda x, y: x == y, ANY, BOOL, (-2, 2), (-2, 2)),
@@ -171,8 +182,10 @@ def _binary_inputs(rng, name, sx, sy, dtype):
     _, _, _, _, dx, dy = BINARY[name]
     dx, dy = dx or (-3, 3), dy or (-3, 3)
     x, y = sample(rng, sx, dtype, *dx), sample(rng, sy, dtype, *dy)
-    if name == "div" and dtype.kind in "iu":  # nonzero divisors of both signs
+    if name in ("div", "rem") and dtype.kind in "iu":  # nonzero divisors of both signs
         y = (np.where(rng.random(sy) < 0.5, -1, 1) * rng.integers(1, 4, sy)).astype(dtype)
+    elif name == "rem":
+        y = (np.where(rng.random(sy) < 0.5, -1, 1) * y).astype(dtype)
     return x, y
 
 
@@ -379,7 +392,7 @@ def _no_ties(x, y, gap=0.2):
 
 
 VJP_PAIRS = [((), ()), ((5,), (5,)), ((2, 3), (2, 3)), ((), (2, 3)), ((2, 3), ()), ((0, 3), ())]
-BINARY_DIFF = ["add", "sub", "mul", "div", "pow", "max", "min"]
+BINARY_DIFF = ["add", "sub", "mul", "div", "pow", "max", "min", "rem"]
 
 
 def _diff_inputs(rng, name, sx, sy):
@@ -387,6 +400,12 @@ def _diff_inputs(rng, name, sx, sy):
         return rng.uniform(0.5, 2.0, sx), rng.uniform(-1.5, 2.5, sy)
     if name == "div":
         return rng.uniform(-2, 2, sx), rng.uniform(0.5, 2, sy) * np.where(rng.random(sy) < 0.5, -1, 1)
+    if name == "rem":  # x / y away from the integers, where rem jumps
+        while True:
+            x, y = rng.uniform(-4, 4, sx), rng.uniform(0.5, 2, sy) * np.where(rng.random(sy) < 0.5, -1, 1)
+            frac = np.abs(x / y) % 1.0
+            if np.all((frac > 0.05) & (frac < 0.95)):
+                return x, y
     return _no_ties(rng.uniform(-2, 2, sx), rng.uniform(-2, 2, sy))
 
 
@@ -414,9 +433,11 @@ def test_binary_vjp_one_operand_active(name, rng):
     w = rng.normal(size=(2, 3))
     c = 0.7 if name != "max" else 0.0
     xs = np.where(np.abs(x - c) < 0.1, c + 0.3, x)
+    if name == "rem":  # x / 0.7 away from the integers
+        xs = np.where(np.abs(xs / c - np.round(xs / c)) < 0.05, xs + 0.2, xs)
     check_grads(lambda a: total(fn(a, c), w), (xs,))  # Python scalar operand (a Literal)
-    if name != "pow":
-        check_grads(lambda b: total(fn(c, b), w), (np.where(np.abs(y - c) < 0.1, c + 0.3, y),))
+    if name != "pow":  # (rem: 0.7 / y away from the integers)
+        check_grads(lambda b: total(fn(c, b), w), (np.where(np.abs(np.abs(y) - c) < 0.1, np.sign(y) * (c + 0.3), y),))
 
 
 def test_relu_style_max_vjp(rng):

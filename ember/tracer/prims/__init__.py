@@ -34,6 +34,8 @@ from ember.tracer.prims.binary import (  # noqa: F401
     or_p,
     pow,
     pow_p,
+    rem,
+    rem_p,
     sub,
     sub_p,
 )

@@ -1,4 +1,4 @@
-"""Elementwise binary primitives: arithmetic, max/min, comparisons and logical and/or.
+"""Elementwise binary primitives: arithmetic, rem (C fmod), max/min, comparisons and logical and/or.
 
 Operands share a dtype and a shape, or one is 0-d. The wrappers (`add(x, y)`, ...) accept a Python
 scalar for either operand and give it the other operand's dtype.
@@ -68,11 +68,22 @@ def _div_vjp(ct, x, y, out, active):
     return cx, cy
 
 
+def _rem_vjp(ct, x, y, out, active):
+    """As JAX: d/dx = 1, d/dy = -trunc(x / y)."""
+    cy = None
+    if active[1]:
+        q = P.div(x, y)
+        cy = P.neg(P.mul(ct, P.mul(P.sign(q), P.floor(P.abs(q)))))
+    return (ct if active[0] else None), cy
+
+
 def _pow_vjp(ct, x, y, out, active):
     cx = cy = None
     if active[0]:  # y * x**(y-1), defined as 0 where y == 0 (also at x == 0)
-        d = P.mul(y, P.pow(x, P.sub(y, 1.0)))
-        cx = P.mul(ct, P.select(P.eq(y, 0.0), zero_scalar(d), d))
+        # x is replaced by 1 where y == 0 too, so no derivative of this rule forms 0 * x**-1 (NaN at 0).
+        y_is_0 = P.eq(y, 0.0)
+        d = P.mul(y, P.pow(P.select(y_is_0, scalar_like(1.0, x), x), P.sub(y, 1.0)))
+        cx = P.mul(ct, P.select(y_is_0, zero_scalar(d), d))
     if active[1]:  # x**y * log(x), defined as 0 where x == 0
         x_is_0 = P.eq(x, 0.0)
         d = P.mul(out, P.log(P.select(x_is_0, scalar_like(1.0, x), x)))
@@ -107,6 +118,7 @@ mul_p, mul = _define("mul", np.multiply, "arith",
                                                P.mul(ct, x) if a[1] else None))
 div_p, div = _define("div", _div, "numeric", _div_vjp)
 pow_p, pow = _define("pow", np.power, "numeric", _pow_vjp)
+rem_p, rem = _define("rem", np.fmod, "numeric", _rem_vjp)  # C fmod, as lax.rem: the dividend's sign
 max_p, maximum = _define("max", np.maximum, "any", _minmax_vjp(lambda a, b: P.gt(a, b)))
 min_p, minimum = _define("min", np.minimum, "any", _minmax_vjp(lambda a, b: P.lt(a, b)))
 eq_p, eq = _define("eq", np.equal, "any", None, out_dtype=_BOOL)

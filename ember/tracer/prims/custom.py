@@ -68,7 +68,10 @@ def _custom_impl(*vals, primal, fwd, bwd, num_consts, name):
 
 
 def _custom_fwd(*ins, active, primal, fwd, bwd, num_consts, name):
-    """Under differentiation run the user's forward, keeping its residuals for `bwd`."""
+    """Under differentiation run the user's forward for the residuals `bwd` needs. The outputs come
+    from the custom_vjp_call itself, re-emitted, so a transform that differentiates them again (the
+    value of an inner value_and_grad or vjp, an aux) still meets the rule; CSE shares the work
+    fwd and primal have in common."""
     from ember.tracer.trace import eval_graph
 
     n_consts = sum(num_consts)
@@ -77,9 +80,10 @@ def _custom_fwd(*ins, active, primal, fwd, bwd, num_consts, name):
             f"custom_vjp function {name} closes over a value that is being differentiated; pass that "
             "value as an argument of the function so its backward rule can return its cotangent")
     _, consts_f, _, args = _split(ins, num_consts)
-    res = eval_graph(fwd, list(consts_f) + list(args))
     n_out = len(primal.outputs)
-    return res[:n_out], res[n_out:]
+    res = eval_graph(fwd, list(consts_f) + list(args))[n_out:]
+    outs = custom_vjp_call_p.bind(*ins, primal=primal, fwd=fwd, bwd=bwd, num_consts=num_consts, name=name)
+    return list(outs), res
 
 
 vjp_fwd_rules[custom_vjp_call_p] = _custom_fwd

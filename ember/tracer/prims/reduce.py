@@ -11,7 +11,7 @@ from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp
-from ember.tracer.prims._util import check_kind, shape_of, unchanged, zero_scalar
+from ember.tracer.prims._util import check_kind, shape_of, unchanged
 
 reduce_sum_p = Primitive("reduce_sum", kind="reduction")
 reduce_max_p = Primitive("reduce_max", kind="reduction")
@@ -127,19 +127,46 @@ def_vjp(reduce_min_p)(_extremum_vjp)
 
 @def_vjp(reduce_prod_p)
 def _reduce_prod_vjp(ct, x, *, out, active, axes):
-    """d prod / d x_i = product of the other elements, computed without dividing by a zero x_i:
-    with no zeros it is prod/x_i; with one zero only that element gets the product of the rest."""
+    """d prod / d x_i = the product of the other elements: exclusive products from the left times
+    those from the right. No division, so zeros, NaNs and infs in other elements count as JAX counts
+    them, and the rule is differentiable again (hessian(prod) at zeros)."""
     if not active[0]:
         return (None,)
     x_shape = shape_of(x)
-    is_zero = P.eq(x, zero_scalar(x))
-    n_zero = P.reduce_sum(P.convert_element_type(is_zero, dtypes.int_), axes)
-    nonzero = P.select(is_zero, np.ones((), x.dtype)[()], x)
-    prod_nonzero = _expand(P.reduce_prod(nonzero, axes), x_shape, axes)
-    n_zero = _expand(n_zero, x_shape, axes)
-    others = P.select(P.eq(n_zero, 0), P.div(prod_nonzero, nonzero),
-                      P.select(P.and_(P.eq(n_zero, 1), is_zero), prod_nonzero, zero_scalar(x)))
+    kept = tuple(i for i in range(len(x_shape)) if i not in axes)
+    perm = kept + tuple(axes)
+    moved_shape = tuple(x_shape[i] for i in perm)
+    n = int(np.prod([x_shape[a] for a in axes], dtype=np.int64))
+    rows = P.reshape(P.transpose(x, perm), tuple(x_shape[i] for i in kept) + (n,))
+    last = len(kept)
+    left = _exclusive_cumprod(rows, last)
+    right = P.rev(_exclusive_cumprod(P.rev(rows, (last,)), last), (last,))
+    others = P.reshape(P.mul(left, right), moved_shape)
+    others = P.transpose(others, tuple(int(i) for i in np.argsort(perm)))
     return (P.mul(others, _expand(ct, x_shape, axes)),)
+
+
+def _exclusive_cumprod(x, axis: int):
+    """Products of the elements before each one along `axis` (1 for the first): the shifted operand
+    scanned in log2(n) doubling steps (Hillis-Steele), each a slice, a pad with ones and a mul."""
+    shape = shape_of(x)
+    n = shape[axis]
+    one = np.ones((), x.dtype)[()]
+
+    def shift(y, k):
+        limit = shape[:axis] + (n - k,) + shape[axis + 1:]
+        config = [(0, 0, 0)] * len(shape)
+        config[axis] = (k, 0, 0)
+        return P.pad(P.slice(y, (0,) * len(shape), limit), one, config)
+
+    if n <= 1:
+        return P.broadcast_in_dim(one, shape, ())
+    y = shift(x, 1)
+    k = 1
+    while k < n - 1:
+        y = P.mul(y, shift(y, k))
+        k *= 2
+    return y
 
 
 # --- argmax / argmin ------------------------------------------------------------------------------

@@ -1,0 +1,57 @@
+"""Inline custom_vjp_call nodes: after differentiation their rules have done their work, so each call
+is replaced by its primal subgraph's nodes (fresh Vars, the user's lines kept) and no backend ever
+sees a custom_vjp_call. Nested calls inside a primal body are inlined too."""
+
+from __future__ import annotations
+
+from ember.tracer import prims as P
+from ember.tracer.ir import Graph, Node, Var
+
+
+class _Inliner:
+    """The flattened graph under construction: its nodes and the consts lifted out of subgraphs."""
+
+    def __init__(self, graph: Graph):
+        self.nodes: list[Node] = []
+        self.consts = list(graph.consts)
+        self.const_values = list(graph.const_values)
+
+    def emit(self, graph: Graph, env: dict, role: str | None, fresh: bool) -> None:
+        """Append `graph`'s nodes with operands renamed through `env`; with `fresh` (a subgraph body,
+        which may be inlined more than once) their outputs get new Vars too."""
+        for node in graph.nodes:
+            ins = [env.get(a, a) if isinstance(a, Var) else a for a in node.inputs]
+            node_role = node.role or role
+            if node.prim is P.custom_vjp_call_p:
+                self.call(node, ins, env, node_role)
+            elif fresh:
+                outs = [env.setdefault(v, Var(v.aval)) for v in node.outputs]
+                self.nodes.append(Node(node.prim, ins, node.params, outs, node.loc, node_role))
+            elif tuple(ins) != node.inputs:
+                self.nodes.append(Node(node.prim, ins, node.params, node.outputs, node.loc, node.role))
+            else:
+                self.nodes.append(node)
+
+    def call(self, node: Node, ins: list, env: dict, role: str | None) -> None:
+        """Inline one custom_vjp_call: bind its primal body's inputs to the call's operands."""
+        primal, (n_p, n_f, n_b) = node.params["primal"], node.params["num_consts"]
+        operands = ins[:n_p] + ins[n_p + n_f + n_b:]
+        inner: dict = dict(zip(primal.inputs, operands))
+        for v, val in zip(primal.consts, primal.const_values):
+            inner[v] = Var(v.aval)
+            self.consts.append(inner[v])
+            self.const_values.append(val)
+        self.emit(primal, inner, role, fresh=True)
+        for out, res in zip(node.outputs, primal.outputs):
+            env[out] = inner.get(res, res) if isinstance(res, Var) else res
+
+
+def inline(graph: Graph) -> Graph:
+    """`graph` with every custom_vjp_call replaced by its primal subgraph (unchanged if it has none)."""
+    if not any(n.prim is P.custom_vjp_call_p for n in graph.nodes):
+        return graph
+    state = _Inliner(graph)
+    env: dict = {}
+    state.emit(graph, env, None, fresh=False)
+    outs = [env.get(v, v) if isinstance(v, Var) else v for v in graph.outputs]
+    return graph.replace(nodes=state.nodes, outputs=outs, consts=state.consts, const_values=state.const_values)
