@@ -8,16 +8,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 import ember.numpy as jnp
-from ember.api.autodiff import stop_gradient
-from ember.numpy._core import asarray, elementwise, normalize_axes, to_dtype
-from ember.tracer import dtypes
-from ember.tracer import prims as P
+from ember.api import stop_gradient
+from ember.tracer.prims import erf, logistic  # lax-level primitives that have no public name yet
 
 
 def _float(x):
     """`x` as an array of a float dtype (integers and bools become float32)."""
-    x = asarray(x)
-    return x if dtypes.is_float(x.dtype) else to_dtype(x, dtypes.float_)
+    x = jnp.asarray(x)
+    return x if x.dtype.kind == "f" else jnp.asarray(x, jnp.float32)
 
 
 def relu(x):
@@ -27,7 +25,7 @@ def relu(x):
 
 def sigmoid(x):
     """1 / (1 + exp(-x)), computed stably (the `logistic` primitive)."""
-    return elementwise(P.logistic, "sigmoid", x, to_float=True)
+    return logistic(_float(x))
 
 
 def gelu(x, approximate: bool = True):
@@ -38,8 +36,7 @@ def gelu(x, approximate: bool = True):
         inner = jnp.multiply(math.sqrt(2.0 / math.pi), jnp.add(x, jnp.multiply(0.044715, cube)))
         cdf = jnp.multiply(0.5, jnp.add(1.0, jnp.tanh(inner)))
     else:
-        erf = elementwise(P.erf, "gelu", jnp.multiply(x, 1.0 / math.sqrt(2.0)))
-        cdf = jnp.multiply(0.5, jnp.add(1.0, erf))
+        cdf = jnp.multiply(0.5, jnp.add(1.0, erf(jnp.multiply(x, 1.0 / math.sqrt(2.0)))))
     return jnp.multiply(x, cdf)
 
 
@@ -53,10 +50,9 @@ def _max_shift(x, axis):
 def logsumexp(x, axis=None, keepdims: bool = False):
     """log(sum(exp(x))) without overflow: the max is subtracted first (-inf over no elements)."""
     x = _float(x)
-    axes = normalize_axes(axis, x.ndim, "logsumexp")
-    m = _max_shift(x, axes)
-    out = jnp.add(jnp.log(jnp.sum(jnp.exp(jnp.subtract(x, m)), axis=axes, keepdims=True)), m)
-    return out if keepdims else jnp.squeeze(out, axes)
+    m = _max_shift(x, axis)
+    out = jnp.log(jnp.sum(jnp.exp(jnp.subtract(x, m)), axis=axis, keepdims=keepdims))
+    return jnp.add(out, m if keepdims else jnp.reshape(m, jnp.shape(out)))
 
 
 def softmax(x, axis: int | Sequence[int] = -1):

@@ -13,11 +13,17 @@ import functools
 import numpy as np
 
 from ember.passes.memory import Plan, plan_memory
+from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Literal, Var
-from ember.tracer.primitive import impl_rules, view_prims
+from ember.tracer.primitive import impl_rules
 
 # Tests set this to check every node's result against its aval (shape and dtype).
 CHECK = False
+
+# Prims whose numpy reference may return a view of an operand (or the operand itself): such graph
+# outputs are copied before they reach the caller.
+VIEW_PRIMS = frozenset({P.broadcast_in_dim_p, P.reshape_p, P.transpose_p, P.slice_p, P.rev_p, P.iota_p,
+                        P.stop_gradient_p})
 
 
 class NumpyExecutable:
@@ -73,7 +79,7 @@ class NumpyExecutable:
         producer = {v: node for node in graph.nodes for v in node.outputs}
         rets = []
         for i, a in enumerate(graph.outputs):
-            copy = (isinstance(a, Literal) or a in external or (a in producer and producer[a].prim in view_prims)
+            copy = (isinstance(a, Literal) or a in external or (a in producer and producer[a].prim in VIEW_PRIMS)
                     or a in graph.outputs[:i])
             rets.append(f"{'_array' if copy else '_asarray'}({ref(a)})")
         lines.append(f"    return [{', '.join(rets)}]")

@@ -4,6 +4,8 @@ Outside a traced function they compute with NumPy; inside one they stage primiti
 follows JAX: Python scalars are weak (``x * 2.0`` keeps x's dtype), new arrays default to float32.
 """
 
+import sys as _sys
+
 import numpy as _np
 
 from ember.numpy import _methods, linalg
@@ -101,8 +103,10 @@ from ember.numpy._shape import (
     transpose,
     vstack,
 )
+from ember.tracer import trace as _trace
 
 _methods.install()
+_trace.numpy_dispatch.update({"numpy": _sys.modules[__name__], "numpy.linalg": linalg})
 
 bool_ = _np.bool_
 int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64

@@ -13,14 +13,12 @@ from ember.errors import ShapeError, user_location
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.ir import Literal
+from ember.tracer.prims._util import PY_SCALARS as _SCALARS
+from ember.tracer.prims._util import is_python_scalar as _is_python_scalar
+from ember.tracer.prims._util import shape_of  # noqa: F401  (ember.numpy's modules import it from here)
 from ember.tracer.trace import Tracer
 
 Array = Tracer | np.ndarray
-_SCALARS = (bool, int, float)
-
-
-def _is_python_scalar(x) -> bool:
-    return isinstance(x, _SCALARS) and not isinstance(x, np.generic)
 
 
 def is_scalar(x) -> bool:
@@ -119,10 +117,6 @@ def to_dtype(x, dtype: np.dtype):
     if x.dtype == dtype:
         return x
     return P.convert_element_type(x, dtype)
-
-
-def shape_of(x) -> tuple[int, ...]:
-    return x.shape if isinstance(x, (Tracer, np.ndarray)) else np.shape(x)
 
 
 def broadcast_shapes(*shapes: Sequence[int], name: str = "broadcast") -> tuple[int, ...]:

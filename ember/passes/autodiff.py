@@ -22,7 +22,7 @@ from ember.passes.stages import record
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Var, verified
-from ember.tracer.primitive import vjp_fwd_rules, vjp_rules
+from ember.tracer.primitive import LazyCotangent, transform_rule, vjp_fwd_rules, vjp_rules
 from ember.tracer.trace import bind, current_builder, new_builder
 
 ROLE_ACTIVE, ROLE_INACTIVE, ROLE_BACKWARD = "active", "inactive", "backward"
@@ -88,7 +88,8 @@ def linearize(graph: Graph, args: Sequence, active_inputs: Sequence[bool]):
                 else:
                     ct, out = out_cts[0], rec.outs[0]
                 extra = {"saved": rec.saved} if node.prim in vjp_fwd_rules else {}
-                in_cts = vjp_rules[node.prim](ct, *rec.ins, out=out, active=rec.act, **node.params, **extra)
+                rule = transform_rule(vjp_rules, node.prim, "grad", node.loc)
+                in_cts = rule(ct, *rec.ins, out=out, active=rec.act, **node.params, **extra)
             for a, c, is_act in zip(node.inputs, in_cts, rec.act):
                 if c is not None and is_act:
                     acc.add(a, c)
@@ -113,7 +114,7 @@ class _Accumulator:
         self._lazy: dict[Var, list] = {}
 
     def add(self, v: Var, ct) -> None:
-        if hasattr(ct, "add_to"):
+        if isinstance(ct, LazyCotangent):
             self._lazy.setdefault(v, []).append(ct)
         elif v in self._dense:
             self._dense[v] = P.add(self._dense[v], ct)

@@ -17,8 +17,8 @@ from ember.passes.stages import record
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph, Var, verified
-from ember.tracer.primitive import batch_rules
-from ember.tracer.prims._util import moveaxis, shape_of
+from ember.tracer.primitive import batch_rules, def_batch, transform_rule
+from ember.tracer.prims._util import batch_size, bdim_at_front, move_bdim
 from ember.tracer.trace import bind, current_builder, new_builder
 
 
@@ -41,7 +41,7 @@ def batch_eval(graph: Graph, args: Sequence, dims: Sequence[int | None]) -> tupl
                 out, od = bind(node.prim, vals, node.params), None
                 od = [None] * len(out) if node.prim.multiple_results else None
             else:
-                out, od = batch_rules[node.prim](vals, ds, **node.params)
+                out, od = transform_rule(batch_rules, node.prim, "vmap", node.loc)(vals, ds, **node.params)
         if node.prim.multiple_results:
             env.update((v, (o, d)) for v, o, d in zip(node.outputs, out, od))
         else:
@@ -70,11 +70,7 @@ def move_batch_axis(x, src: int | None, dst: int | None, size: int, what: str = 
                                  "give it an axis (e.g. out_axes=0) or return a value that does not depend "
                                  "on the batched arguments", user_location())
         return x
-    if src is None:
-        shape = shape_of(x)
-        new_shape = shape[:dst] + (size,) + shape[dst:]
-        return P.broadcast_in_dim(x, new_shape, tuple(i for i in range(len(new_shape)) if i != dst))
-    return moveaxis(x, src, dst)
+    return move_bdim(x, src, dst, size)
 
 
 def vmap_graph(graph: Graph, in_dims: Sequence[int | None], size: int,
@@ -92,3 +88,19 @@ def vmap_graph(graph: Graph, in_dims: Sequence[int | None], size: int,
         out = verified(dce(b.build(outs)))
     record("after vmap", out)
     return out
+
+
+@def_batch(P.custom_vjp_call_p)
+def _custom_vjp_call_batch(args, dims, *, primal, fwd, bwd, num_consts, name):
+    """Batch every operand at axis 0 (unbatched ones are broadcast, so their cotangents are summed
+    by broadcast's VJP) and vmap the three subgraphs. Registered here: it needs this transform."""
+    size = batch_size(args, dims)
+    args = [bdim_at_front(a, d, size) for a, d in zip(args, dims)]
+    zeros = lambda g: (0,) * len(g.inputs)  # noqa: E731
+    new = dict(
+        primal=vmap_graph(primal, zeros(primal), size, out_dims=0),
+        fwd=vmap_graph(fwd, zeros(fwd), size, out_dims=0),
+        bwd=vmap_graph(bwd, zeros(bwd), size, out_dims=0),
+    )
+    outs = P.custom_vjp_call_p.bind(*args, num_consts=num_consts, name=name, **new)
+    return outs, [0] * len(outs)

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ember.errors import TransformError
+
 # elementwise: one output element from the same element of each operand (0-d operands broadcast);
 # layout: moves, repeats or generates elements without arithmetic (broadcast, reshape, slice, iota);
 # reduction: combines elements along axes; contraction: dot_general; indexing: data-dependent
@@ -64,9 +66,29 @@ batch_rules: dict[Primitive, Callable] = {}
 # -> (outs, saved)``; `saved` reaches its VJP rule as the keyword `saved` (custom_vjp_call uses it).
 vjp_fwd_rules: dict[Primitive, Callable] = {}
 
-# Prims whose numpy reference may return a view of an operand (the numpy backend copies such
-# outputs before handing them to the user).
-view_prims: set[Primitive] = set()
+
+
+class LazyCotangent:
+    """A cotangent kept symbolic by a VJP rule (zero outside a region, a scatter): autodiff's
+    accumulator adds the dense contributions first, then applies each lazy one with `add_to`, so
+    only the touched region is written."""
+
+    __slots__ = ()
+
+    def add_to(self, dense, aval):
+        """`dense + self` as a traced value of `aval`; `dense` is None when there is no dense part."""
+        raise NotImplementedError
+
+
+def transform_rule(table: dict, prim: Primitive, transform: str, loc: str | None = None) -> Callable:
+    """`prim`'s rule in `table`; an internal primitive has none, so meeting it (at the user's line
+    `loc`) is a clear error."""
+    rule = table.get(prim)
+    if rule is None:
+        why = "it is internal to the optimizer" if not prim.transformable else "it has no such rule"
+        raise TransformError(f"{transform} cannot transform primitive {prim.name} ({why}); apply {transform} "
+                             "to the traced function, before optimization passes run", loc)
+    return rule
 
 
 def _register(table: dict, prim: Primitive):

@@ -22,7 +22,7 @@ from ember.errors import (
 from ember.tracer import dtypes
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph, Literal, Node, Params, Var, verified
-from ember.tracer.primitive import Primitive, impl_rules, shape_rules, view_prims
+from ember.tracer.primitive import Primitive, impl_rules, shape_rules
 
 _state = threading.local()
 
@@ -230,16 +230,18 @@ def _eager(prim: Primitive, args, params):
         raise e.with_loc(user_location()) from None
     out = impl_rules[prim](*vals, **params)
     if prim.multiple_results:
-        return [_eager_result(o, a, prim) for o, a in zip(out, out_aval)]
-    return _eager_result(out, out_aval, prim)
+        return [_eager_result(o, a, vals) for o, a in zip(out, out_aval)]
+    return _eager_result(out, out_aval, vals)
 
 
-def _eager_result(out, aval: ShapedArray, prim: Primitive) -> np.ndarray:
+def _eager_result(out, aval: ShapedArray, operands) -> np.ndarray:
+    """A numpy reference's result as an array the caller owns: one that does not own its data (a
+    view), is an operand itself, or is read-only is copied, so eager results never alias inputs."""
     out = np.asarray(out)
     if out.dtype != aval.dtype:
-        out = out.astype(aval.dtype)
-    elif prim in view_prims or not out.flags.writeable:
-        out = np.array(out)
+        return out.astype(aval.dtype)
+    if out.base is not None or not out.flags.writeable or any(out is v for v in operands):
+        return np.array(out)
     return out
 
 
@@ -421,14 +423,14 @@ class Tracer:
 
 _UFUNC_ALIASES = {"true_divide": "divide", "absolute": "abs"}
 
+# NumPy namespace ("numpy", "numpy.linalg") -> the namespace implementing it on traced values.
+# ember.numpy registers itself at import (the tracer layer cannot import the layer above it).
+numpy_dispatch: dict[str, object] = {}
+
 
 def _numpy_equivalent(module: str, name: str):
-    import ember.numpy as enp
-
-    name = _UFUNC_ALIASES.get(name, name)
-    if module.startswith("numpy.linalg"):
-        return getattr(enp.linalg, name, None)
-    if module == "numpy" or module.startswith("numpy."):
-        fn = getattr(enp, name, None)
-        return fn if callable(fn) else None
-    return None
+    if module != "numpy" and not module.startswith("numpy."):
+        return None
+    namespace = numpy_dispatch.get("numpy.linalg" if module.startswith("numpy.linalg") else "numpy")
+    fn = getattr(namespace, _UFUNC_ALIASES.get(name, name), None)
+    return fn if callable(fn) else None

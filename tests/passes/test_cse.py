@@ -65,3 +65,14 @@ def test_cse_keeps_literals_of_different_dtypes():
     g = cse(Graph([x], nodes, [n.outputs[0] for n in nodes]))
     assert [n.inputs[0].aval.dtype for n in g.nodes] == [I32, F32, np.dtype(bool)]
     g.verify()
+
+
+def test_simplify_compares_literals_by_key_and_treats_both_zeros_as_additive_units():
+    """As XLA under jax.jit: x + 0.0, x + -0.0 and x - 0.0 are x (so -0.0 stays -0.0); x * -0.0 is
+    not x * 0.0."""
+    f = ember.jit(lambda x: (x + 0.0, x + -0.0, x - 0.0, 1 / (x * -0.0), 1 / (x * 0.0)))
+    with np.errstate(divide="ignore"):
+        outs = f(np.array(-0.0, F32))
+    assert all(np.signbit(o) for o in outs[:3])
+    assert outs[3] == np.inf and outs[4] == -np.inf
+    assert [n.prim.name for n in f.lower(np.array(-0.0, F32)).optimized.nodes].count("mul") == 2

@@ -70,6 +70,23 @@ def test_internal_primitives_need_no_transform_rules():
         assert not any("test_registry_user" in missing(t) for t in ALWAYS)
 
 
+@pytest.mark.parametrize("transform", ["grad", "vmap"])
+def test_transforms_name_an_internal_primitive_they_meet(transform):
+    import numpy as np
+
+    import ember
+    from ember.errors import TransformError
+    from ember.tracer import prims as P
+
+    with _temporary(Primitive("test_registry_fusion", kind="opaque", transformable=False)) as p:
+        shape_rules[p] = lambda x: x
+        impl_rules[p] = lambda x: x
+        fn = getattr(ember, transform)(lambda x: P.reduce_sum(p.bind(P.sin(x)), (0,)))
+        with pytest.raises(TransformError, match=f"{transform} cannot transform primitive test_registry_fusion") as e:
+            fn(np.ones((2, 3)) if transform == "vmap" else np.ones(3))
+        assert "test_registry.py" in str(e.value)  # the user's line that applied the primitive
+
+
 def test_registry_holds_the_design_set():
     expected = {
         "neg", "exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "abs", "sign",

@@ -45,10 +45,18 @@ def elementwise_aval(name: str, avals, accepts: str = "any", out_dtype=None) -> 
     return ShapedArray(shape, out_dtype or dt, weak and out_dtype is None)
 
 
+PY_SCALARS = (bool, int, float)  # the Python scalar types that are weakly typed operands
+
+
+def is_python_scalar(x) -> bool:
+    """`x` is a Python bool/int/float (NumPy scalars subclass float but are strongly typed)."""
+    return isinstance(x, PY_SCALARS) and not isinstance(x, np.generic)
+
+
 def scalar_like(x, ref):
     """A Python scalar `x` as a weakly typed Literal of `ref`'s dtype (how the wrappers take Python
     scalars): weak, so `mul(x, 2.0)` keeps a weakly typed `x` weak, as in JAX."""
-    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+    if is_python_scalar(x):
         from ember.tracer.ir import Literal
 
         return Literal(x, _dtype_of(ref), weak_type=True)
@@ -82,19 +90,6 @@ def ndim_of(x) -> int:
     return len(shape_of(x))
 
 
-def normalize_axes(axes, ndim: int, name: str) -> tuple[int, ...]:
-    out = []
-    for a in axes:
-        if not -ndim <= a < ndim:
-            raise ShapeError(f"{name}: axis {a} is out of range for an array of rank {ndim} "
-                             f"(valid: {-ndim}..{ndim - 1})" if ndim else
-                             f"{name}: axis {a} is out of range for a 0-d array")
-        out.append(a % ndim)
-    if len(set(out)) != len(out):
-        raise ShapeError(f"{name}: repeated axis in {tuple(axes)}")
-    return tuple(out)
-
-
 # --- batching helpers -----------------------------------------------------------------------------
 
 def moveaxis(x, src: int, dst: int):
@@ -117,14 +112,21 @@ def batch_size(args, dims) -> int:
     raise ValueError("no batched operand")
 
 
-def bdim_at_front(x, d, size: int):
-    """Give `x` its batch axis at 0: move it there, or broadcast an unbatched `x` along a new axis 0."""
+def move_bdim(x, src: int | None, dst: int, size: int):
+    """Put the batch axis of `x` at `dst`: move it from `src`, or broadcast an unbatched `x`
+    (`src` None) along a new axis `dst` of `size`."""
     from ember.tracer import prims as P
 
-    if d is None:
+    if src is None:
         shape = shape_of(x)
-        return P.broadcast_in_dim(x, (size,) + shape, tuple(range(1, len(shape) + 1)))
-    return moveaxis(x, d, 0)
+        new_shape = shape[:dst] + (size,) + shape[dst:]
+        return P.broadcast_in_dim(x, new_shape, tuple(i for i in range(len(new_shape)) if i != dst))
+    return moveaxis(x, src, dst)
+
+
+def bdim_at_front(x, d, size: int):
+    """Give `x` its batch axis at 0 (see move_bdim)."""
+    return move_bdim(x, d, 0, size)
 
 
 def elementwise_batch(prim):

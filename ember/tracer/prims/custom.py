@@ -2,7 +2,8 @@
 
 custom_vjp_call holds three closed subgraphs in its params: `primal` (consts_p + args -> outs),
 `fwd` (consts_f + args -> outs + residuals) and `bwd` (consts_b + residuals + cts -> arg cts). Its
-operands are consts_p + consts_f + consts_b + args, with `num_consts` = their three counts.
+operands are consts_p + consts_f + consts_b + args, with `num_consts` = their three counts. Its
+batching rule needs vmap, so ember/passes/vmap.py registers it.
 """
 
 from __future__ import annotations
@@ -10,20 +11,10 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import ShapeError, TransformError
-from ember.tracer.primitive import (
-    Primitive,
-    def_batch,
-    def_impl,
-    def_shape,
-    def_vjp,
-    view_prims,
-    vjp_fwd_rules,
-)
-from ember.tracer.prims._util import batch_size, bdim_at_front
+from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp, vjp_fwd_rules
 
 stop_gradient_p = Primitive("stop_gradient", kind="elementwise")
 custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True, kind="opaque")
-view_prims.add(stop_gradient_p)
 
 
 def stop_gradient(x):
@@ -108,21 +99,3 @@ def _custom_vjp(cts, *ins, out, active, saved, primal, fwd, bwd, num_consts, nam
     arg_cts = eval_graph(bwd, list(consts_b) + list(saved) + cts)
     n_consts = sum(num_consts)
     return (None,) * n_consts + tuple(c if a else None for c, a in zip(arg_cts, active[n_consts:]))
-
-
-@def_batch(custom_vjp_call_p)
-def _custom_batch(args, dims, *, primal, fwd, bwd, num_consts, name):
-    """Batch every operand at axis 0 (unbatched ones are broadcast, so their cotangents are summed
-    by broadcast's VJP) and vmap the three subgraphs."""
-    from ember.passes.vmap import vmap_graph
-
-    size = batch_size(args, dims)
-    args = [bdim_at_front(a, d, size) for a, d in zip(args, dims)]
-    zeros = lambda g: (0,) * len(g.inputs)  # noqa: E731
-    new = dict(
-        primal=vmap_graph(primal, zeros(primal), size, out_dims=0),
-        fwd=vmap_graph(fwd, zeros(fwd), size, out_dims=0),
-        bwd=vmap_graph(bwd, zeros(bwd), size, out_dims=0),
-    )
-    outs = custom_vjp_call_p.bind(*args, num_consts=num_consts, name=name, **new)
-    return outs, [0] * len(outs)

@@ -17,7 +17,7 @@ import numpy as np
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
-from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp
+from ember.tracer.primitive import LazyCotangent, Primitive, def_batch, def_impl, def_shape, def_vjp
 from ember.tracer.prims._util import batch_size, bdim_at_front, moveaxis, shape_of
 
 gather_p = Primitive("gather", kind="indexing")
@@ -37,7 +37,7 @@ def scatter(operand, indices, updates, batch_dims: int = 0):
     return scatter_p.bind(operand, indices, updates, batch_dims=int(batch_dims))
 
 
-class ScatterCotangent:
+class ScatterCotangent(LazyCotangent):
     """A cotangent that is zero except where `indices` point: added to a dense total by scatter_add."""
 
     __slots__ = ("indices", "updates", "batch_dims")

@@ -15,7 +15,7 @@ from ember.errors import DTypeError, ShapeError
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
-from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp, view_prims
+from ember.tracer.primitive import LazyCotangent, Primitive, def_batch, def_impl, def_shape, def_vjp
 from ember.tracer.prims._util import batch_size, bdim_at_front, moveaxis, scalar_like, shape_of, unchanged
 
 broadcast_in_dim_p = Primitive("broadcast_in_dim", kind="layout")
@@ -26,7 +26,6 @@ pad_p = Primitive("pad", kind="layout")
 slice_p = Primitive("slice", kind="layout")
 rev_p = Primitive("rev", kind="layout")
 iota_p = Primitive("iota", kind="layout")
-view_prims.update({broadcast_in_dim_p, reshape_p, transpose_p, slice_p, rev_p, iota_p})
 
 
 # --- wrappers -------------------------------------------------------------------------------------
@@ -341,7 +340,7 @@ def _slice_vjp(ct, x, *, out, active, start_indices, limit_indices, strides):
     return (SliceCotangent(ct, x_shape, start_indices, strides),)
 
 
-class SliceCotangent:
+class SliceCotangent(LazyCotangent):
     """The cotangent of a slice: zero outside the sliced region. Alone it becomes a pad; added to
     an existing cotangent it is scatter-added into the touched region only (when that region is
     small; a large one is padded and added densely, since the result is dense anyway)."""
