@@ -6,11 +6,9 @@ import numpy as np
 import pytest
 
 import ember.backends.numpy as numpy_backend
-import ember.passes.pipeline as pipeline
 import ember.tracer.ir as ir
 
 numpy_backend.CHECK = True
-pipeline.VERIFY = True
 ir.VERIFY = True
 
 

@@ -58,7 +58,8 @@ def linearize(graph: Graph, args: Sequence, active_inputs: Sequence[bool]):
         ins = [env[a] if isinstance(a, Var) else a.val for a in node.inputs]
         act = tuple(isinstance(a, Var) and a in active for a in node.inputs)
         differentiated = any(act) and any(v in active for v in node.outputs)
-        role = ROLE_ACTIVE if differentiated else ROLE_INACTIVE
+        # A node that was already backward (an inner gradient, grad of grad) stays backward.
+        role = ROLE_BACKWARD if node.role == ROLE_BACKWARD else ROLE_ACTIVE if differentiated else ROLE_INACTIVE
         with b.at(node.loc, role):
             saved = None
             if differentiated and node.prim in vjp_fwd_rules:
@@ -172,10 +173,8 @@ def _traced_stage(fn, in_avals, source: Graph) -> Graph:
         args = [b.new_input(a) for a in in_avals]
         outs = fn(*args)
         out = b.build(outs)
-        roles = dict(b.roles)
     out = verified(dce(out))
-    kept = set(out.nodes)
-    record("after autodiff", out, {n: r for n, r in roles.items() if n in kept})
+    record("after autodiff", out, {n: n.role for n in out.nodes if n.role})
     return out
 
 

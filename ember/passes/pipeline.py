@@ -17,10 +17,7 @@ from ember.passes.inline import inline
 from ember.passes.memory import Plan, plan_memory
 from ember.passes.simplify import simplify
 from ember.passes.stages import record
-from ember.tracer.ir import Graph
-
-# Tests set this to verify the graph after every pass.
-VERIFY = False
+from ember.tracer.ir import Graph, verified
 
 # The optimizations, in order; `fusion` and `inplace` are accepted names before they exist.
 PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
@@ -54,9 +51,7 @@ def stage_names(disable_passes: Iterable[str] = ()) -> list[str]:
 
 
 def _run(name: str, fn: Callable[[Graph], Graph], graph: Graph) -> Graph:
-    graph = fn(graph)
-    if VERIFY:
-        graph.verify()
+    graph = verified(fn(graph))
     record(f"after {name}", graph)
     return graph
 

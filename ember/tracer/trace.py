@@ -61,7 +61,6 @@ class Builder:
         self._keepalive: list = []
         self.loc_override: str | None = None
         self.role: str | None = None
-        self.roles: dict[Node, str] = {}
 
     # -- values ----------------------------------------------------------------------------------
     def new_input(self, aval: ShapedArray, value=None, differentiated: bool = False) -> Tracer:
@@ -110,8 +109,6 @@ class Builder:
         outs = [Var(a) for a in out_avals]
         node = Node(prim, atoms, params, outs, loc, self.role)
         self.nodes.append(node)
-        if self.role is not None:
-            self.roles[node] = self.role
         if self.known is not None:
             self._evaluate(node)
         return [Tracer(self, v) for v in outs]

@@ -153,3 +153,18 @@ def test_closed_over_arrays_are_inputs_but_constant_folding_is_seen_through(debu
         return x * np.nan  # a nan written in the program
 
     _raises(ember.jit(literal), np.ones(2), words=["encountered in mul", _line(literal, "written")])
+
+
+def test_inner_gradient_stays_backward_under_grad_of_grad(debug):
+    """In grad(grad(f)) the inner gradient's nodes keep their backward role through the outer
+    linearization, so a NaN made there is reported in the backward pass."""
+
+    def inner(x):
+        return jnp.sum(jnp.where(x > 0, jnp.sqrt(x), 0.0))  # inner gradient: nan at 0
+
+    def outer(x):
+        return jnp.sum(ember.grad(inner)(x) * 0.0 + x)
+
+    x = np.array([0.0, 4.0])
+    debug("ember_debug_nans")
+    _raises(ember.grad(outer), x, words=["invalid value (nan)", "backward pass", _line(inner, "inner gradient")])
