@@ -9,20 +9,39 @@ import numpy as np
 
 import ember.numpy as jnp
 from ember.api.autodiff import stop_gradient
+from ember.api.custom import custom_vjp
 from ember.numpy._core import asarray, elementwise, normalize_axes, to_dtype
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 
 
 def _float(x):
-    """`x` as an array of a float dtype (integers and bools become float32)."""
+    """`x` as an array of a float dtype (integers and bools become float32, 64-bit ones float64)."""
     x = asarray(x)
-    return x if dtypes.is_float(x.dtype) else to_dtype(x, dtypes.float_)
+    return to_dtype(x, dtypes.default_float_for(x.dtype))
+
+
+@custom_vjp
+def _relu(x):
+    return jnp.maximum(x, 0)
+
+
+def _relu_fwd(x):
+    out = _relu(x)
+    return out, out
+
+
+def _relu_bwd(out, ct):
+    return (jnp.where(jnp.greater(out, 0), ct, 0),)
+
+
+_relu.defvjp(_relu_fwd, _relu_bwd)
 
 
 def relu(x):
-    """max(x, 0); its gradient at 0 is 0 (and the backward pass reads only the output)."""
-    return jnp.maximum(x, 0)
+    """max(x, 0) with its own gradient rule, as jax.nn.relu: 0 at x = 0 (where `maximum` splits a tie
+    and gives 0.5); the backward pass reads only the output."""
+    return _relu(asarray(x))
 
 
 def sigmoid(x):
