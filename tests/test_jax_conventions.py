@@ -202,3 +202,46 @@ def test_the_issue_gradient_examples():
     assert ember.grad(lambda x: enp.clip(x, 0.0, 1.0))(1.0) == 0.5
     assert ember.grad(enp.abs)(0.0) == 1.0
     assert ember.grad(ember.nn.relu)(0.0) == 0.0
+
+
+# --- C. sums of small ints, D. float16 means --------------------------------------------------------
+
+def _ember_int(jax_dtype: np.dtype, x_dtype: np.dtype) -> np.dtype:
+    """JAX (x64) accumulates in int64/uint64; ember in its default int32/uint32 unless x is 64-bit."""
+    if jax_dtype.kind in "iu" and jax_dtype.itemsize == 8 and x_dtype.itemsize < 8:
+        return np.dtype(np.int32 if jax_dtype.kind == "i" else np.uint32)
+    return jax_dtype
+
+
+INTS = [d for d in DTS if d.kind in "biu"]
+
+
+@pytest.mark.parametrize("dt", INTS, ids=[d.name for d in INTS])
+def test_integer_sums_products_and_means_accumulate_as_in_jax(dt):
+    x = np.array([100, 100, 100, 27], dt) if dt != np.bool_ else np.array([True] * 5)
+    m = np.array([[3, 5], [7, 11]], dt) if dt != np.bool_ else np.array([[True, False], [True, True]])
+    for name, arg in (("sum", x), ("prod", m), ("mean", x), ("var", m)):
+        want = np.asarray(getattr(jnp, name)(arg, axis=0 if name == "var" else None))
+        ours = lambda v, name=name: getattr(enp, name)(v, axis=0 if name == "var" else None)  # noqa: E731
+        for got in (ours(arg), ember.jit(ours)(arg)):
+            assert got.dtype == _ember_int(want.dtype, dt), (name, got.dtype, want.dtype)
+            np.testing.assert_allclose(got, want.astype(got.dtype), rtol=1e-6)
+
+
+def test_the_issue_sum_examples():
+    for sum_ in (enp.sum, ember.jit(enp.sum)):
+        assert sum_(np.array([100] * 3, np.int8)) == 300
+        assert sum_(np.array([200, 200], np.uint8)) == 400
+
+
+@pytest.mark.parametrize("name", ["mean", "var", "std", "sum"])
+def test_float16_reductions_over_more_than_65504_elements_match_jax(name):
+    x = (np.arange(70000) % 7 / 8).astype(np.float16)  # the sum, 26249.25, fits float16; its count does not
+    fn = getattr(enp, name)
+    want = np.asarray(getattr(jnp, name)(x))
+    for got in (fn(x), ember.jit(fn)(x)):
+        assert got.dtype == np.float16
+        np.testing.assert_array_equal(got, want)
+    ones = np.ones((2, 70000), np.float16)
+    want = np.asarray(getattr(jnp, name)(ones, axis=1))
+    np.testing.assert_array_equal(ember.jit(lambda v: fn(v, axis=1))(ones), want)

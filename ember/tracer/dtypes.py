@@ -13,6 +13,7 @@ from ember.errors import DTypeError, user_location
 
 float_ = np.dtype(np.float32)
 int_ = np.dtype(np.int32)
+uint_ = np.dtype(np.uint32)
 bool_ = np.dtype(np.bool_)
 
 SUPPORTED = tuple(
@@ -150,3 +151,19 @@ def default_float_for(dtype: np.dtype) -> np.dtype:
     if is_float(dtype):
         return dtype
     return np.dtype(np.float64) if is_int(dtype) and dtype.itemsize == 8 else float_
+
+
+def sum_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a sum or product of `dtype` gives: bools and narrower signed ints widen to the
+    default int, narrower unsigned ints to the default unsigned int (jnp's promote_integers)."""
+    if is_bool(dtype) or (dtype.kind == "i" and dtype.itemsize < int_.itemsize):
+        return int_
+    if dtype.kind == "u" and dtype.itemsize < uint_.itemsize:
+        return uint_
+    return dtype
+
+
+def accumulation_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a reduction giving `dtype` accumulates in: float32 for float16, whose sums and
+    counts overflow at 65504 (as JAX upcasts float16 reductions)."""
+    return float_ if dtype == np.float16 else dtype

@@ -7,8 +7,8 @@ cases.py):
 - results NumPy computes in a float type from integer or bool operands only (true division, sqrt,
   exp, mean, var, ...) are float32, where NumPy gives float64 (or float16 for 8-bit ints); from
   64-bit integers they are float64 (jnp's inexact dtypes with x64 enabled);
-- integer and bool sums and products stay 32-bit (int32 for bool and int32; small ints keep their
-  own dtype) where NumPy widens to int64; argmax/argmin return int32, not int64;
+- integer and bool sums and products accumulate in int32 (unsigned ints in uint32; 64-bit ints keep
+  their dtype) where NumPy widens to int64/uint64; argmax/argmin return int32, not int64;
 - a Python float combined with an integer array gives float32 (float64 for 64-bit ints, as JAX with
   x64), and a list of Python floats is a float32 array;
 - integers never widen a float array: i32 x f32 is f32, i16 x f16 is f16 (NumPy: f64, f32);
@@ -100,10 +100,11 @@ def test_float_results_of_integer_operands_are_float32(fn, dt):
         assert ember.jit(call)(x).dtype == want
 
 
-@pytest.mark.parametrize("dt, want", [("bool", "i32"), ("i8", "i8"), ("u8", "u8"), ("i32", "i32"),
-                                      ("i64", "i64"), ("f16", "f16")])
-def test_sums_keep_their_dtype(dt, want):
-    """Sums/products do not widen to 64 bits (NumPy: int64); bools count in int32."""
+@pytest.mark.parametrize("dt, want", [("bool", "i32"), ("i8", "i32"), ("i16", "i32"), ("u8", "u32"),
+                                      ("i32", "i32"), ("u32", "u32"), ("i64", "i64"), ("f16", "f16")])
+def test_sums_accumulate_in_the_default_int(dt, want):
+    """Sums/products of bools and small ints widen to int32 (unsigned: uint32), as JAX's do, but
+    not to 64 bits (NumPy: int64/uint64)."""
     x = A((4,), dt, "posint").make(np.random.default_rng(0))
     for fn in (jnp.sum, jnp.prod):
         assert fn(x).dtype == np.dtype(DTYPES[want])
@@ -126,13 +127,17 @@ def test_unsupported_dtypes_raise_dtype_error():
         jnp.add(np.ones(2), 1j)
 
 
+U64 = {"u64": np.uint64}
+
+
 @pytest.mark.parametrize("np_dt, ins, want", [
     ("f64", ["i32"], "f32"), ("f16", ["u8"], "f32"), ("f64", ["i64"], "f64"), ("f64", ["i64", "bool"], "f64"),
     ("f64", ["i32", "f32"], "f32"), ("f64", ["i16", "f16"], "f16"),
     ("f32", ["i16", "f16"], "f16"), ("f64", ["f32"], "f64"), ("f64", ["i32", "f64"], "f64"), ("f32", ["f32"], "f32"),
     ("i64", ["i32"], "i32"), ("i64", ["bool"], "i32"), ("i64", ["i64"], "i64"), ("i64", ["i32", "u32"], "i64"),
-    ("i64", ["f64"], "i32"),
+    ("i64", ["f64"], "i32"), ("u64", ["u8"], "u32"), ("u64", ["u32"], "u32"), ("u64", ["i64", "u8"], "u64"),
     ("bool", ["f32"], "bool"),
 ])
 def test_expected_dtype_rule(np_dt, ins, want):
-    assert expected_dtype(DTYPES[np_dt], [DTYPES[d] for d in ins]) == np.dtype(DTYPES[want])
+    names = {**DTYPES, **U64}
+    assert expected_dtype(names[np_dt], [names[d] for d in ins]) == np.dtype(names[want])
