@@ -7,6 +7,8 @@ with x64 enabled: float64 and int64 are fully supported (no x64 flag).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ember.errors import DTypeError, user_location
@@ -127,6 +129,7 @@ def scalar_dtype(x) -> tuple[np.dtype, bool]:
     raise DTypeError(f"{type(x).__name__} is not a scalar type", user_location())
 
 
+@functools.lru_cache(maxsize=4096)  # every operation of every trace asks: a few dtypes, asked often
 def result_type(*operands: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
     """Promote (dtype, weak) pairs on JAX's lattice, the one promotion rule of every ember operation.
 
@@ -134,7 +137,7 @@ def result_type(*operands: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
     or f* (bool with a Python int, ints with a Python float, int64 with uint64) is weak and takes the
     default int32 / float32, or float64 when a 64-bit integer is involved (JAX's x64 answer).
     """
-    operands = [(d, w and d != bool_) for d, w in operands]  # bools are bools, weak or not
+    operands = [(np.dtype(d), bool(w) and d != bool_) for d, w in operands]  # bools are bools, weak or not
     all_weak = all(w for _, w in operands)
     top = _join([d.name if all_weak else _node(d, w) for d, w in operands])
     if top == _INT_WEAK:
