@@ -8,19 +8,40 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 import ember.numpy as jnp
-from ember.api import stop_gradient
+from ember.api import custom_vjp, stop_gradient
 from ember.tracer.prims import erf, logistic  # lax-level primitives that have no public name yet
 
 
 def _float(x):
-    """`x` as an array of a float dtype (integers and bools become float32)."""
+    """`x` as an array of a float dtype (integers and bools become float32, 64-bit ones float64, as
+    JAX's x64 promotion gives)."""
     x = jnp.asarray(x)
-    return x if x.dtype.kind == "f" else jnp.asarray(x, jnp.float32)
+    if x.dtype.kind == "f":
+        return x
+    return jnp.asarray(x, jnp.float64 if x.dtype.itemsize == 8 else jnp.float32)
+
+
+@custom_vjp
+def _relu(x):
+    return jnp.maximum(x, 0)
+
+
+def _relu_fwd(x):
+    out = _relu(x)
+    return out, out
+
+
+def _relu_bwd(out, ct):
+    return (jnp.where(jnp.greater(out, 0), ct, 0),)
+
+
+_relu.defvjp(_relu_fwd, _relu_bwd)
 
 
 def relu(x):
-    """max(x, 0); its gradient at 0 is 0 (and the backward pass reads only the output)."""
-    return jnp.maximum(x, 0)
+    """max(x, 0) with its own gradient rule, as jax.nn.relu: 0 at x = 0 (where `maximum` splits a tie
+    and gives 0.5); the backward pass reads only the output."""
+    return _relu(jnp.asarray(x))
 
 
 def sigmoid(x):

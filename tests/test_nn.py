@@ -206,8 +206,20 @@ def test_gradients_at_large_inputs_are_finite():
 
 
 def test_relu_gradient_at_zero_is_zero():
-    g = ember.grad(lambda v: jnp.sum(nn.relu(v)))(np.array([-1.0, 0.0, 2.0]))
-    np.testing.assert_array_equal(g, [0.0, 0.0, 1.0])
+    """relu has its own rule (as jax.nn.relu), unlike maximum(x, 0), whose tie at 0 gives 0.5."""
+    x = np.array([-1.0, 0.0, -0.0, 2.0, np.nan])
+    np.testing.assert_array_equal(ember.grad(lambda v: jnp.sum(nn.relu(v)))(x), [0.0, 0.0, 0.0, 1.0, 0.0])
+    np.testing.assert_array_equal(ember.grad(lambda v: jnp.sum(jnp.maximum(v, 0.0)))(x), [0.0, 0.5, 0.5, 1.0, 0.0])
+    np.testing.assert_array_equal(nn.relu(x), np.maximum(x, 0.0))
+    np.testing.assert_array_equal(ember.vmap(ember.grad(nn.relu))(x), [0.0, 0.0, 0.0, 1.0, 0.0])
+
+
+def test_relu_backward_reads_only_the_output():
+    x = np.linspace(-1.0, 1.0, 6)
+    stage = ember.jit(ember.grad(lambda v: jnp.sum(nn.relu(v) * x))).lower(x).stage("after autodiff")
+    x_var = stage.graph.inputs[0]
+    roles = [stage.annotations.get(n) for n in stage.graph.nodes if x_var in n.inputs]
+    assert roles == ["active"], stage.graph
 
 
 def test_gelu_approximation_is_close_to_exact():

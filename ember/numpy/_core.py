@@ -150,8 +150,8 @@ def elementwise(prim_fn, name: str, *xs, to_float: bool = False):
     xs = [asarray(x) if isinstance(x, (list, tuple)) else x for x in xs]
     dts = [dtype_weak(x) for x in xs]
     target, _ = dtypes.result_type(*dts)
-    if to_float and not dtypes.is_float(target):
-        target = dtypes.float_
+    if to_float:
+        target = dtypes.default_float_for(target)
     # Python scalars stay weak (a weak value times 2 is still weak), everything else is converted.
     xs = [Literal(x, target, weak_type=True) if _is_python_scalar(x) else to_dtype(x, target) for x in xs]
     if len(xs) > 1:

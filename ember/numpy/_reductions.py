@@ -1,5 +1,6 @@
 """Reductions with NumPy's axis/keepdims semantics: sum, mean, max, min, prod, argmax, argmin, var,
-std, all, any. Integer sums stay in their dtype (bool sums as int32), as in JAX."""
+std, all, any. As in JAX, sums and products of bools and small ints accumulate in the default (signed
+or unsigned) int, and float16 sums, means and variances accumulate in float32."""
 
 from __future__ import annotations
 
@@ -29,25 +30,25 @@ def _keep(out, shape, axes, keepdims):
     return P.reshape(out, tuple(1 if i in axes else d for i, d in enumerate(shape)))
 
 
-def _prepare(a, dtype, name):
-    a = asarray(a)
-    if dtype is not None:
-        a = to_dtype(a, dtypes.canonicalize(dtype))
-    elif dtypes.is_bool(a.dtype):
-        a = to_dtype(a, dtypes.int_)
-    return a
+def _accumulate(prim_fn, a, axes, dtype: np.dtype):
+    """`prim_fn(a, axes)` computed in `dtype`'s accumulation dtype and given back as `dtype`."""
+    return to_dtype(prim_fn(to_dtype(a, dtypes.accumulation_dtype(dtype)), axes), dtype)
 
 
-def sum(a, axis=None, dtype=None, keepdims: bool = False):
-    a = _prepare(a, dtype, "sum")
-    axes = _axes(axis, len(a.shape), "sum")
-    return _keep(P.reduce_sum(a, axes), a.shape, axes, keepdims)
+def _summation(prim_fn, name):
+    def fn(a, axis=None, dtype=None, keepdims: bool = False):
+        a = asarray(a)
+        dt = dtypes.canonicalize(dtype) if dtype is not None else dtypes.sum_dtype(a.dtype)
+        axes = _axes(axis, len(a.shape), name)
+        return _keep(_accumulate(prim_fn, a, axes, dt), a.shape, axes, keepdims)
+
+    fn.__name__ = name
+    fn.__doc__ = f"{name} over `axis` (all axes when None), as numpy.{name} with JAX's dtypes."
+    return fn
 
 
-def prod(a, axis=None, dtype=None, keepdims: bool = False):
-    a = _prepare(a, dtype, "prod")
-    axes = _axes(axis, len(a.shape), "prod")
-    return _keep(P.reduce_prod(a, axes), a.shape, axes, keepdims)
+sum = _summation(P.reduce_sum, "sum")
+prod = _summation(P.reduce_prod, "prod")
 
 
 def _count(shape, axes) -> int:
@@ -57,12 +58,12 @@ def _count(shape, axes) -> int:
 def mean(a, axis=None, dtype=None, keepdims: bool = False):
     a = asarray(a)
     dt = dtypes.canonicalize(dtype) if dtype is not None else dtypes.default_float_for(a.dtype)
-    a = to_dtype(a, dt)
+    a = to_dtype(a, dtypes.accumulation_dtype(dt))
     axes = normalize_axes(axis, len(a.shape), "mean")  # strict, as NumPy's mean
     total = P.reduce_sum(a, axes)
     n = _count(a.shape, axes)
     out = P.div(total, float(n)) if n else P.mul(total, float("nan"))
-    return _keep(out, a.shape, axes, keepdims)
+    return _keep(to_dtype(out, dt), a.shape, axes, keepdims)
 
 
 def _extremum(prim_fn, combine, name):
@@ -114,14 +115,14 @@ def var(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
     """Variance: mean of squared deviations, divided by N - ddof."""
     a = asarray(a)
     dt = dtypes.canonicalize(dtype) if dtype is not None else dtypes.default_float_for(a.dtype)
-    a = to_dtype(a, dt)
+    a = to_dtype(a, dtypes.accumulation_dtype(dt))
     axes = normalize_axes(axis, len(a.shape), "var")  # strict, as NumPy's var
     centered = subtract(a, mean(a, axes, keepdims=True))
     sq = P.reduce_sum(P.mul(centered, centered), axes)
     n = _count(a.shape, axes) - ddof
     # With no degrees of freedom left NumPy divides by zero: inf, or nan where sq is 0 (or nan).
     out = P.div(sq, float(n)) if n > 0 else P.mul(sq, float("inf"))
-    return _keep(out, a.shape, axes, keepdims)
+    return _keep(to_dtype(out, dt), a.shape, axes, keepdims)
 
 
 def std(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):

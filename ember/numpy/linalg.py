@@ -54,7 +54,7 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
     """Vector norms along one axis, matrix norms over two, as numpy.linalg.norm."""
     x = asarray(x)
     if not dtypes.is_float(x.dtype):
-        x = to_dtype(x, dtypes.float_)
+        x = to_dtype(x, dtypes.default_float_for(x.dtype))
     nd = len(x.shape)
     if axis is None:
         if ord is None:

@@ -1,10 +1,13 @@
 """The dtype policy: supported dtypes, defaults, weakly typed Python scalars and promotion.
 
 Follows JAX: new arrays default to float32/int32, Python scalars are *weak* (``x * 2.0`` keeps x's
-dtype), and strong dtypes promote with NumPy's table. float64 is fully supported (no x64 flag).
+dtype), and strong dtypes promote on JAX's lattice (int32 with float16 is float16), as JAX does
+with x64 enabled: float64 and int64 are fully supported (no x64 flag).
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
@@ -12,6 +15,7 @@ from ember.errors import DTypeError, user_location
 
 float_ = np.dtype(np.float32)
 int_ = np.dtype(np.int32)
+uint_ = np.dtype(np.uint32)
 bool_ = np.dtype(np.bool_)
 
 SUPPORTED = tuple(
@@ -66,11 +70,48 @@ def is_bool(dtype: np.dtype) -> bool:
     return dtype.kind == "b"
 
 
-def _kind_rank(dtype: np.dtype) -> int:
-    return {"b": 0, "i": 1, "u": 1, "f": 2}[dtype.kind]
+_INT_WEAK, _FLOAT_WEAK = "i*", "f*"  # the lattice nodes of weakly typed Python ints and floats
+
+# JAX's promotion lattice (x64 mode; no bfloat16 or complex in ember): each node and the nodes just
+# above it. Two dtypes promote to the lowest node above both; unsigned and signed 64-bit meet at f*.
+_LATTICE = {
+    "bool": ("i*",), "i*": ("uint8", "int8"), "f*": ("float16",),
+    "uint8": ("int16", "uint16"), "uint16": ("int32", "uint32"), "uint32": ("int64", "uint64"),
+    "uint64": ("f*",), "int8": ("int16",), "int16": ("int32",), "int32": ("int64",), "int64": ("f*",),
+    "float16": ("float32",), "float32": ("float64",), "float64": (),
+}
 
 
-_DEFAULT_FOR_RANK = {0: bool_, 1: int_, 2: float_}
+def _upper_closure(node: str) -> frozenset[str]:
+    seen, todo = {node}, [node]
+    while todo:
+        for up in _LATTICE[todo.pop()]:
+            if up not in seen:
+                seen.add(up)
+                todo.append(up)
+    return frozenset(seen)
+
+
+_UPPER = {n: _upper_closure(n) for n in _LATTICE}
+
+
+def _join(nodes) -> str:
+    """The least upper bound of lattice nodes: the common upper node whose closure is all of them."""
+    common = frozenset.intersection(*(_UPPER[n] for n in nodes))
+    return next(n for n in common if _UPPER[n] == common)
+
+
+def _node(dtype: np.dtype, weak: bool) -> str:
+    if weak and dtype.kind in "iu":
+        return _INT_WEAK
+    if weak and dtype.kind == "f":
+        return _FLOAT_WEAK
+    return dtype.name
+
+
+def promote_types(a: np.dtype, b: np.dtype) -> np.dtype:
+    """The dtype two strongly typed arrays promote to (jnp.promote_types with x64 enabled)."""
+    return result_type((np.dtype(a), False), (np.dtype(b), False))[0]
 
 
 def scalar_dtype(x) -> tuple[np.dtype, bool]:
@@ -88,22 +129,44 @@ def scalar_dtype(x) -> tuple[np.dtype, bool]:
     raise DTypeError(f"{type(x).__name__} is not a scalar type", user_location())
 
 
+@functools.lru_cache(maxsize=4096)  # every operation of every trace asks: a few dtypes, asked often
 def result_type(*operands: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
-    """Promote (dtype, weak) pairs: strong dtypes by NumPy's table, weak ones only raise the kind."""
-    strong = [d for d, w in operands if not w]
-    weak = [d for d, w in operands if w]
-    if strong:
-        base = strong[0] if len(strong) == 1 else np.result_type(*strong)
-        base = canonicalize(base)
-        top = max((_kind_rank(d) for d in weak), default=-1)
-        if top > _kind_rank(base):
-            return _DEFAULT_FOR_RANK[top], False
-        return base, False
-    top = max(_kind_rank(d) for d in weak)
-    same = [d for d in weak if _kind_rank(d) == top]
-    return (same[0] if all(d == same[0] for d in same) else _DEFAULT_FOR_RANK[top]), True
+    """Promote (dtype, weak) pairs on JAX's lattice, the one promotion rule of every ember operation.
+
+    Weak values only raise the kind; all-weak operands join as if strong and stay weak. A join at i*
+    or f* (bool with a Python int, ints with a Python float, int64 with uint64) is weak and takes the
+    default int32 / float32, or float64 when a 64-bit integer is involved (JAX's x64 answer).
+    """
+    operands = [(np.dtype(d), bool(w) and d != bool_) for d, w in operands]  # bools are bools, weak or not
+    all_weak = all(w for _, w in operands)
+    top = _join([d.name if all_weak else _node(d, w) for d, w in operands])
+    if top == _INT_WEAK:
+        return int_, True
+    if top == _FLOAT_WEAK:
+        wide = any(d.kind in "iu" and d.itemsize == 8 for d, _ in operands)
+        return (np.dtype(np.float64) if wide else float_), True
+    return np.dtype(top), all_weak
 
 
 def default_float_for(dtype: np.dtype) -> np.dtype:
-    """The float dtype an operation like true division or sqrt produces from `dtype`."""
-    return dtype if is_float(dtype) else float_
+    """The float dtype an operation like true division, sqrt or mean produces from `dtype`: float64
+    for 64-bit integers, float32 for the others (jnp's inexact dtypes with x64 enabled)."""
+    if is_float(dtype):
+        return dtype
+    return np.dtype(np.float64) if is_int(dtype) and dtype.itemsize == 8 else float_
+
+
+def sum_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a sum or product of `dtype` gives: bools and narrower signed ints widen to the
+    default int, narrower unsigned ints to the default unsigned int (jnp's promote_integers)."""
+    if is_bool(dtype) or (dtype.kind == "i" and dtype.itemsize < int_.itemsize):
+        return int_
+    if dtype.kind == "u" and dtype.itemsize < uint_.itemsize:
+        return uint_
+    return dtype
+
+
+def accumulation_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype a reduction giving `dtype` accumulates in: float32 for float16, whose sums and
+    counts overflow at 65504 (as JAX upcasts float16 reductions)."""
+    return float_ if dtype == np.float16 else dtype

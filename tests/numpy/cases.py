@@ -116,14 +116,22 @@ def expected_dtype(np_dtype, in_dtypes) -> np.dtype:
     """The dtype ember gives where NumPy gives `np_dtype` from array operands of `in_dtypes`.
 
     Floats computed from integer/bool operands only are float32 (NumPy: float64, or float16 for
-    8-bit ints); an int64 result where no integer operand is 64 bits wide (sums of int32 or bool,
-    argmax of anything) is int32. Otherwise ember follows NumPy's table."""
+    8-bit ints), float64 if one is a 64-bit integer (as JAX with x64); from float and integer
+    operands, the widest float operand (JAX's lattice: integers never widen a float, so i32 x f32 is
+    f32 where NumPy gives f64); an int64 (uint64) result where no integer operand is 64 bits wide
+    (sums of int32 or bool or uint8, argmax of anything) is int32 (uint32). Otherwise NumPy's table."""
     np_dtype = np.dtype(np_dtype)
     in_dtypes = [np.dtype(d) for d in in_dtypes]
-    if np_dtype.kind == "f" and not any(d.kind == "f" for d in in_dtypes):
-        return np.dtype(np.float32)
+    floats = [d for d in in_dtypes if d.kind == "f"]
+    if np_dtype.kind == "f" and not floats:
+        wide = any(d.kind in "iu" and d.itemsize == 8 for d in in_dtypes)
+        return np.dtype(np.float64 if wide else np.float32)
+    if np_dtype.kind == "f" and any(d.kind in "iub" for d in in_dtypes):
+        return max(floats, key=lambda d: d.itemsize)
     if np_dtype == np.int64 and not any(d.kind in "iu" and (d.itemsize == 8 or d == np.uint32) for d in in_dtypes):
         return np.dtype(np.int32)
+    if np_dtype == np.uint64 and not any(d.kind in "iu" and d.itemsize == 8 for d in in_dtypes):
+        return np.dtype(np.uint32)
     return np_dtype
 
 

@@ -94,7 +94,8 @@ def _arange_cases():
         cases.append(Case("arange", lambda a=args, dt=dt: ar(*a, dtype=dt),
                           lambda a=args, dt=dt: np.arange(*a, dtype=dt), (), dtype=np.dtype(dt),
                           note=f"{args} {np.dtype(dt).name}"))
-    cases.append(Case("arange", lambda x: ar(4) * x, lambda x: np.arange(4) * x, (A((3, 1)),), note="with input"))
+    cases.append(Case("arange", lambda x: jnp.multiply(ar(4), x), lambda x: np.arange(4) * x, (A((3, 1)),),
+                      dtype=np.float32, note="with input"))  # int32 x f32 is f32 (JAX's lattice)
     return cases
 
 
@@ -154,7 +155,8 @@ def _array_cases():
             Case(name, lambda a, fn=fn: fn([a, 2]), lambda a, ref=ref: ref([a, 2], dtype=a.dtype), (A((), "f32"),),
                  note="weak int joins f32"),
             Case(name, lambda a, b, fn=fn: fn((a, b), dtype=np.float64),
-                 lambda a, b, ref=ref: ref((a, b), dtype=np.float64), (A((2,)), A((2,), "i32")), note="tuple, dtype"),
+                 lambda a, b, ref=ref: ref((a, b), dtype=np.float64), (A((2,)), A((2,), "i32")), dtype=np.float64,
+                 note="tuple, dtype"),
             Case(name, lambda a, fn=fn: fn([[a, a], [a, a]]), lambda a, ref=ref: ref([[a, a], [a, a]]),
                  (A((2,), "i32"),), note="nested"),
         ]

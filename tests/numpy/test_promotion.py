@@ -1,15 +1,17 @@
-"""dtype promotion of ember.numpy (JAX rules: weak Python scalars, float32/int32 defaults, NumPy's
-table between strong dtypes).
+"""dtype promotion of ember.numpy (JAX rules: weak Python scalars, float32/int32 defaults, JAX's
+lattice between strong dtypes; tests/test_jax_conventions.py checks every combination against JAX).
 
 Deliberate differences from NumPy, checked here and relied on by the harness (`expected_dtype` in
 cases.py):
 - new arrays and Python scalars default to float32 / int32 / bool, not float64 / int64;
 - results NumPy computes in a float type from integer or bool operands only (true division, sqrt,
-  exp, mean, var, ...) are float32, where NumPy gives float64 (or float16 for 8-bit ints);
-- integer and bool sums and products stay 32-bit (int32 for bool and int32; small ints keep their
-  own dtype) where NumPy widens to int64; argmax/argmin return int32, not int64;
-- a Python float combined with an integer array gives float32 (NumPy: float64), and a list of
-  Python floats is a float32 array;
+  exp, mean, var, ...) are float32, where NumPy gives float64 (or float16 for 8-bit ints); from
+  64-bit integers they are float64 (jnp's inexact dtypes with x64 enabled);
+- integer and bool sums and products accumulate in int32 (unsigned ints in uint32; 64-bit ints keep
+  their dtype) where NumPy widens to int64/uint64; argmax/argmin return int32, not int64;
+- a Python float combined with an integer array gives float32 (float64 for 64-bit ints, as JAX with
+  x64), and a list of Python floats is a float32 array;
+- integers never widen a float array: i32 x f32 is f32, i16 x f16 is f16 (NumPy: f64, f32);
 - `astype(float)` / `dtype=float` mean float32 (the default float), `int` means int32.
 """
 
@@ -27,10 +29,10 @@ STRONG = ["bool", "i8", "i16", "i32", "i64", "u8", "u32", "f16", "f32", "f64"]
 
 @pytest.mark.parametrize("a", STRONG)
 @pytest.mark.parametrize("b", STRONG)
-def test_strong_dtypes_promote_with_numpys_table(a, b):
+def test_strong_dtypes_promote_on_jaxs_lattice(a, b):
     x = np.ones(2, DTYPES[a])
     y = np.ones(2, DTYPES[b])
-    want = np.result_type(x, y)
+    want = expected_dtype(np.result_type(x, y), [x.dtype, y.dtype])
     assert jnp.add(x, y).dtype == want
     assert ember.jit(jnp.multiply)(x, y).dtype == want
     assert ember.jit(lambda u, v: jnp.where(u > 0, u, v))(x, y).dtype == want
@@ -41,7 +43,7 @@ def test_strong_dtypes_promote_with_numpys_table(a, b):
 WEAK = [
     ("bool", True, "bool"), ("bool", 2, "i32"), ("bool", 2.5, "f32"),
     ("i8", 2, "i8"), ("i8", 2.5, "f32"), ("u8", 3, "u8"), ("i16", 2, "i16"),
-    ("i32", 2, "i32"), ("i32", 2.5, "f32"), ("i64", 2, "i64"), ("i64", 2.5, "f32"),
+    ("i32", 2, "i32"), ("i32", 2.5, "f32"), ("i64", 2, "i64"), ("i64", 2.5, "f64"),
     ("u32", 2, "u32"), ("f16", 2, "f16"), ("f16", 2.5, "f16"), ("f32", 2, "f32"),
     ("f32", 2.5, "f32"), ("f64", 2.5, "f64"), ("f64", True, "f64"), ("i32", True, "i32"),
 ]
@@ -89,17 +91,20 @@ def test_new_arrays_default_to_32_bits():
                          ids=lambda f: f.__name__)
 @pytest.mark.parametrize("dt", ["bool", "u8", "i8", "i32", "i64"])
 def test_float_results_of_integer_operands_are_float32(fn, dt):
+    """... and float64 for 64-bit integers, as jnp with x64 enabled."""
     x = A((3,), dt, "posint").make(np.random.default_rng(0))
     call = (lambda v: fn(v, v)) if fn is jnp.divide else fn
+    want = np.float64 if dt == "i64" else np.float32
     with np.errstate(all="ignore"):
-        assert call(x).dtype == np.float32
-        assert ember.jit(call)(x).dtype == np.float32
+        assert call(x).dtype == want
+        assert ember.jit(call)(x).dtype == want
 
 
-@pytest.mark.parametrize("dt, want", [("bool", "i32"), ("i8", "i8"), ("u8", "u8"), ("i32", "i32"),
-                                      ("i64", "i64"), ("f16", "f16")])
-def test_sums_keep_their_dtype(dt, want):
-    """Sums/products do not widen to 64 bits (NumPy: int64); bools count in int32."""
+@pytest.mark.parametrize("dt, want", [("bool", "i32"), ("i8", "i32"), ("i16", "i32"), ("u8", "u32"),
+                                      ("i32", "i32"), ("u32", "u32"), ("i64", "i64"), ("f16", "f16")])
+def test_sums_accumulate_in_the_default_int(dt, want):
+    """Sums/products of bools and small ints widen to int32 (unsigned: uint32), as JAX's do, but
+    not to 64 bits (NumPy: int64/uint64)."""
     x = A((4,), dt, "posint").make(np.random.default_rng(0))
     for fn in (jnp.sum, jnp.prod):
         assert fn(x).dtype == np.dtype(DTYPES[want])
@@ -122,11 +127,17 @@ def test_unsupported_dtypes_raise_dtype_error():
         jnp.add(np.ones(2), 1j)
 
 
+U64 = {"u64": np.uint64}
+
+
 @pytest.mark.parametrize("np_dt, ins, want", [
-    ("f64", ["i32"], "f32"), ("f16", ["u8"], "f32"), ("f64", ["i32", "f32"], "f64"), ("f32", ["f32"], "f32"),
+    ("f64", ["i32"], "f32"), ("f16", ["u8"], "f32"), ("f64", ["i64"], "f64"), ("f64", ["i64", "bool"], "f64"),
+    ("f64", ["i32", "f32"], "f32"), ("f64", ["i16", "f16"], "f16"),
+    ("f32", ["i16", "f16"], "f16"), ("f64", ["f32"], "f64"), ("f64", ["i32", "f64"], "f64"), ("f32", ["f32"], "f32"),
     ("i64", ["i32"], "i32"), ("i64", ["bool"], "i32"), ("i64", ["i64"], "i64"), ("i64", ["i32", "u32"], "i64"),
-    ("i64", ["f64"], "i32"),
+    ("i64", ["f64"], "i32"), ("u64", ["u8"], "u32"), ("u64", ["u32"], "u32"), ("u64", ["i64", "u8"], "u64"),
     ("bool", ["f32"], "bool"),
 ])
 def test_expected_dtype_rule(np_dt, ins, want):
-    assert expected_dtype(DTYPES[np_dt], [DTYPES[d] for d in ins]) == np.dtype(DTYPES[want])
+    names = {**DTYPES, **U64}
+    assert expected_dtype(names[np_dt], [names[d] for d in ins]) == np.dtype(names[want])

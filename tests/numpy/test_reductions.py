@@ -76,10 +76,10 @@ def _reduction_cases():
 def _special_cases():
     s, p, m = jnp.sum, jnp.prod, jnp.mean
     return [
-        # small ints keep their dtype (NumPy: int64)
-        Case("sum", s, np.sum, (A((2, 3), "i8"),), dtype=np.int8),
-        Case("sum", lambda x: s(x, axis=0), lambda x: np.sum(x, axis=0), (A((2, 3), "u8"),), dtype=np.uint8),
-        Case("prod", p, np.prod, (A((2, 2), "i16", "posint"),), dtype=np.int16),
+        # bools and small ints accumulate in int32 / uint32, as in JAX (NumPy: int64 / uint64)
+        Case("sum", s, np.sum, (A((2, 3), "i8"),), dtype=np.int32),  # as JAX: the default int
+        Case("sum", lambda x: s(x, axis=0), lambda x: np.sum(x, axis=0), (A((2, 3), "u8"),), dtype=np.uint32),
+        Case("prod", p, np.prod, (A((2, 2), "i16", "posint"),), dtype=np.int32),
         Case("sum", lambda x: s(x, dtype=np.float32), lambda x: np.sum(x, dtype=np.float32), (A((2, 3), "i32"),)),
         Case("sum", lambda x: s(x, axis=1, dtype=np.float64), lambda x: np.sum(x, axis=1, dtype=np.float64),
              (A((2, 3), "f32"),)),
@@ -91,8 +91,8 @@ def _special_cases():
              dtype=np.float64),
         Case("mean", lambda x: m(x, axis=0, dtype=np.float64), lambda x: np.mean(x, axis=0, dtype=np.float64),
              (A((3, 4), "f32"),)),
-        Case("sum", lambda x: s([[1, 2], [3, 4]]) * x, lambda x: np.sum([[1, 2], [3, 4]]) * x, (A((2,)),),
-             note="list"),
+        Case("sum", lambda x: jnp.multiply(s([[1, 2], [3, 4]]), x), lambda x: np.sum([[1, 2], [3, 4]]) * x, (A((2,)),),
+             dtype=np.float32, note="list"),
         Case("sum", s, np.sum, (A((0, 3), "i32"),), note="empty int"),
         Case("max", lambda x: jnp.max(x, initial=0.5), lambda x: np.max(x, initial=0.5), (A((2, 3)),)),
         Case("max", lambda x: jnp.max(x, axis=0, initial=-1.0), lambda x: np.max(x, axis=0, initial=-1.0),
@@ -228,3 +228,22 @@ def test_reduction_of_a_scalar_over_other_axes_is_an_error(axis):
         jnp.sum(np.float32(1.0), axis=axis)
     with pytest.raises(ember.ShapeError, match="mean"):
         ember.jit(lambda x: jnp.mean(x, axis=axis))(np.float32(1.0))
+
+
+@pytest.mark.parametrize("fn", [jnp.sum, ember.jit(jnp.sum)], ids=["eager", "jit"])
+def test_small_int_sums_do_not_wrap(fn):
+    """Bools and small ints accumulate in int32, unsigned ones in uint32 (as JAX's sums)."""
+    assert fn(np.array([100] * 3, np.int8)) == 300 and fn(np.array([100] * 3, np.int8)).dtype == np.int32
+    assert fn(np.array([200, 200], np.uint8)) == 400 and fn(np.array([200, 200], np.uint8)).dtype == np.uint32
+    assert jnp.prod(np.array([100, 100], np.int16)) == 10000
+
+
+@pytest.mark.parametrize("name, want", [("mean", 0.5), ("var", 0.25), ("std", 0.5)])
+def test_float16_mean_and_var_over_more_elements_than_float16_counts(name, want):
+    """70000 > 65504, the largest float16: the count and the sum are computed in float32."""
+    x = (np.arange(70000) % 2).astype(np.float16)
+    for fn in (getattr(jnp, name), ember.jit(getattr(jnp, name))):
+        got = fn(x)
+        assert got.dtype == np.float16 and got == want
+    g = ember.grad(lambda v: jnp.mean(v))(x)
+    assert g.dtype == np.float16 and np.all(g == np.float16(1 / 70000))

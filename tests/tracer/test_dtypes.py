@@ -1,5 +1,5 @@
 """The dtype policy: canonical dtypes, weakly typed Python scalars and promotion (as in JAX, a Python
-scalar never widens an array's dtype; strong dtypes promote with NumPy's table), checked on
+scalar never widens an array's dtype; strong dtypes promote on JAX's lattice), checked on
 dtypes.result_type directly and through ember.numpy on tracers and in eager mode."""
 
 import numpy as np
@@ -41,7 +41,10 @@ PROMOTIONS = [
     ("uint8 + int8", lambda x: enp.add(x, arr(I8)), U8, I16),
     ("int32 + int64", lambda x: enp.add(x, arr(I64)), I32, I64),
     ("int8 + f16", lambda x: enp.add(x, arr(F16)), I8, F16),
-    ("int32 * f32", lambda x: enp.multiply(x, arr(F32)), I32, np.result_type(np.int32, np.float32)),
+    ("int32 * f32", lambda x: enp.multiply(x, arr(F32)), I32, F32),
+    ("int32 + f16", lambda x: enp.add(x, arr(F16)), I32, F16),
+    ("int64 - f32", lambda x: enp.subtract(x, arr(F32)), I64, F32),
+    ("python float * int64", lambda x: enp.multiply(x, 0.5), I64, F64),
     ("uint32 + int32", lambda x: enp.add(x, arr(I32)), U32, I64),
     ("numpy f64 scalar is strong", lambda x: enp.multiply(x, np.float64(2.0)), F32, F64),
     ("numpy int8 scalar + uint8", lambda x: enp.add(x, np.int8(1)), U8, I16),
@@ -126,18 +129,20 @@ def test_weak_type_survives_arithmetic_with_python_scalars():
 
 @pytest.mark.parametrize("operands,want", [
     (((F16, False), (F32, True)), (F16, False)),
-    (((I32, False), (F32, True)), (F32, False)),
+    (((I32, False), (F32, True)), (F32, True)),
     (((I8, False), (I32, True)), (I8, False)),
-    (((BOOL, False), (I32, True)), (I32, False)),
+    (((BOOL, False), (I32, True)), (I32, True)),
     (((BOOL, False), (BOOL, True)), (BOOL, False)),
     (((F32, False), (F64, False)), (F64, False)),
     (((U8, False), (I8, False)), (I16, False)),
-    (((I32, False), (F16, False)), (np.dtype(np.result_type(np.int32, np.float16)), False)),
-    (((F64, True), (F32, True)), (F32, True)),
+    (((I32, False), (F16, False)), (F16, False)),
+    (((I64, False), (np.dtype(np.uint64), False)), (F64, True)),
+    (((I64, False), (F32, True)), (F64, True)),
+    (((F64, True), (F32, True)), (F64, True)),
     (((I32, True), (F32, True)), (F32, True)),
     (((BOOL, True), (I32, True)), (I32, True)),
     (((F16, True), (F16, True)), (F16, True)),
-    (((I64, True), (I32, True)), (I32, True)),
+    (((I64, True), (I32, True)), (I64, True)),
     (((F32, True),), (F32, True)),
     (((I16, False),), (I16, False)),
 ], ids=str)

@@ -91,24 +91,16 @@ def _pow_vjp(ct, x, y, out, active):
     return cx, cy
 
 
-def _minmax_vjp(strict_cmp):
-    """max/min: the winner gets the cotangent and ties split it evenly. With one operand inactive
-    (relu-style `max(x, 0)`) the mask comes from the output, so the input need not stay alive; ties
-    then give 0 (as jax.nn.relu does at 0)."""
+def _balanced_share(ct, a, b, out):
+    """Operand `a`'s cotangent of max/min(a, b) = out, as JAX: all of it where `a` alone gives the
+    result, half where `a` and `b` tie, none where `a` loses (or is NaN)."""
+    share = P.select(P.eq(b, out), P.mul(ct, 0.5), ct)
+    return P.select(P.eq(a, out), share, zero_scalar(ct))
 
-    def vjp(ct, x, y, out, active):
-        zero = zero_scalar(ct)
-        if not active[1]:
-            return P.select(strict_cmp(out, y), ct, zero), None
-        if not active[0]:
-            return None, P.select(strict_cmp(out, x), ct, zero)
-        win_x, tie = strict_cmp(x, y), P.eq(x, y)
-        half = P.mul(ct, 0.5)
-        cx = P.select(win_x, ct, P.select(tie, half, zero))
-        cy = P.select(win_x, zero, P.select(tie, half, ct))
-        return cx, cy
 
-    return vjp
+def _minmax_vjp(ct, x, y, out, active):
+    return (_balanced_share(ct, x, y, out) if active[0] else None,
+            _balanced_share(ct, y, x, out) if active[1] else None)
 
 
 add_p, add = _define("add", np.add, "arith", lambda ct, x, y, out, a: (ct, ct))
@@ -119,8 +111,8 @@ mul_p, mul = _define("mul", np.multiply, "arith",
 div_p, div = _define("div", _div, "numeric", _div_vjp)
 pow_p, pow = _define("pow", np.power, "numeric", _pow_vjp)
 rem_p, rem = _define("rem", np.fmod, "numeric", _rem_vjp)  # C fmod, as lax.rem: the dividend's sign
-max_p, maximum = _define("max", np.maximum, "any", _minmax_vjp(lambda a, b: P.gt(a, b)))
-min_p, minimum = _define("min", np.minimum, "any", _minmax_vjp(lambda a, b: P.lt(a, b)))
+max_p, maximum = _define("max", np.maximum, "any", _minmax_vjp)
+min_p, minimum = _define("min", np.minimum, "any", _minmax_vjp)
 eq_p, eq = _define("eq", np.equal, "any", None, out_dtype=_BOOL)
 ne_p, ne = _define("ne", np.not_equal, "any", None, out_dtype=_BOOL)
 lt_p, lt = _define("lt", np.less, "any", None, out_dtype=_BOOL)

@@ -11,7 +11,7 @@ import scipy.special
 
 from ember.tracer import prims as P
 from ember.tracer.primitive import Primitive, batch_rules, impl_rules, shape_rules, vjp_rules
-from ember.tracer.prims._util import elementwise_aval, elementwise_batch
+from ember.tracer.prims._util import elementwise_aval, elementwise_batch, zero_scalar
 
 
 def _logistic(x):
@@ -70,7 +70,9 @@ cos_p, cos = _define("cos", np.cos, "float", lambda ct, x, out: P.neg(P.mul(ct, 
 sqrt_p, sqrt = _define("sqrt", np.sqrt, "float", lambda ct, x, out: P.div(P.mul(ct, 0.5), out))
 rsqrt_p, rsqrt = _define("rsqrt", _rsqrt, "float",
                          lambda ct, x, out: P.mul(P.mul(ct, -0.5), P.mul(out, P.mul(out, out))))
-abs_p, abs = _define("abs", np.abs, "numeric", lambda ct, x, out: P.mul(ct, P.sign(x)))
+# abs'(0) = 1, as in JAX: the derivative of the x >= 0 branch (sign(x) would give 0).
+abs_p, abs = _define("abs", np.abs, "numeric",
+                     lambda ct, x, out: P.select(P.ge(x, zero_scalar(x)), ct, P.neg(ct)))
 sign_p, sign = _define("sign", np.sign, "numeric", None)
 floor_p, floor = _define("floor", np.floor, "float", None)
 ceil_p, ceil = _define("ceil", np.ceil, "float", None)
