@@ -17,7 +17,7 @@ import numpy as np
 
 from ember.api.tracing import fun_name, leaf_avals, to_array, trace_pytree
 from ember.backends import default_backend, get_backend
-from ember.errors import ArgumentError, TracerEscapeError, user_location
+from ember.errors import ArgumentError, ArgumentValueError, TracerEscapeError, user_location
 from ember.passes.pipeline import optimize as run_pipeline
 from ember.passes.stages import Stage, StageRecorder, recording
 from ember.tracer.ir import Graph
@@ -167,7 +167,7 @@ class Jitted:
             hash(key)
         except TypeError:
             bad = next(v for _, v in static_pos + static_kw if not _hashable(v))
-            raise ArgumentError(f"static argument of {fun_name(self._fun)} has unhashable type "
+            raise ArgumentValueError(f"static argument of {fun_name(self._fun)} has unhashable type "
                                 f"{type(bad).__name__}; static arguments are cache keys and must be hashable "
                                 "(use a tuple instead of a list)", user_location()) from None
         return key, (dyn_args, dyn_kwargs), (static_pos, static_kw)

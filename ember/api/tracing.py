@@ -9,7 +9,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember.errors import ArgumentError, DTypeError, user_location
+from ember.errors import ArgumentError, ArgumentValueError, DTypeError, user_location
+from ember.numpy._core import plain_array
 from ember.tracer import dtypes
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph
@@ -47,6 +48,7 @@ def leaf_aval(x) -> ShapedArray | None:
     if isinstance(x, Tracer):
         return x.aval
     if isinstance(x, np.ndarray):
+        x = plain_array(x)
         return ShapedArray(x.shape, dtypes.canonicalize(x.dtype))
     if isinstance(x, np.generic):
         return ShapedArray((), dtypes.canonicalize(x.dtype))
@@ -63,13 +65,14 @@ def leaf_avals(leaves: Sequence, tree_for_paths, what: str = "argument") -> list
     for x in leaves:
         try:
             a = leaf_aval(x)
-        except DTypeError as e:
+        except (DTypeError, ArgumentValueError) as e:
             a = e
         if a is None or isinstance(a, Exception):
             bad = next(p for p, leaf in tree_flatten_with_path(tree_for_paths)[0] if leaf is x)
             if isinstance(a, Exception):
                 where = arg_name(bad) if what == "argument" else f"{what} {bad or '(top level)'}"
-                raise ArgumentError(f"{where}: {a.message}", user_location()) from None
+                cls = ArgumentValueError if isinstance(a, ArgumentValueError) else ArgumentError
+                raise cls(f"{where}: {a.message}", user_location()) from None
             raise _bad_leaf(bad, x, what)
         avals.append(a)
     return avals
@@ -78,7 +81,7 @@ def leaf_avals(leaves: Sequence, tree_for_paths, what: str = "argument") -> list
 def to_array(x) -> np.ndarray:
     """A leaf as the NumPy array an executable takes (Python scalars get their weak dtype)."""
     if isinstance(x, np.ndarray):
-        return x
+        return plain_array(x)
     if isinstance(x, _PY_SCALARS):
         return np.asarray(x, dtype=dtypes.scalar_dtype(x)[0])
     return np.asarray(x)

@@ -6,7 +6,7 @@ follows JAX: Python scalars are weak (``x * 2.0`` keeps x's dtype), new arrays d
 
 import numpy as _np
 
-from ember.numpy import _methods, linalg
+from ember.numpy import _core, _methods, linalg
 from ember.numpy._core import asarray
 from ember.numpy._creation import (
     arange,
@@ -101,6 +101,8 @@ from ember.numpy._shape import (
 )
 
 _methods.install()
+_core.check_operands(globals())
+_core.check_operands(vars(linalg))
 
 bool_ = _np.bool_
 int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64

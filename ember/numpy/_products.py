@@ -8,7 +8,7 @@ import string
 
 import numpy as np
 
-from ember.errors import ShapeError, user_location
+from ember.errors import IncompatibleShapesError, ShapeError, user_location
 from ember.numpy._core import asarray, broadcast_shapes, dtype_weak, normalize_axis, to_dtype
 from ember.numpy._math import multiply
 from ember.tracer import dtypes
@@ -53,7 +53,7 @@ def matmul(a, b):
     """Matrix product with NumPy's rules: 1-D operands are promoted, batch axes broadcast."""
     a, b = _promote_pair(a, b)
     if len(a.shape) == 0 or len(b.shape) == 0:
-        raise ShapeError("matmul: operands must not be 0-d (use multiply or *)", user_location())
+        raise IncompatibleShapesError("matmul: operands must not be 0-d (use multiply or *)", user_location())
     na, nb = len(a.shape), len(b.shape)
     ax_b = 0 if nb == 1 else nb - 2
     if a.shape[-1] != b.shape[ax_b]:
@@ -154,7 +154,8 @@ def _parse(subscripts: str, shapes):
         ins, out, explicit = subscripts, None, False
     in_specs = ins.split(",")
     if len(in_specs) != len(shapes):
-        raise ShapeError(f"einsum: {len(in_specs)} operand specs in {subscripts!r} for {len(shapes)} operands",
+        raise IncompatibleShapesError(f"einsum: {len(in_specs)} operand specs in {subscripts!r} for {len(shapes)} "
+                                      "operands",
                          user_location())
     used = set(c for c in subscripts if c.isalpha())
     spare = [c for c in string.ascii_letters if c not in used]
@@ -172,7 +173,7 @@ def _parse(subscripts: str, shapes):
         else:
             lab = list(spec)
         if not all(c.isalpha() for c in lab) or len(lab) != len(shape):
-            raise ShapeError(f"einsum: spec {spec!r} does not fit an operand of shape {tuple(shape)}",
+            raise IncompatibleShapesError(f"einsum: spec {spec!r} does not fit an operand of shape {tuple(shape)}",
                              user_location())
         labels.append(lab)
     if explicit:
@@ -188,10 +189,11 @@ def _parse(subscripts: str, shapes):
                 counts[c] = counts.get(c, 0) + 1
         out_labels = ell + sorted(c for c, k in counts.items() if k == 1 and c not in ell)
     if len(set(out_labels)) != len(out_labels):
-        raise ShapeError(f"einsum: output subscript {''.join(out_labels)!r} repeats a label", user_location())
+        raise IncompatibleShapesError(f"einsum: output subscript {''.join(out_labels)!r} repeats a label",
+                                      user_location())
     for c in out_labels:
         if not any(c in lab for lab in labels):
-            raise ShapeError(f"einsum: output label {c!r} appears in no operand", user_location())
+            raise IncompatibleShapesError(f"einsum: output label {c!r} appears in no operand", user_location())
     return labels, out_labels
 
 
@@ -204,7 +206,7 @@ def _diagonal(x, labels):
         pos = [i for i, c in enumerate(labels) if c == dup]
         sizes = {x.shape[i] for i in pos}
         if len(sizes) != 1:
-            raise ShapeError(f"einsum: label {dup!r} has sizes {sorted(sizes)} in one operand of shape "
+            raise IncompatibleShapesError(f"einsum: label {dup!r} has sizes {sorted(sizes)} in one operand of shape "
                              f"{tuple(x.shape)}", user_location())
         n = sizes.pop()
         rest = [i for i in range(len(labels)) if i not in pos]
@@ -257,7 +259,7 @@ def _contract(a_labels, b_labels, out_labels, shapes):
                 b = P.broadcast_in_dim(b, tuple(sa if l == c else b.shape[i] for i, l in enumerate(lb)),
                                        tuple(range(len(lb))))
             else:
-                raise ShapeError(f"einsum: label {c!r} has size {sa} in the first operand (shape "
+                raise IncompatibleShapesError(f"einsum: label {c!r} has size {sa} in the first operand (shape "
                                  f"{tuple(shapes[0])}) and {sb} in the second (shape {tuple(shapes[1])})",
                                  user_location())
     batch = [c for c in common if c in out_labels]

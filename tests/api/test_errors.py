@@ -29,7 +29,7 @@ def test_shape_mismatch_names_op_shapes_and_line():
     def f(a, b):
         return a + b
 
-    with pytest.raises(ember.ShapeError) as e:
+    with pytest.raises(ember.errors.IncompatibleShapesError) as e:
         ember.jit(f)(np.ones((2, 3)), np.ones((4,)))
     msg = str(e.value)
     assert "add" in msg and "(2, 3)" in msg and "(4,)" in msg
@@ -192,7 +192,7 @@ def test_vjp_cotangent_checks():
 # --- vmap -----------------------------------------------------------------------------------------
 
 def test_vmap_inconsistent_batch_sizes():
-    with pytest.raises(ember.TransformError) as e:
+    with pytest.raises(ember.errors.BatchingError) as e:
         loc = next_line()
         ember.vmap(lambda a, b: a + b["w"])(np.ones((3, 2)), {"w": np.ones((4, 2))})
     msg = str(e.value)
@@ -201,23 +201,23 @@ def test_vmap_inconsistent_batch_sizes():
 
 
 def test_vmap_in_axes_tree_mismatch_says_where():
-    with pytest.raises(ember.TransformError) as e:
+    with pytest.raises(ember.errors.BatchingError) as e:
         loc = next_line()
         ember.vmap(lambda a, b: a["x"] + b, in_axes=({"y": 0}, 0))({"x": np.ones(3)}, np.ones(3))
     msg = str(e.value)
     assert "argument 0" in msg and "['y']" in msg and "['x']" in msg and "prefix" in msg and loc in msg
-    with pytest.raises(ember.TransformError) as e:
+    with pytest.raises(ember.errors.BatchingError) as e:
         ember.vmap(lambda a, b: a + b, in_axes=(0, {"k": 0}))(np.ones(3), np.ones(3))
     assert "in_axes at argument 1 is a dict" in str(e.value) and "array of shape (3,)" in str(e.value)
 
 
 def test_vmap_in_axes_wrong_length():
-    with pytest.raises(ember.TransformError, match="in_axes has 3 entries but .* 2 positional"):
+    with pytest.raises(ember.errors.BatchingError, match="in_axes has 3 entries but .* 2 positional"):
         ember.vmap(lambda a, b: a + b, in_axes=(0, 0, 0))(np.ones(3), np.ones(3))
 
 
 def test_vmap_in_axes_out_of_range():
-    with pytest.raises(ember.TransformError) as e:
+    with pytest.raises(ember.errors.BatchingError) as e:
         loc = next_line()
         ember.vmap(lambda a, b: a + b, in_axes=(0, 2))(np.ones((3, 2)), np.ones((3, 2)))
     msg = str(e.value)
@@ -225,7 +225,7 @@ def test_vmap_in_axes_out_of_range():
 
 
 def test_vmap_out_axes_out_of_range():
-    with pytest.raises(ember.TransformError) as e:
+    with pytest.raises(ember.errors.BatchingError) as e:
         loc = next_line()
         ember.vmap(lambda a: a * 2, out_axes=3)(np.ones((4, 2)))
     msg = str(e.value)
@@ -233,7 +233,7 @@ def test_vmap_out_axes_out_of_range():
 
 
 def test_vmap_out_axes_none_for_batched_output():
-    with pytest.raises(ember.TransformError) as e:
+    with pytest.raises(ember.errors.BatchingError) as e:
         loc = next_line()
         ember.vmap(lambda a: a * 2, out_axes=None)(np.ones((4, 2)))
     msg = str(e.value)
@@ -241,7 +241,7 @@ def test_vmap_out_axes_none_for_batched_output():
 
 
 def test_vmap_without_mapped_axis_needs_axis_size():
-    with pytest.raises(ember.TransformError) as e:
+    with pytest.raises(ember.errors.BatchingError) as e:
         loc = next_line()
         ember.vmap(lambda a: a * 2, in_axes=None)(np.ones(3))
     msg = str(e.value)
@@ -249,7 +249,7 @@ def test_vmap_without_mapped_axis_needs_axis_size():
 
 
 def test_vmap_axis_size_disagrees_with_arguments():
-    with pytest.raises(ember.TransformError, match="axis_size=5 but the mapped arguments have size 3"):
+    with pytest.raises(ember.errors.BatchingError, match="axis_size=5 but the mapped arguments have size 3"):
         ember.vmap(lambda a: a, axis_size=5)(np.ones(3))
 
 
@@ -285,8 +285,10 @@ def test_escaped_tracer_passed_as_argument():
 
 
 def test_errors_are_ember_errors_with_builtin_bases():
-    assert issubclass(ember.ShapeError, ValueError) and issubclass(ember.ShapeError, ember.EmberError)
+    assert issubclass(ember.ShapeError, TypeError) and issubclass(ember.ShapeError, ember.EmberError)
     assert issubclass(ember.ConcretizationError, TypeError)
-    assert issubclass(ember.TracerEscapeError, RuntimeError)
+    assert issubclass(ember.TracerEscapeError, TypeError)
     assert issubclass(ember.ArgumentError, TypeError)
-    assert issubclass(ember.TransformError, ValueError)
+    assert issubclass(ember.TransformError, TypeError)
+    assert issubclass(ember.errors.BatchingError, ValueError)
+    assert all(issubclass(c, ember.EmberError) for c in ember.errors.SHAPE_ERRORS)

@@ -43,10 +43,7 @@ def _pairs(name, shapes, ref=None):
 
 
 def _matmul_cases():
-    return _pairs("matmul", MATMUL_SHAPES) + [
-        Case("matmul", lambda a: jnp.matmul(a, [[1.0], [2.0], [3.0]]),
-             lambda a: a @ np.array([[1.0], [2.0], [3.0]], np.float32), (A((2, 3)),), note="list operand"),
-    ]
+    return _pairs("matmul", MATMUL_SHAPES)
 
 
 def _tensordot_cases():
@@ -129,7 +126,7 @@ def _raises_shape_error(fn, *args, words=()):
 
 def test_matmul_of_mismatched_shapes():
     _raises_shape_error(jnp.matmul, np.ones((2, 3)), np.ones((4, 5)), words=("matmul", "(2, 3)", "(4, 5)"))
-    with pytest.raises(ember.ShapeError, match=r"matmul.*\(2, 3\).*\(4, 5\).*test_products.py"):
+    with pytest.raises(ember.errors.SHAPE_ERRORS, match=r"matmul.*\(2, 3\).*\(4, 5\).*test_products.py"):
         ember.jit(lambda a, b: a @ b)(np.ones((2, 3)), np.ones((4, 5)))
     _raises_shape_error(jnp.matmul, np.ones((2, 2, 3)), np.ones((3, 3, 4)), words=("matmul", "(2,)", "(3,)"))
     _raises_shape_error(jnp.matmul, np.ones(3), np.ones(4), words=("matmul",))
