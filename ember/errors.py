@@ -101,6 +101,10 @@ class ArgumentError(EmberError, TypeError):
     """An argument or a return value is not an array, a scalar or a pytree of them."""
 
 
+class ImmutableArrayError(EmberError, TypeError):
+    """`x[i] = v` on a traced array: arrays are values; `x.at[i].set(v)` returns the updated one."""
+
+
 class ArgumentValueError(EmberError, ValueError):
     """An argument of a supported type with a value ember rejects (an unhashable static argument, a
     NumPy masked array)."""

@@ -15,6 +15,7 @@ from ember.errors import (
     ArgumentError,
     ConcretizationError,
     EmberError,
+    ImmutableArrayError,
     TracerEscapeError,
     user_location,
 )
@@ -315,6 +316,13 @@ class Tracer:
     def __index__(self):
         self._concrete("index (e.g. range(x) or a list index)")
 
+    def __setitem__(self, key, value):
+        k = _key_text(key)
+        raise ImmutableArrayError(
+            f"traced arrays are immutable, so `x[{k}] = ...` cannot assign in place; write "
+            f"`x = x.at[{k}].set(value)` (or .add(value)), which returns the updated array",
+            user_location())
+
     def __array__(self, dtype=None, copy=None):
         raise ConcretizationError(
             f"a traced value of type {self.aval.str_short()} was converted to a NumPy array (np.asarray, "
@@ -336,6 +344,20 @@ class Tracer:
                 f"{func.__module__}.{func.__name__} cannot run on a traced value and ember.numpy has no "
                 "equivalent; rewrite it with ember.numpy functions", user_location())
         return fn(*args, **kwargs)
+
+
+def _key_text(key) -> str:
+    """An index as the user would write it between brackets: (0, slice(1, None)) -> '0, 1:'."""
+    if isinstance(key, tuple):
+        return ", ".join(_key_text(k) for k in key) if key else "()"
+    if isinstance(key, slice):
+        parts = ["" if v is None else str(v) for v in (key.start, key.stop, key.step)]
+        return ":".join(parts[:2] if key.step is None else parts)
+    if key is Ellipsis:
+        return "..."
+    if isinstance(key, (int, np.integer)) or key is None or isinstance(key, list):
+        return repr(key if not isinstance(key, np.integer) else int(key))
+    return "idx"
 
 
 _UFUNC_ALIASES = {"true_divide": "divide", "absolute": "abs"}

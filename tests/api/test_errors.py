@@ -292,3 +292,31 @@ def test_errors_are_ember_errors_with_builtin_bases():
     assert issubclass(ember.TransformError, TypeError)
     assert issubclass(ember.errors.BatchingError, ValueError)
     assert all(issubclass(c, ember.EmberError) for c in ember.errors.SHAPE_ERRORS)
+
+
+# --- in-place assignment and missing JAX names ----------------------------------------------------
+
+@pytest.mark.parametrize("key, text", [(0, "0"), ((0, slice(1, None)), "0, 1:"), ((Ellipsis, 2), "..., 2"),
+                                       (slice(None, None, 2), "::2"), ([1, 2], "[1, 2]")])
+def test_item_assignment_under_jit_points_to_at_set(key, text):
+    def f(x):
+        x[key] = 10.0
+        return x
+
+    with pytest.raises(TypeError) as e:
+        ember.jit(f)(np.ones((3, 4)))
+    msg = str(e.value)
+    assert isinstance(e.value, ember.EmberError) and "immutable" in msg
+    assert f"x.at[{text}].set(value)" in msg and body_line(f) in msg
+
+
+@pytest.mark.parametrize("name", ["jvp", "lax", "random", "pmap", "jacfwd"])
+def test_missing_jax_names_say_ember_lacks_them(name):
+    with pytest.raises(AttributeError, match=f"ember does not implement jax.{name} yet; "):
+        getattr(ember, name)
+
+
+def test_unknown_names_are_plain_attribute_errors():
+    with pytest.raises(AttributeError, match="module 'ember' has no attribute 'no_such_thing'"):
+        ember.no_such_thing  # noqa: B018
+    assert not hasattr(ember, "jvp") and hasattr(ember, "vjp")
