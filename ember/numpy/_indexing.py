@@ -75,7 +75,7 @@ def _normalize_key(key, shape: tuple[int, ...]) -> list:
         raise IndexingError(f"too many indices for array: array is {ndim}-dimensional, but {consumed} were "
                             "indexed", user_location())
     if n_ell:
-        i = items.index(Ellipsis)
+        i = next(j for j, k in enumerate(items) if k is Ellipsis)  # not .index: == on arrays is elementwise
         items[i:i + 1] = [slice(None)] * (ndim - consumed)
     else:
         items += [slice(None)] * (ndim - consumed)

@@ -345,3 +345,41 @@ def test_take_errors():
         jnp.take(np.ones((2, 3)), np.array([3]), axis=1)
     with pytest.raises(ember.errors.SHAPE_ERRORS, match="take.*axis 2"):
         ember.jit(lambda a: jnp.take(a, np.array([0]), axis=2))(np.ones((2, 3)))
+
+
+# --- Ellipsis next to every kind of index ---------------------------------------------------------
+
+CUBE = np.arange(64.0, dtype=np.float32).reshape(4, 4, 4)
+TRACED = "traced"  # stands for an integer array passed to jit as an argument
+_PARTS = {"int": 1, "neg int": -1, "slice": slice(1, None), "rev slice": slice(None, None, -2), "None": None,
+          "list": [0, 2], "array": np.array([[0], [3]]), TRACED: TRACED,
+          "mask": np.array([True, False, True, True])}
+_TRACED_VALUE = np.array([[2, -1]], np.int32)
+
+
+def _ellipsis_keys():
+    keys = []
+    for n in (1, 2):
+        for names in __import__("itertools").product(_PARTS, repeat=n):
+            for pos in range(n + 1):
+                keys.append(list(names[:pos]) + ["..."] + list(names[pos:]))
+    return keys
+
+
+def _build(names, traced):
+    return tuple(Ellipsis if n == "..." else traced if n == TRACED else _PARTS[n] for n in names)
+
+
+@pytest.mark.parametrize("names", _ellipsis_keys(), ids=lambda names: ",".join(names))
+def test_ellipsis_in_every_position_matches_numpy(names):
+    f = ember.jit(lambda x, i: x[_build(names, i)])
+    try:
+        want = CUBE[_build(names, _TRACED_VALUE)]
+    except IndexError as e:  # index arrays that do not broadcast: a ValueError in JAX, as in ember
+        assert "broadcast" in str(e)
+        with pytest.raises(ValueError, match="broadcast"):
+            f(CUBE, _TRACED_VALUE)
+        return
+    got = f(CUBE, _TRACED_VALUE)
+    np.testing.assert_array_equal(got, want)
+    assert got.shape == want.shape
