@@ -225,22 +225,58 @@ def _sum_out(x, labels, keep):
 
 
 def einsum(subscripts: str, *operands):
-    """Einstein summation over one or two operands (any contraction, with batch axes, diagonals,
-    ellipses and implicit output), lowered to a single dot_general."""
-    if len(operands) not in (1, 2):
-        raise NotImplementedError("einsum: ember supports one or two operands; chain calls for more")
+    """Einstein summation (batch axes, diagonals, ellipses, implicit output) over any number of operands:
+    one dot_general per pair, contracted in the order opt_einsum.contract_path picks."""
+    if not operands:
+        raise IncompatibleShapesError("einsum: needs at least one operand", user_location())
     originals = [asarray(o) for o in operands]
-    if len(originals) == 2:
-        ops = list(_promote_pair(*originals))
-    else:
-        ops = [to_dtype(originals[0], dtypes.int_) if dtypes.is_bool(originals[0].dtype) else originals[0]]
+    ops = _promote_all(originals)
     labels, out_labels = _parse(subscripts, [o.shape for o in ops])
     ops_labels = [_diagonal(o, list(lab)) for o, lab in zip(ops, labels)]
     if len(ops) == 1:
         (x, lab), = ops_labels
         x, lab = _sum_out(x, lab, set(out_labels))
         return _bool_result(P.transpose(x, tuple(lab.index(c) for c in out_labels)), *originals)
-    return _bool_result(_contract(*ops_labels, out_labels, [o.shape for o in ops]), *originals)
+    x, lab = _contract_all(ops_labels, out_labels)
+    return _bool_result(P.transpose(x, tuple(lab.index(c) for c in out_labels)), *originals)
+
+
+def _promote_all(arrays):
+    """All operands in their common dtype; bools are counted in int32 (see `_bool_result`)."""
+    target, _ = dtypes.result_type(*(dtype_weak(a) for a in arrays))
+    if dtypes.is_bool(target):
+        target = dtypes.int_
+    return [to_dtype(a, target) for a in arrays]
+
+
+def _contract_all(ops_labels, out_labels):
+    """Contract (operand, labels) pairs in opt_einsum's order; each intermediate keeps only the labels
+    still needed by the remaining operands or the output."""
+    import opt_einsum
+
+    sizes = {}
+    for x, lab in ops_labels:
+        for c, d in zip(lab, x.shape):
+            sizes[c] = max(sizes.get(c, 1), d)  # size-1 axes broadcast
+    expr = ",".join("".join(lab) for _, lab in ops_labels) + "->" + "".join(out_labels)
+    shapes = [tuple(sizes[c] for c in lab) for _, lab in ops_labels]
+    path, _ = opt_einsum.contract_path(expr, *shapes, shapes=True, optimize="auto")
+    pending = list(ops_labels)
+    for step in path:
+        picked = [pending[i] for i in step]
+        pending = [p for i, p in enumerate(pending) if i not in step]
+        needed = set(out_labels).union(*(lab for _, lab in pending))
+        if len(picked) == 1:
+            pending.append(_sum_out(*picked[0], needed))
+            continue
+        acc = picked[0]
+        for k, nxt in enumerate(picked[1:], 2):
+            later = needed.union(*(lab for _, lab in picked[k:]))
+            keep = [c for c in dict.fromkeys(acc[1] + nxt[1]) if c in later]
+            acc = (_contract(acc, nxt, keep, [acc[0].shape, nxt[0].shape]), keep)
+        pending.append(acc)
+    (x, lab), = pending
+    return x, lab
 
 
 def _contract(a_labels, b_labels, out_labels, shapes):
