@@ -2,7 +2,8 @@
 
 Basic indices (ints, slices, None, Ellipsis) become `slice`/`rev`/`reshape`; integer arrays (and
 ints mixed with them) become one `gather`, placed where NumPy puts advanced-index axes. Concrete
-indices are bounds-checked (IndexError); traced ones wrap negatives and clamp, as in JAX.
+indices are bounds-checked (IndexError); traced ones wrap negatives once, then reads clamp and writes
+(`x.at[i].set/add`) drop out-of-bounds updates, as in JAX.
 """
 
 from __future__ import annotations
@@ -208,9 +209,11 @@ def _has_tracer(key) -> bool:
 
 
 def _flat_positions(shape, key):
-    """The flat position in an array of `shape` of every element `x[key]` selects."""
+    """The flat position in an array of `shape` of every element `x[key]` selects. With traced indices,
+    an element whose index is out of bounds (after wrapping negatives once) gets position prod(shape):
+    one past the end, so the scatter drops its update, as in JAX."""
     n = math.prod(shape)
-    itype = np.int32 if n < 2**31 else np.int64
+    itype = np.int32 if n < 2**31 - 1 else np.int64
     if not _has_tracer(key):
         return np.arange(n, dtype=itype).reshape(shape)[key]
     pos = None
@@ -220,9 +223,33 @@ def _flat_positions(shape, key):
         term = P.mul(term, stride) if stride != 1 else term
         pos = term if pos is None else P.add(pos, term)
         stride *= shape[axis]
-    if pos is None:
-        pos = np.zeros((), itype)
-    return getitem(pos, key)
+    # One more entry on every axis, holding the past-the-end position that out-of-bounds indices select.
+    pos = P.pad(pos, np.asarray(n, itype)[()], tuple((0, 1, 0) for _ in shape))
+    return getitem(pos, tuple(_in_bounds_key(_normalize_key(key, shape), shape)))
+
+
+def _in_bounds_key(items: list, shape: tuple[int, ...]) -> list:
+    """A normalized key for an array of `shape` rewritten to index the same elements of that array padded
+    by one on every axis: concrete entries made non-negative, traced out-of-bounds indices sent to the pad."""
+    out, axis = [], 0
+    for k in items:
+        if k is None:
+            out.append(k)
+            continue
+        dim = shape[axis]
+        if _is_int_scalar(k):
+            k = _check_int(int(k), dim, axis)
+        elif isinstance(k, slice):
+            lo, hi, step = k.indices(dim)
+            k = slice(lo, hi if hi >= 0 else None, step)
+        elif isinstance(k, np.ndarray):
+            k = _index_array(k, dim, axis)
+        else:
+            k = _index_array(k, dim, axis)
+            k = P.select(P.and_(P.ge(k, 0), P.lt(k, dim)), k, P.full(shape_of(k), dim, k.dtype))
+        out.append(k)
+        axis += 1
+    return out
 
 
 class _IndexUpdateRef:

@@ -383,3 +383,66 @@ def test_ellipsis_in_every_position_matches_numpy(names):
     got = f(CUBE, _TRACED_VALUE)
     np.testing.assert_array_equal(got, want)
     assert got.shape == want.shape
+
+
+# --- traced indices in .at[] updates: reads clamp, writes drop (as in JAX) --------------------------
+
+V4 = np.arange(4.0, dtype=np.float32)
+M34 = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+W4 = np.array([1.0, 2.0, 3.0, 4.0], np.float32)
+_I = np.int32
+# (id, fn(m) where m is ember or jax, args, the result JAX 0.10 gives)
+AT_CASES = [
+    ("argmax+2 set", lambda m: m.jit(lambda v: v.at[m.numpy.argmax(v) + 2].set(-1.0)), (V4,), [0, 1, 2, 3]),
+    ("set -1", lambda m: m.jit(lambda v, i: v.at[i].set(-1.0)), (V4, _I(-1)), [0, 1, 2, -1]),
+    ("set -5 wraps once, drops", lambda m: m.jit(lambda v, i: v.at[i].set(-1.0)), (V4, _I(-5)), [0, 1, 2, 3]),
+    ("set 4", lambda m: m.jit(lambda v, i: v.at[i].set(-1.0)), (V4, _I(4)), [0, 1, 2, 3]),
+    ("add 7", lambda m: m.jit(lambda v, i: v.at[i].add(10.0)), (V4, _I(7)), [0, 1, 2, 3]),
+    ("add -9", lambda m: m.jit(lambda v, i: v.at[i].add(10.0)), (V4, _I(-9)), [0, 1, 2, 3]),
+    ("set array", lambda m: m.jit(lambda v, i: v.at[i].set(-1.0)), (V4, np.array([7, -9, -1, 2, -4, 4], _I)),
+     [-1, 1, -1, -1]),
+    ("add array", lambda m: m.jit(lambda v, i: v.at[i].add(1.0)), (V4, np.array([7, -1, -1, 0, 4], _I)),
+     [1, 1, 2, 5]),
+    ("get 7 clamps", lambda m: m.jit(lambda v, i: v.at[i].get()), (V4, _I(7)), 3),
+    ("get -7 wraps then clamps", lambda m: m.jit(lambda v, i: v.at[i].get()), (V4, _I(-7)), 0),
+    ("getitem", lambda m: m.jit(lambda v, i: v[i]), (V4, np.array([7, -9, -1, 2], _I)), [3, 0, 3, 2]),
+    ("2-D row out", lambda m: m.jit(lambda x, i: x.at[i, 1].set(-1.0)), (M34, _I(3)), M34),
+    ("2-D row -1", lambda m: m.jit(lambda x, i: x.at[i, 1:].set(-1.0)), (M34, _I(-1)),
+     [[0, 1, 2, 3], [4, 5, 6, 7], [8, -1, -1, -1]]),
+    ("2-D rows + slice", lambda m: m.jit(lambda x, i: x.at[i, 1:].set(-1.0)), (M34, np.array([0, 5], _I)),
+     [[0, -1, -1, -1], [4, 5, 6, 7], [8, 9, 10, 11]]),
+    ("2-D row, traced col", lambda m: m.jit(lambda x, i: x.at[..., i].add(1.0)), (M34, np.array([4, -4], _I)),
+     M34 + np.array([1, 0, 0, 0])),
+    ("grad set duplicates: the winner",
+     lambda m: m.jit(m.grad(lambda q, v, w: (m.numpy.asarray(v).at[np.array([1, 1])].set(q) * w).sum())),
+     (np.array([5.0, 6.0], np.float32), V4, W4), [0, 2]),
+    ("grad set duplicates, operand", lambda m: m.jit(m.grad(lambda v, w: (v.at[np.array([1, 1])].set(5.0) * w).sum())),
+     (V4, W4), [1, 0, 3, 4]),
+    ("grad set traced duplicates",
+     lambda m: m.jit(m.grad(lambda q, v, w, i: (m.numpy.asarray(v).at[i].set(q) * w).sum())),
+     (np.array([5.0, 6.0, 7.0], np.float32), V4, W4, np.array([2, 2, 2], _I)), [0, 0, 3]),
+    ("grad set out of bounds", lambda m: m.jit(m.grad(lambda q, v, w, i: (m.numpy.asarray(v).at[i].set(q) * w).sum())),
+     (np.array([5.0, 6.0], np.float32), V4, W4, np.array([1, 7], _I)), [2, 0]),
+    ("grad add out of bounds", lambda m: m.jit(m.grad(lambda q, v, w, i: (m.numpy.asarray(v).at[i].add(q) * w).sum())),
+     (np.array([5.0, 6.0], np.float32), V4, W4, np.array([-1, -7], _I)), [4, 0]),
+    ("grad of clamped reads is dropped", lambda m: m.jit(m.grad(lambda v, i: v.at[i].get().sum())),
+     (V4, np.array([9, -1, -9], _I)), [0, 0, 0, 1]),
+]
+
+
+@pytest.mark.parametrize("fn, args, want", [c[1:] for c in AT_CASES], ids=[c[0] for c in AT_CASES])
+def test_traced_indices_in_updates_follow_jax(fn, args, want):
+    np.testing.assert_array_equal(fn(ember)(*args), np.asarray(want, np.float32))
+
+
+@pytest.mark.parametrize("fn, args, want", [c[1:] for c in AT_CASES], ids=[c[0] for c in AT_CASES])
+def test_traced_update_table_matches_jax(fn, args, want):
+    jax = pytest.importorskip("jax")
+    np.testing.assert_array_equal(np.asarray(fn(jax)(*args)), np.asarray(want, np.float32))
+
+
+def test_traced_update_vmaps_like_a_loop():
+    f = ember.jit(lambda v, i: v.at[i].set(-1.0))
+    idx = np.array([[1, 5], [-1, -6], [0, 3]], np.int32)
+    got = ember.vmap(f, in_axes=(None, 0))(V4, idx)
+    np.testing.assert_array_equal(got, np.stack([f(V4, i) for i in idx]))
