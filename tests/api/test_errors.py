@@ -320,3 +320,43 @@ def test_unknown_names_are_plain_attribute_errors():
     with pytest.raises(AttributeError, match="module 'ember' has no attribute 'no_such_thing'"):
         ember.no_such_thing  # noqa: B018
     assert not hasattr(ember, "jvp") and hasattr(ember, "vjp")
+
+
+# --- inputs: NumPy subclasses become plain arrays, masked arrays are rejected -----------------------
+
+MATRIX = np.matrix([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+PLAIN = np.asarray(MATRIX)
+
+
+def _matrix_uses(x):
+    return jnp.sum(x, axis=0), x[0], jnp.ravel(x), x * x
+
+
+@pytest.mark.parametrize("mode", ["eager", "jit", "vmap"])
+def test_numpy_matrix_arguments_behave_as_plain_arrays(mode):
+    if mode == "eager":  # (x[0] and x * x are NumPy's own operators here)
+        got = jnp.sum(MATRIX, axis=0), jnp.take(MATRIX, 0, axis=0), jnp.ravel(MATRIX), jnp.multiply(MATRIX, MATRIX)
+        want = [np.sum(PLAIN, axis=0), PLAIN[0], np.ravel(PLAIN), PLAIN * PLAIN]
+    elif mode == "jit":
+        got, want = ember.jit(_matrix_uses)(MATRIX), [np.sum(PLAIN, axis=0), PLAIN[0], np.ravel(PLAIN), PLAIN * PLAIN]
+    else:
+        got, want = [ember.vmap(lambda r: r * 2.0)(MATRIX)], [PLAIN * 2.0]
+    for g, w in zip(got, want):
+        assert type(g) is np.ndarray and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
+
+
+def test_numpy_matrix_gradients_are_plain_arrays():
+    g = ember.grad(lambda x: jnp.sum(x[0] * x[1]))(MATRIX)
+    assert type(g) is np.ndarray and g.shape == (2, 2)
+    np.testing.assert_array_equal(g, [[3.0, 4.0], [1.0, 2.0]])
+
+
+@pytest.mark.parametrize("call", [lambda m: jnp.sum(m), lambda m: ember.jit(jnp.sum)(m),
+                                  lambda m: ember.grad(jnp.sum)(m), lambda m: ember.vmap(jnp.sum)(m)],
+                         ids=["eager", "jit", "grad", "vmap"])
+def test_masked_arrays_are_rejected(call):
+    masked = np.ma.array([[1.0, 2.0]], mask=[[0, 1]])
+    with pytest.raises(ValueError, match=r"masked arrays are not supported.*filled") as e:
+        call(masked)
+    assert isinstance(e.value, ember.EmberError) and HERE in str(e.value)
