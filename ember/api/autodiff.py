@@ -86,7 +86,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
     def impl(*args, **kwargs):
         nums, single = _argnums(argnums, len(args), name)
         mask = _active_mask(args, kwargs, nums, name, "grad")
-        graph, leaves, _, out_tree = trace_pytree(fun, args, kwargs)
+        graph, leaves, _, out_tree = trace_pytree(fun, args, kwargs, transform="grad")
         _check_scalar_loss(graph, out_tree, has_aux, name, "grad")
         results = inline(_differentiate(grad_graph, graph, mask), leaves)
         n_out = len(graph.outputs)
@@ -152,7 +152,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     (out, vjp_fn, aux). The forward runs now; vjp_fn runs only the backward part, from the saved
     residuals."""
     name = fun_name(fun)
-    graph, leaves, _, out_tree = trace_pytree(fun, primals)
+    graph, leaves, _, out_tree = trace_pytree(fun, primals, transform="vjp")
     if has_aux and (out_tree.node is not tuple or len(out_tree.children) != 2):
         raise TransformError(f"vjp(has_aux=True) needs {name} to return a pair (out, aux), got {out_tree}",
                              user_location())

@@ -77,7 +77,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
         else:
             size = axis_size
         example = [a if d is None else a.update(shape=a.shape[:d] + a.shape[d + 1:]) for a, d in zip(avals, dims)]
-        graph, leaves, _, out_tree = trace_pytree(fun, args, kwargs, example)
+        graph, leaves, _, out_tree = trace_pytree(fun, args, kwargs, example, transform="vmap")
         out_dims = _out_axes_per_leaf(out_axes, out_tree, graph)
         try:
             batched = vmap_graph(graph, dims, size, out_dims)

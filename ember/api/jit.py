@@ -7,6 +7,7 @@ simply inlined, so transforms see through it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -240,6 +241,10 @@ class Jitted:
             return self._call_fun(statics, a, kw)
 
         fun.__name__ = fun_name(self._fun)
+        with contextlib.suppress(TypeError, ValueError):  # the names errors give the dynamic arguments
+            sig = inspect.signature(self._fun)
+            fun.__signature__ = sig.replace(parameters=[p for p in sig.parameters.values()
+                                                        if p.name not in self._static_names])
         with recording(StageRecorder()) as rec:
             graph, _, in_tree, out_tree = trace_pytree(fun, dyn_args, dyn_kwargs)
             rec.add("traced", graph)

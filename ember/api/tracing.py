@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 from collections.abc import Callable, Sequence
 
@@ -87,6 +88,33 @@ def to_array(x) -> np.ndarray:
     return np.asarray(x)
 
 
+def input_names(fun: Callable, args: tuple, kwargs: dict) -> list[str]:
+    """The user's name of every leaf of (args, kwargs): parameter name plus pytree path (`x`,
+    `params['w']`), from `fun`'s signature; positional ones become `argument 0` where it has none."""
+    try:
+        params = list(inspect.signature(inspect.unwrap(fun)).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    star = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+    names = []
+    for path, _ in tree_flatten_with_path((args, kwargs))[0]:
+        m = re.match(r"\[([01])\]\[([^\]]+)\](.*)", path)
+        if m is None:
+            names.append(arg_name(path))
+            continue
+        which, key, rest = m.groups()
+        if which == "1":
+            names.append(key.strip("'") + rest)
+        elif int(key) < len(positional):
+            names.append(positional[int(key)] + rest)
+        elif star is not None:
+            names.append(f"{star}[{int(key) - len(positional)}]{rest}")
+        else:
+            names.append(f"argument {key}{rest}")
+    return names
+
+
 class OutTree:
     """Filled in with the output treedef when the traced function returns."""
 
@@ -105,8 +133,10 @@ def flatten_outputs(out, name: str) -> tuple[list, PyTreeDef]:
 
 
 def trace_pytree(fun: Callable, args: tuple, kwargs: dict | None = None,
-                 avals: Sequence[ShapedArray] | None = None) -> tuple[Graph, list, PyTreeDef, PyTreeDef]:
-    """Trace `fun(*args, **kwargs)` with one graph input per array leaf of (args, kwargs)."""
+                 avals: Sequence[ShapedArray] | None = None,
+                 transform: str = "jit") -> tuple[Graph, list, PyTreeDef, PyTreeDef]:
+    """Trace `fun(*args, **kwargs)` with one graph input per array leaf of (args, kwargs); `transform`
+    (jit, grad, vjp, vmap) and the inputs' names are what concretization errors tell the user."""
     kwargs = kwargs or {}
     leaves, in_tree = tree_flatten((args, kwargs))
     if avals is None:
@@ -121,6 +151,8 @@ def trace_pytree(fun: Callable, args: tuple, kwargs: dict | None = None,
         return flat
 
     with new_builder() as b:
+        b.transform = transform
+        b.input_names = functools.partial(input_names, fun, args, kwargs)
         ins = [b.new_input(a) for a in avals]
         graph = b.build(flat_fun(*ins))
     return graph, leaves, in_tree, out.treedef

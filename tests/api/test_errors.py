@@ -360,3 +360,48 @@ def test_masked_arrays_are_rejected(call):
     with pytest.raises(ValueError, match=r"masked arrays are not supported.*filled") as e:
         call(masked)
     assert isinstance(e.value, ember.EmberError) and HERE in str(e.value)
+
+
+# --- concretization errors name the argument and suggest what fits the transform ------------------
+
+def _branchy(x, params, scale=1.0):
+    if params["w"].sum() * scale > 0:
+        return jnp.sum(x)
+    return jnp.sum(x) * 2.0
+
+
+ARGS = (np.ones(3, np.float32), {"w": np.ones(3, np.float32), "b": np.ones(3, np.float32)})
+
+
+@pytest.mark.parametrize("transform, advice, absent", [
+    (ember.jit, "static_argnums", "functools.partial"),
+    (ember.grad, "functools.partial", "static_argnums"),
+    (ember.vmap, "per example", "static_argnums"),
+])
+def test_concretization_error_names_the_argument_and_fits_the_transform(transform, advice, absent):
+    with pytest.raises(ember.ConcretizationError) as e:
+        transform(_branchy)(*ARGS)
+    msg = str(e.value)
+    assert "depends on argument `params['w']`" in msg and "`x`" not in msg and "['b']" not in msg
+    assert advice in msg and absent not in msg and "ember.numpy.where" in msg
+    assert body_line(_branchy) in msg
+
+
+def test_provenance_follows_every_input_and_static_arguments_keep_names():
+    def f(n, a, b, *rest):
+        return float(a[0] + jnp.sum(rest[1]) * n)
+
+    with pytest.raises(ember.ConcretizationError) as e:
+        ember.jit(f, static_argnums=0)(2, np.ones(2), np.ones(2), np.ones(1), np.ones(1))
+    assert "depends on arguments `a`, `rest[1]`" in str(e.value)
+
+
+def test_conversion_to_numpy_names_the_argument():
+    with pytest.raises(ember.ConcretizationError, match=r"depends on argument `y`.*ember\.numpy"):
+        ember.jit(lambda x, y: np.asarray(y * 2.0))(np.ones(2), np.ones(2))
+
+
+def test_a_value_of_no_argument_names_none():
+    with pytest.raises(ember.ConcretizationError) as e:
+        ember.jit(lambda x: bool(jnp.zeros(()) > 0) and x)(np.ones(2))
+    assert "depends on" not in str(e.value)
