@@ -216,6 +216,7 @@ def _flat_positions(shape, key):
     itype = np.int32 if n < 2**31 - 1 else np.int64
     if not _has_tracer(key):
         return np.arange(n, dtype=itype).reshape(shape)[key]
+    items = _in_bounds_key(_normalize_key(key, shape), shape)
     pos = None
     stride = 1
     for axis in reversed(range(len(shape))):
@@ -225,7 +226,7 @@ def _flat_positions(shape, key):
         stride *= shape[axis]
     # One more entry on every axis, holding the past-the-end position that out-of-bounds indices select.
     pos = P.pad(pos, np.asarray(n, itype)[()], tuple((0, 1, 0) for _ in shape))
-    return getitem(pos, tuple(_in_bounds_key(_normalize_key(key, shape), shape)))
+    return getitem(pos, tuple(items))
 
 
 def _in_bounds_key(items: list, shape: tuple[int, ...]) -> list:
