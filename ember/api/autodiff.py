@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ember.api.tracing import Transformed, arg_name, fun_name, inline, leaf_avals, trace_pytree
-from ember.errors import EmberError, TransformError, user_location
+from ember.errors import ArgumentValueError, EmberError, TransformError, user_location
 from ember.passes.autodiff import differentiable_outputs, grad_graph, split_forward_backward, vjp_graph
 from ember.tracer import dtypes
 from ember.tracer import prims as P
@@ -121,13 +121,13 @@ class _VJPFunction:
     def __call__(self, ct):
         ct_leaves, ct_tree = tree_flatten(ct)
         if ct_tree != self._ct_tree:
-            raise TransformError(f"the vjp of {self._name} takes cotangents structured like its output "
+            raise ArgumentValueError(f"the vjp of {self._name} takes cotangents structured like its output "
                                  f"{self._ct_tree}, got {ct_tree}", user_location())
         for i, c in enumerate(ct_leaves):
             shape, want = tuple(np.shape(c)), self._out_avals[i].shape
             if shape != want:
-                raise TransformError(f"cotangent {i} of the vjp of {self._name} has shape {shape}, but the "
-                                     f"output has shape {want}", user_location())
+                raise ArgumentValueError(f"cotangent {i} of the vjp of {self._name} has shape {shape}, but "
+                                         f"the output has shape {want}", user_location())
         cts = []
         for i in self._diff:  # aux outputs (i >= n_main) get zero cotangents
             aval = self._out_avals[i]

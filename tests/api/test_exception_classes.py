@@ -67,6 +67,8 @@ CASES = [
     ("jit string argument", lambda m: m.jit(lambda a: a)("abc"), TypeError),
     ("jit returns str", lambda m: m.jit(lambda a: "x")(1.0), TypeError),
     ("jit unknown keyword", lambda m: m.jit(lambda a: a)(b=1.0), TypeError),
+    ("vjp cotangent shape", lambda m: m.vjp(lambda a: a * 2.0, np.ones(3))[1](np.ones(4)), ValueError),
+    ("vjp cotangent structure", lambda m: m.vjp(lambda a: (a * 2.0, a), np.ones(3))[1](np.ones(3)), ValueError),
 ]
 _IDS = [c[0] for c in CASES]
 _BUILTINS = (TypeError, ValueError, IndexError)
@@ -76,7 +78,7 @@ def _jax():
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
 
-    return types.SimpleNamespace(jit=jax.jit, grad=jax.grad, vmap=jax.vmap, numpy=jnp)
+    return types.SimpleNamespace(jit=jax.jit, grad=jax.grad, vmap=jax.vmap, vjp=jax.vjp, numpy=jnp)
 
 
 @pytest.mark.parametrize("code, cls", [c[1:] for c in CASES], ids=_IDS)
