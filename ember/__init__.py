@@ -49,3 +49,44 @@ __all__ = [
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
     "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "nn", "tree", "config",
 ]
+
+# JAX names that ember does not have (yet), with what to use instead; looked up only when an attribute
+# is missing, so that porting JAX code says what is absent rather than failing with a bare AttributeError.
+_JAX_ONLY: dict[str, str] = {
+    "jvp": "forward mode is not implemented; use ember.vjp or ember.jacrev",
+    "jacfwd": "use ember.jacrev (reverse mode)",
+    "jacobian": "use ember.jacrev",
+    "linearize": "use ember.vjp",
+    "lax": "use ember.numpy functions (where instead of lax.cond/select, Python loops instead of fori_loop/scan)",
+    "random": "create random arrays with NumPy (np.random.default_rng) and pass them in as arguments",
+    "pmap": "use ember.vmap on one device",
+    "checkpoint": "ember keeps every residual; remove the checkpoint/remat wrapper",
+    "remat": "ember keeps every residual; remove the checkpoint/remat wrapper",
+    "custom_jvp": "use ember.custom_vjp",
+    "make_jaxpr": "use ember.make_graph",
+    "eval_shape": "use ember.make_graph(f)(*args) and read the output avals",
+    "device_put": "arrays are NumPy arrays; pass them directly",
+    "device_get": "arrays are NumPy arrays already",
+    "block_until_ready": "results are NumPy arrays, ready when returned",
+    "tree_util": "use ember.tree (tree_flatten, tree_unflatten, tree_map, register_pytree_node)",
+    "scipy": "use ember.numpy",
+    "devices": "ember runs on the default backend; see ember.available_backends()",
+    "config": "ember has no global configuration; pass options to jit (backend=, optimize=)",
+    "ensure_compile_time_eval": "compute the value with NumPy outside the traced function",
+    "disable_jit": "call the Python function itself, without ember.jit",
+    "shard_map": "ember does not shard across devices",
+    "pure_callback": "compute the value outside the traced function and pass it in",
+    "debug": "return intermediate values from the function to inspect them",
+    "dtypes": "use numpy dtypes",
+    "image": "not available", "ops": "not available", "experimental": "not available",
+    "sharding": "ember does not shard across devices", "profiler": "not available",
+    "named_call": "not needed: graphs record each node's source line", "export": "use Lowered.dump",
+}
+
+
+def __getattr__(name: str):
+    """Say when a missing attribute is a JAX name that ember lacks, and what to use instead."""
+    hint = _JAX_ONLY.get(name)
+    if hint is None:
+        raise AttributeError(f"module 'ember' has no attribute {name!r}")
+    raise AttributeError(f"ember does not implement jax.{name} yet; {hint}")

@@ -65,8 +65,24 @@ class EmberError(Exception):
         return self
 
 
-class ShapeError(EmberError, ValueError):
-    """Operand shapes do not fit the operation."""
+# Each class is also the builtin exception JAX raises for the same mistake (checked against JAX 0.10),
+# so `except TypeError` written for JAX catches ember's error too.
+
+class ShapeError(EmberError, TypeError):
+    """Operand shapes do not fit a primitive, a contraction or a reshape (TypeError, as JAX's shape rules)."""
+
+
+class IncompatibleShapesError(EmberError, ValueError):
+    """NumPy-level shapes that do not go together (broadcasting, stack, split, squeeze, einsum labels,
+    at[] values): a ValueError, as in jax.numpy."""
+
+
+class AxisError(EmberError, ValueError):
+    """An axis argument out of bounds or repeated (ValueError, as in jax.numpy)."""
+
+
+# Every shape error, whichever builtin it is: `except ember.errors.SHAPE_ERRORS:` catches them all.
+SHAPE_ERRORS = (ShapeError, IncompatibleShapesError, AxisError)
 
 
 class DTypeError(EmberError, TypeError):
@@ -77,7 +93,7 @@ class ConcretizationError(EmberError, TypeError):
     """A traced value was used where Python needs a concrete value (bool, int, float, array)."""
 
 
-class TracerEscapeError(EmberError, RuntimeError):
+class TracerEscapeError(EmberError, TypeError):
     """A traced value was used after the trace that created it had finished."""
 
 
@@ -85,8 +101,29 @@ class ArgumentError(EmberError, TypeError):
     """An argument or a return value is not an array, a scalar or a pytree of them."""
 
 
-class TransformError(EmberError, ValueError):
-    """A transform (grad, vmap, ...) was applied in a way it cannot handle."""
+class ImmutableArrayError(EmberError, TypeError):
+    """`x[i] = v` on a traced array: arrays are values; `x.at[i].set(v)` returns the updated one."""
+
+
+class ArgumentValueError(EmberError, ValueError):
+    """An argument of a supported type with a value ember rejects (an unhashable static argument, a
+    NumPy masked array)."""
+
+
+class TransformError(EmberError, TypeError):
+    """grad, vjp or custom_vjp was applied in a way it cannot handle (TypeError, as in JAX)."""
+
+
+class BatchingError(EmberError, ValueError):
+    """vmap's axes or sizes do not fit its arguments (ValueError, as in JAX)."""
+
+
+class IndexingError(EmberError, IndexError):
+    """An index that does not fit the array (too many indices, two ellipses, a bad mask)."""
+
+
+class NonConcreteBooleanIndexError(IndexingError):
+    """A traced boolean mask used as an index: the result's shape would depend on the data."""
 
 
 class GraphError(EmberError, AssertionError):

@@ -14,7 +14,7 @@ import numpy as np
 
 from ember.api.custom import closure_convert
 from ember.api.tracing import Transformed, arg_name, fun_name, inline, leaf_avals, trace_for_call, trace_pytree
-from ember.errors import EmberError, TransformError, user_location
+from ember.errors import ArgumentValueError, EmberError, TransformError, user_location
 from ember.passes.autodiff import differentiable_outputs, grad_graph, split_forward_backward, vjp_graph
 from ember.tracer import dtypes
 from ember.tracer import prims as P
@@ -113,7 +113,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
     def impl(*args, **kwargs):
         nums, single = _argnums(argnums, len(args), name)
         mask = _active_mask(args, kwargs, nums, name, "grad")
-        graph, leaves, _, out_tree = trace_pytree(fun, args, kwargs, differentiated=mask)
+        graph, leaves, _, out_tree = trace_pytree(fun, args, kwargs, differentiated=mask, transform="grad")
         _check_scalar_loss(graph, out_tree, has_aux, name, "grad")
         results = inline(_differentiate(grad_graph, graph, mask), leaves)
         n_out = len(graph.outputs)
@@ -169,13 +169,13 @@ class _VJPFunction:
         bwd = self._bwd
         ct_leaves, ct_tree = tree_flatten(ct)
         if ct_tree != bwd.ct_tree:
-            raise TransformError(f"the vjp of {bwd.name} takes cotangents structured like its output "
-                                 f"{bwd.ct_tree}, got {ct_tree}", user_location())
+            raise ArgumentValueError(f"the vjp of {bwd.name} takes cotangents structured like its output "
+                                     f"{bwd.ct_tree}, got {ct_tree}", user_location())
         for i, c in enumerate(ct_leaves):
             shape, want = tuple(np.shape(c)), bwd.out_avals[i].shape
             if shape != want:
-                raise TransformError(f"cotangent {i} of the vjp of {bwd.name} has shape {shape}, but the "
-                                     f"output has shape {want}", user_location())
+                raise ArgumentValueError(f"cotangent {i} of the vjp of {bwd.name} has shape {shape}, but "
+                                         f"the output has shape {want}", user_location())
         self._check_residuals()
         tracing = is_tracing()
         cts = []
@@ -218,7 +218,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     (out, vjp_fn, aux). The forward runs now; vjp_fn runs only the backward part, from the saved
     residuals."""
     name = fun_name(fun)
-    graph, leaves, _, out_tree, known = trace_for_call(fun, primals)  # known: Python control flow on values
+    graph, leaves, _, out_tree, known = trace_for_call(fun, primals, transform="vjp")  # known: values known
     if has_aux and (out_tree.node is not tuple or len(out_tree.children) != 2):
         raise TransformError(f"vjp(has_aux=True) needs {name} to return a pair (out, aux), got {out_tree}",
                              user_location())

@@ -21,7 +21,14 @@ from ember.api.tracing import (
     leaf_avals,
     trace_pytree,
 )
-from ember.errors import ArgumentError, ConcretizationError, EmberError, TransformError, user_location
+from ember.errors import (
+    ArgumentError,
+    BatchingError,
+    ConcretizationError,
+    EmberError,
+    TransformError,
+    user_location,
+)
 from ember.passes.vmap import vmap_graph
 from ember.tracer.trace import is_tracing
 from ember.tree import broadcast_prefix, tree_flatten, tree_flatten_with_path, tree_unflatten
@@ -32,7 +39,7 @@ def _in_axes_per_leaf(in_axes, args: tuple, kwargs: dict, name: str) -> list:
         in_axes = tuple(in_axes)
     if isinstance(in_axes, tuple):
         if len(in_axes) != len(args):
-            raise TransformError(f"vmap in_axes has {len(in_axes)} entries but {name} was called with "
+            raise BatchingError(f"vmap in_axes has {len(in_axes)} entries but {name} was called with "
                                  f"{len(args)} positional arguments; give one entry per argument (or a single "
                                  "int/None for all)", user_location())
         per_leaf = []
@@ -40,7 +47,7 @@ def _in_axes_per_leaf(in_axes, args: tuple, kwargs: dict, name: str) -> list:
             try:
                 per_leaf += broadcast_prefix(ax, a, what="vmap in_axes", root=f"argument {i}")
             except ValueError as e:
-                raise TransformError(f"{e}; in_axes must be a prefix of the arguments' structure (an int or "
+                raise BatchingError(f"{e}; in_axes must be a prefix of the arguments' structure (an int or "
                                      "None applies to a whole subtree)", user_location()) from None
     else:  # an int or None (vmap checked the spec)
         per_leaf = [in_axes] * len(tree_flatten(args)[0])
@@ -179,21 +186,21 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
             nd = len(aval.shape)
             if not -nd <= ax < nd:
                 valid = f"{-nd}..{nd - 1}" if nd else "none (it is a scalar; use None for it)"
-                raise TransformError(f"vmap in_axes={ax} is out of range for {where} of shape {aval.shape}; "
+                raise BatchingError(f"vmap in_axes={ax} is out of range for {where} of shape {aval.shape}; "
                                      f"valid axes: {valid}", user_location())
             ax %= nd
             dims.append(ax)
             sizes[where] = aval.shape[ax]
         if len(set(sizes.values())) > 1:
             listing = ", ".join(f"{k} has size {v}" for k, v in sizes.items())
-            raise TransformError(f"vmap got inconsistent sizes for the mapped axes: {listing}", user_location())
+            raise BatchingError(f"vmap got inconsistent sizes for the mapped axes: {listing}", user_location())
         if sizes:
             size = next(iter(sizes.values()))
             if axis_size is not None and axis_size != size:
-                raise TransformError(f"vmap axis_size={axis_size} but the mapped arguments have size {size}",
+                raise BatchingError(f"vmap axis_size={axis_size} but the mapped arguments have size {size}",
                                      user_location())
         elif axis_size is None:
-            raise TransformError("vmap: no argument is mapped (all in_axes are None); pass axis_size=... to say "
+            raise BatchingError("vmap: no argument is mapped (all in_axes are None); pass axis_size=... to say "
                                  "how many times to map", user_location())
         else:
             size = axis_size
@@ -205,7 +212,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
 
         with_statics.__name__ = name
         dyn_leaves = tuple(leaf for _, leaf, _ in dyn)
-        graph, leaves, _, out_tree = trace_pytree(with_statics, dyn_leaves, {}, example)
+        graph, leaves, _, out_tree = trace_pytree(with_statics, dyn_leaves, {}, example, transform="vmap")
         out_dims = _out_axes_per_leaf(out_axes, out_tree, graph)
         try:
             batched = vmap_graph(graph, dims, size, out_dims)
@@ -223,7 +230,7 @@ def _out_axes_per_leaf(out_axes, out_tree, graph) -> list:
     try:
         per_leaf = broadcast_prefix(out_axes, outs, what="vmap out_axes", root="output")
     except ValueError as e:
-        raise TransformError(f"{e}; out_axes must be a prefix of the output's structure", user_location()) from None
+        raise BatchingError(f"{e}; out_axes must be a prefix of the output's structure", user_location()) from None
     result = []
     for ax, v in zip(per_leaf, graph.outputs):
         if ax is None:
@@ -231,7 +238,7 @@ def _out_axes_per_leaf(out_axes, out_tree, graph) -> list:
             continue
         nd = len(v.aval.shape) + 1
         if not -nd <= ax < nd:
-            raise TransformError(f"vmap out_axes={ax} is out of range for an output of per-example shape "
+            raise BatchingError(f"vmap out_axes={ax} is out of range for an output of per-example shape "
                                  f"{v.aval.shape}; valid axes: {-nd}..{nd - 1}", user_location())
         result.append(ax % nd)
     return result

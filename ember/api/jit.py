@@ -9,6 +9,7 @@ through it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import os
@@ -23,7 +24,7 @@ import numpy as np
 from ember.api.tracing import fun_name, leaf_avals, to_array, trace_pytree
 from ember.backends import default_backend, get_backend
 from ember.backends.compile import compile_graph
-from ember.errors import ArgumentError, TracerEscapeError, TransformError, user_location
+from ember.errors import ArgumentError, ArgumentValueError, TracerEscapeError, TransformError, user_location
 from ember.passes.memory import MemoryReport
 from ember.passes.pipeline import disabled_passes
 from ember.passes.pipeline import optimize as run_pipeline
@@ -303,7 +304,7 @@ class Jitted:
             hash(key)
         except TypeError:
             bad = next(v for _, v in static_pos + static_kw if not _hashable(v))
-            raise ArgumentError(f"static argument of {fun_name(self._fun)} has unhashable type "
+            raise ArgumentValueError(f"static argument of {fun_name(self._fun)} has unhashable type "
                                 f"{type(bad).__name__}; static arguments are cache keys and must be hashable "
                                 "(use a tuple instead of a list)", user_location()) from None
         return key, (dyn_args, dyn_kwargs), (static_pos, static_kw)
@@ -333,6 +334,10 @@ class Jitted:
             return self._fun(*args, **dyn_kwargs, **dict(static_kw))
 
         fun.__name__ = fun_name(self._fun)
+        with contextlib.suppress(TypeError, ValueError):  # the names errors give the dynamic arguments
+            sig = inspect.signature(self._fun)
+            fun.__signature__ = sig.replace(parameters=[p for p in sig.parameters.values()
+                                                        if p.name not in self._static_names])
         return fun
 
     # -- calls -----------------------------------------------------------------------------------

@@ -5,12 +5,21 @@ runs Python control flow on values when a transform is called outside jit."""
 from __future__ import annotations
 
 import functools
+import inspect
 import re
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember.errors import ArgumentError, ConcretizationError, DTypeError, TracerEscapeError, user_location
+from ember.errors import (
+    ArgumentError,
+    ArgumentValueError,
+    ConcretizationError,
+    DTypeError,
+    TracerEscapeError,
+    user_location,
+)
+from ember.numpy._core import plain_array
 from ember.tracer import dtypes
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph
@@ -47,6 +56,7 @@ def leaf_aval(x) -> ShapedArray | None:
     if isinstance(x, Tracer):
         return x.aval
     if isinstance(x, np.ndarray):
+        x = plain_array(x)
         return ShapedArray(x.shape, dtypes.canonicalize(x.dtype))
     if isinstance(x, np.generic):
         return ShapedArray((), dtypes.canonicalize(x.dtype))
@@ -63,13 +73,14 @@ def leaf_avals(leaves: Sequence, tree_for_paths, what: str = "argument") -> list
     for x in leaves:
         try:
             a = leaf_aval(x)
-        except DTypeError as e:
+        except (DTypeError, ArgumentValueError) as e:
             a = e
         if a is None or isinstance(a, Exception):
             bad = next(p for p, leaf in tree_flatten_with_path(tree_for_paths)[0] if leaf is x)
             if isinstance(a, Exception):
                 where = arg_name(bad) if what == "argument" else f"{what} {bad or '(top level)'}"
-                raise ArgumentError(f"{where}: {a.message}", user_location()) from None
+                cls = ArgumentValueError if isinstance(a, ArgumentValueError) else ArgumentError
+                raise cls(f"{where}: {a.message}", user_location()) from None
             raise _bad_leaf(bad, x, what)
         avals.append(a)
     return avals
@@ -78,10 +89,37 @@ def leaf_avals(leaves: Sequence, tree_for_paths, what: str = "argument") -> list
 def to_array(x) -> np.ndarray:
     """A leaf as the NumPy array an executable takes (Python scalars get their weak dtype)."""
     if isinstance(x, np.ndarray):
-        return x
+        return plain_array(x)
     if isinstance(x, _PY_SCALARS):
         return np.asarray(x, dtype=dtypes.scalar_dtype(x)[0])
     return np.asarray(x)
+
+
+def input_names(fun: Callable, args: tuple, kwargs: dict) -> list[str]:
+    """The user's name of every leaf of (args, kwargs): parameter name plus pytree path (`x`,
+    `params['w']`), from `fun`'s signature; positional ones become `argument 0` where it has none."""
+    try:
+        params = list(inspect.signature(inspect.unwrap(fun)).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    star = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
+    names = []
+    for path, _ in tree_flatten_with_path((args, kwargs))[0]:
+        m = re.match(r"\[([01])\]\[([^\]]+)\](.*)", path)
+        if m is None:
+            names.append(arg_name(path))
+            continue
+        which, key, rest = m.groups()
+        if which == "1":
+            names.append(key.strip("'") + rest)
+        elif int(key) < len(positional):
+            names.append(positional[int(key)] + rest)
+        elif star is not None:
+            names.append(f"{star}[{int(key) - len(positional)}]{rest}")
+        else:
+            names.append(f"argument {key}{rest}")
+    return names
 
 
 class OutTree:
@@ -124,11 +162,13 @@ def _known_inputs(known: bool | None, leaves: Sequence, avals: Sequence[ShapedAr
 
 def trace_pytree(fun: Callable, args: tuple, kwargs: dict | None = None,
                  avals: Sequence[ShapedArray] | None = None, known: bool | None = None,
-                 differentiated: Sequence[bool] | None = None) -> tuple[Graph, list, PyTreeDef, PyTreeDef]:
+                 differentiated: Sequence[bool] | None = None,
+                 transform: str = "jit") -> tuple[Graph, list, PyTreeDef, PyTreeDef]:
     """Trace `fun(*args, **kwargs)` with one graph input per array leaf of (args, kwargs). With
     `known` (by default: when the enclosing trace knows values) the trace also evaluates every node;
     `differentiated` flags the leaves a transform differentiates (their values must not become
-    Python floats), besides those that depend on the enclosing trace's differentiated values."""
+    Python floats), besides those that depend on the enclosing trace's differentiated values.
+    `transform` (jit, grad, vjp, vmap) and the inputs' names are what concretization errors tell."""
     kwargs = kwargs or {}
     leaves, in_tree = tree_flatten((args, kwargs))
     if avals is None:
@@ -146,21 +186,24 @@ def trace_pytree(fun: Callable, args: tuple, kwargs: dict | None = None,
     diff = [bool(d) or (isinstance(x, Tracer) and x.differentiated())
             for x, d in zip(leaves, differentiated or [False] * len(leaves))]
     with new_builder(values is not None) as b:
+        b.transform = transform
+        b.input_names = functools.partial(input_names, fun, args, kwargs)
         ins = [b.new_input(a, v, d) for a, v, d in zip(avals, values or [None] * len(avals), diff)]
         graph = b.build(flat_fun(*ins))
     return graph, leaves, in_tree, out.treedef
 
 
-def trace_for_call(fun: Callable, args: tuple) -> tuple[Graph, list, PyTreeDef, PyTreeDef, bool]:
+def trace_for_call(fun: Callable, args: tuple,
+                   transform: str = "jit") -> tuple[Graph, list, PyTreeDef, PyTreeDef, bool]:
     """`trace_pytree` plus a flag: outside any trace, a function that needs concrete values (Python
     control flow on them) is traced again with its values known (True), a graph for this call only."""
     diff = [dtypes.is_float(a.dtype) for a in leaf_avals(tree_flatten(args)[0], (args, {}))]  # vjp: every float
     try:
-        return (*trace_pytree(fun, args, differentiated=diff), False)
+        return (*trace_pytree(fun, args, differentiated=diff, transform=transform), False)
     except ConcretizationError:
         if is_tracing():
             raise
-    return (*trace_pytree(fun, args, known=True, differentiated=diff), True)
+    return (*trace_pytree(fun, args, known=True, differentiated=diff, transform=transform), True)
 
 
 def call_with_known_values(fun: Callable, args: tuple, kwargs: dict):

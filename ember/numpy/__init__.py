@@ -8,7 +8,7 @@ import sys as _sys
 
 import numpy as _np
 
-from ember.numpy import _methods, linalg
+from ember.numpy import _core, _methods, linalg
 from ember.numpy._core import asarray
 from ember.numpy._creation import (
     arange,
@@ -107,6 +107,8 @@ from ember.tracer import trace as _trace
 
 _methods.install()
 _trace.numpy_dispatch.update({"numpy": _sys.modules[__name__], "numpy.linalg": linalg})
+_core.check_operands(globals())
+_core.check_operands(vars(linalg))
 
 bool_ = _np.bool_
 int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64

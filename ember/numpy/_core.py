@@ -5,11 +5,12 @@ line.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, MutableMapping, Sequence
 
 import numpy as np
 
-from ember.errors import ShapeError, user_location
+from ember.errors import ArgumentError, ArgumentValueError, AxisError, IncompatibleShapesError, user_location
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.ir import Literal
@@ -80,7 +81,7 @@ def asarray(x, dtype=None) -> Array:
     if isinstance(x, Tracer):
         return x if want is None else P.convert_element_type(x, want)
     if isinstance(x, np.ndarray):
-        arr = x
+        arr = plain_array(x)
     elif isinstance(x, (list, tuple)):
         default = _list_dtype(x)
         if default is None:
@@ -98,6 +99,77 @@ def asarray(x, dtype=None) -> Array:
         raise TypeError(f"cannot convert {type(x).__name__} to an array (at {user_location()})")
     target = want or dtypes.canonicalize(arr.dtype)
     return arr if arr.dtype == target else arr.astype(target)
+
+
+def plain_array(x: np.ndarray) -> np.ndarray:
+    """`x` as a plain ndarray: NumPy subclasses such as np.matrix would keep their own rules (2-D results
+    of sum and indexing); masked arrays are rejected, since their mask would be silently dropped."""
+    if type(x) is np.ndarray:
+        return x
+    if isinstance(x, np.ma.MaskedArray):
+        raise ArgumentValueError("NumPy masked arrays are not supported by ember, which would drop the mask; "
+                                 "pass arr.filled(value) (or the data and the mask as two arrays) instead",
+                                 user_location())
+    return np.asarray(x)
+
+
+# --- operands of the public functions -------------------------------------------------------------
+
+# Which positional parameters of each public ember.numpy function are arrays ("*": all of them, "seq":
+# the first is a sequence of arrays). As in jax.numpy, a list there is an error rather than an implicit
+# conversion, which would hide a costly copy (and a Python loop) in every call.
+_ALL, _SEQ = "*", "seq"
+ARRAY_PARAMS: dict[str, tuple[int, ...] | str] = {
+    **dict.fromkeys(["abs", "absolute", "add", "around", "bitwise_and", "bitwise_or", "ceil", "clip", "cos",
+                     "divide", "equal", "exp", "expm1", "floor", "floor_divide", "greater", "greater_equal",
+                     "isfinite", "isinf", "isnan", "less", "less_equal", "log", "log1p", "log2", "log10",
+                     "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "mod",
+                     "multiply", "negative", "not_equal", "positive", "power", "reciprocal", "remainder",
+                     "round", "sign", "sin", "sqrt", "square", "subtract", "tanh", "true_divide", "where",
+                     "einsum", "atleast_1d", "atleast_2d", "broadcast_arrays"], _ALL),
+    **dict.fromkeys(["all", "amax", "amin", "any", "argmax", "argmin", "max", "mean", "min", "prod", "std",
+                     "sum", "var", "broadcast_to", "expand_dims", "flip", "moveaxis", "ravel", "reshape",
+                     "squeeze", "swapaxes", "transpose", "split", "empty_like", "ones_like", "zeros_like",
+                     "norm"], (0,)),
+    **dict.fromkeys(["dot", "inner", "matmul", "outer", "tensordot", "vdot", "take", "full_like"], (0, 1)),
+    **dict.fromkeys(["concatenate", "stack", "hstack", "vstack"], _SEQ),
+}
+
+
+def _check_operand(x, name: str, position: int):
+    if isinstance(x, (list, tuple)):
+        raise ArgumentError(f"{name} requires arrays or scalars, got a {type(x).__name__} at position "
+                            f"{position}; wrap it with ember.numpy.asarray(...) (or np.array(...))",
+                            user_location())
+    return plain_array(x) if isinstance(x, np.ndarray) else x
+
+
+def _checked(fn: Callable, name: str, params) -> Callable:
+    """`fn` with its array parameters checked: no lists, no masked arrays, NumPy subclasses made plain."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if params == _SEQ:
+            if args and not isinstance(args[0], (np.ndarray, Tracer)):
+                args = ([_check_operand(x, name, 0) for x in args[0]],) + args[1:]
+        else:
+            picks = range(len(args)) if params == _ALL else params
+            args = list(args)
+            for i in picks:
+                if i < len(args):
+                    args[i] = _check_operand(args[i], name, i)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def check_operands(namespace: MutableMapping[str, object]) -> None:
+    """Replace the public functions in `namespace` (a module's globals) named in ARRAY_PARAMS by their
+    checked versions."""
+    for name, params in ARRAY_PARAMS.items():
+        fn = namespace.get(name)
+        if callable(fn):
+            namespace[name] = _checked(fn, name, params)
 
 
 def promote(*xs, name: str = "op") -> list:
@@ -130,7 +202,7 @@ def broadcast_shapes(*shapes: Sequence[int], name: str = "broadcast") -> tuple[i
             if d != 1:
                 if size != 1 and d != size:
                     shown = " and ".join(str(tuple(s)) for s in shapes)
-                    raise ShapeError(f"{name}: shapes {shown} cannot be broadcast together "
+                    raise IncompatibleShapesError(f"{name}: shapes {shown} cannot be broadcast together "
                                      f"(axis {i - nd} has sizes {size} and {d})", user_location())
                 size = d
         out.append(size)
@@ -162,7 +234,7 @@ def elementwise(prim_fn, name: str, *xs, to_float: bool = False):
 
 def normalize_axis(axis: int, ndim: int, name: str) -> int:
     if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        raise ShapeError(f"{name}: axis {axis} is out of bounds for an array of dimension {ndim}",
+        raise AxisError(f"{name}: axis {axis} is out of bounds for an array of dimension {ndim}",
                          user_location())
     return axis % ndim if ndim else 0
 
@@ -176,9 +248,9 @@ def normalize_axes(axis, ndim: int, name: str) -> tuple[int, ...]:
     for a in axes:
         a = int(a)
         if not -ndim <= a < ndim:
-            raise ShapeError(f"{name}: axis {a} is out of bounds for an array of dimension {ndim}",
+            raise AxisError(f"{name}: axis {a} is out of bounds for an array of dimension {ndim}",
                              user_location())
         out.append(a % ndim)
     if len(set(out)) != len(out):
-        raise ShapeError(f"{name}: repeated axis in {axis}", user_location())
+        raise AxisError(f"{name}: repeated axis in {axis}", user_location())
     return tuple(sorted(out))

@@ -2,7 +2,8 @@
 
 Basic indices (ints, slices, None, Ellipsis) become `slice`/`rev`/`reshape`; integer arrays (and
 ints mixed with them) become one `gather`, placed where NumPy puts advanced-index axes. Concrete
-indices are bounds-checked (IndexError); traced ones wrap negatives and clamp, as in JAX.
+indices are bounds-checked (IndexError); traced ones wrap negatives once, then reads clamp and writes
+(`x.at[i].set/add`) drop out-of-bounds updates, as in JAX.
 """
 
 from __future__ import annotations
@@ -11,7 +12,14 @@ import math
 
 import numpy as np
 
-from ember.errors import ConcretizationError, ShapeError, user_location
+from ember.errors import (
+    AxisError,
+    DTypeError,
+    IncompatibleShapesError,
+    IndexingError,
+    NonConcreteBooleanIndexError,
+    user_location,
+)
 from ember.numpy._core import asarray, broadcast_shapes, shape_of
 from ember.tracer import dtypes
 from ember.tracer import prims as P
@@ -48,27 +56,27 @@ def _normalize_key(key, shape: tuple[int, ...]) -> list:
             items.append(_Mask(k))
             continue
         if isinstance(k, Tracer) and dtypes.is_bool(k.dtype):
-            raise ConcretizationError(
+            raise NonConcreteBooleanIndexError(
                 "indexing with a traced boolean mask gives a result whose shape depends on the data, "
                 "which ember cannot trace; use ember.numpy.where(mask, x, 0) (or a concrete NumPy mask)",
                 user_location())
         if isinstance(k, (bool, np.bool_)) or (isinstance(k, np.ndarray) and k.dtype == np.bool_):
-            raise IndexError("boolean scalars are not supported as indices")
+            raise IndexingError("boolean scalars are not supported as indices", user_location())
         if isinstance(k, (Tracer, np.ndarray)) and not dtypes.is_int(k.dtype):
-            raise IndexError(f"arrays used as indices must be of integer type, got {k.dtype}")
+            raise DTypeError(f"arrays used as indices must be of integer type, got {k.dtype}", user_location())
         if not (_is_int_scalar(k) or k is None or k is Ellipsis or isinstance(k, (slice, Tracer, np.ndarray))):
-            raise IndexError(f"only integers, slices, None, Ellipsis and integer arrays are valid indices; "
-                             f"got {type(k).__name__}")
+            raise DTypeError(f"only integers, slices, None, Ellipsis and integer arrays are valid indices; "
+                             f"got {type(k).__name__}", user_location())
         items.append(k)
     n_ell = sum(1 for k in items if k is Ellipsis)
     if n_ell > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise IndexingError("an index can only have a single ellipsis ('...')", user_location())
     consumed = sum(k.mask.ndim if isinstance(k, _Mask) else 1 for k in items if k is not None and k is not Ellipsis)
     if consumed > ndim:
-        raise IndexError(f"too many indices for array: array is {ndim}-dimensional, but {consumed} were "
-                         "indexed")
+        raise IndexingError(f"too many indices for array: array is {ndim}-dimensional, but {consumed} were "
+                            "indexed", user_location())
     if n_ell:
-        i = items.index(Ellipsis)
+        i = next(j for j, k in enumerate(items) if k is Ellipsis)  # not .index: == on arrays is elementwise
         items[i:i + 1] = [slice(None)] * (ndim - consumed)
     else:
         items += [slice(None)] * (ndim - consumed)
@@ -83,8 +91,8 @@ def _expand_masks(items: list, shape: tuple[int, ...]) -> list:
         if isinstance(k, _Mask):
             covered = tuple(shape[axis:axis + k.mask.ndim])
             if covered != k.mask.shape:
-                raise IndexError(f"boolean index of shape {k.mask.shape} does not match the indexed axes "
-                                 f"{axis}..{axis + k.mask.ndim - 1} of shape {covered}")
+                raise IndexingError(f"boolean index of shape {k.mask.shape} does not match the indexed axes "
+                                    f"{axis}..{axis + k.mask.ndim - 1} of shape {covered}", user_location())
             out.extend(np.nonzero(k.mask))
             axis += k.mask.ndim
         else:
@@ -95,7 +103,7 @@ def _expand_masks(items: list, shape: tuple[int, ...]) -> list:
 
 def _check_int(i: int, dim: int, axis: int) -> int:
     if not -dim <= i < dim:
-        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {dim}")
+        raise IndexingError(f"index {i} is out of bounds for axis {axis} with size {dim}", user_location())
     return i % dim
 
 
@@ -150,7 +158,7 @@ def _index_array(k, dim: int, axis: int):
     if isinstance(k, np.ndarray):
         if k.size and (k.min() < -dim or k.max() >= dim):
             bad = k[(k < -dim) | (k >= dim)].flat[0]
-            raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {dim}")
+            raise IndexingError(f"index {bad} is out of bounds for axis {axis} with size {dim}", user_location())
         return np.where(k < 0, k + dim, k).astype(np.int64 if dim >= 2**31 else np.int32)
     if k.dtype.kind == "i":
         return P.select(P.lt(k, 0), P.add(k, dim), k)
@@ -185,7 +193,7 @@ def take(a, indices, axis: int | None = None):
         a, axis = P.reshape(a, (math.prod(a.shape),)), 0
     nd = len(a.shape)
     if not -nd <= axis < nd:
-        raise ShapeError(f"take: axis {axis} is out of bounds for an array of dimension {nd}", user_location())
+        raise AxisError(f"take: axis {axis} is out of bounds for an array of dimension {nd}", user_location())
     axis %= nd
     if isinstance(indices, (int, np.integer)):
         indices = np.asarray(indices)
@@ -201,11 +209,14 @@ def _has_tracer(key) -> bool:
 
 
 def _flat_positions(shape, key):
-    """The flat position in an array of `shape` of every element `x[key]` selects."""
+    """The flat position in an array of `shape` of every element `x[key]` selects. With traced indices,
+    an element whose index is out of bounds (after wrapping negatives once) gets position prod(shape):
+    one past the end, so the scatter drops its update, as in JAX."""
     n = math.prod(shape)
-    itype = np.int32 if n < 2**31 else np.int64
+    itype = np.int32 if n < 2**31 - 1 else np.int64
     if not _has_tracer(key):
         return np.arange(n, dtype=itype).reshape(shape)[key]
+    items = _in_bounds_key(_normalize_key(key, shape), shape)
     pos = None
     stride = 1
     for axis in reversed(range(len(shape))):
@@ -213,9 +224,33 @@ def _flat_positions(shape, key):
         term = P.mul(term, stride) if stride != 1 else term
         pos = term if pos is None else P.add(pos, term)
         stride *= shape[axis]
-    if pos is None:
-        pos = np.zeros((), itype)
-    return getitem(pos, key)
+    # One more entry on every axis, holding the past-the-end position that out-of-bounds indices select.
+    pos = P.pad(pos, np.asarray(n, itype)[()], tuple((0, 1, 0) for _ in shape))
+    return getitem(pos, tuple(items))
+
+
+def _in_bounds_key(items: list, shape: tuple[int, ...]) -> list:
+    """A normalized key for an array of `shape` rewritten to index the same elements of that array padded
+    by one on every axis: concrete entries made non-negative, traced out-of-bounds indices sent to the pad."""
+    out, axis = [], 0
+    for k in items:
+        if k is None:
+            out.append(k)
+            continue
+        dim = shape[axis]
+        if _is_int_scalar(k):
+            k = _check_int(int(k), dim, axis)
+        elif isinstance(k, slice):
+            lo, hi, step = k.indices(dim)
+            k = slice(lo, hi if hi >= 0 else None, step)
+        elif isinstance(k, np.ndarray):
+            k = _index_array(k, dim, axis)
+        else:
+            k = _index_array(k, dim, axis)
+            k = P.select(P.and_(P.ge(k, 0), P.lt(k, dim)), k, P.full(shape_of(k), dim, k.dtype))
+        out.append(k)
+        axis += 1
+    return out
 
 
 class _IndexUpdateRef:
@@ -245,7 +280,7 @@ class _IndexUpdateRef:
         values = to_dtype(values, x.dtype)
         if len(shape_of(values)) > len(pos_shape) or broadcast_shapes(shape_of(values), pos_shape,
                                                                        name="at[].set") != pos_shape:
-            raise ShapeError(f"at[...]: values of shape {shape_of(values)} cannot be broadcast to the "
+            raise IncompatibleShapesError(f"at[...]: values of shape {shape_of(values)} cannot be broadcast to the "
                              f"indexed shape {pos_shape}", user_location())
         values = P.broadcast_to(values, pos_shape) if shape_of(values) != pos_shape else values
         m = math.prod(pos_shape)

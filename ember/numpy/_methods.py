@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.errors import ConcretizationError, user_location
+from ember.errors import ArgumentError, ConcretizationError, user_location
 from ember.numpy import _indexing, _math, _products, _reductions, _shape
 from ember.numpy._core import to_dtype
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.trace import Tracer
 
-_OPERANDS = (Tracer, np.ndarray, np.generic, bool, int, float, list, tuple)
+_OPERANDS = (Tracer, np.ndarray, np.generic, bool, int, float)
 
 
 def _binop(fn, reflected: bool = False):
     def method(self, other):
+        if isinstance(other, (list, tuple)):  # as in JAX: no implicit conversion of sequences
+            raise ArgumentError(f"{fn.__name__} of a traced array and a {type(other).__name__}; wrap it with "
+                                "ember.numpy.asarray(...) (or np.array(...))", user_location())
         if not isinstance(other, _OPERANDS):
             return NotImplemented
         return fn(other, self) if reflected else fn(self, other)

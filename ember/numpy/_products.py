@@ -8,7 +8,7 @@ import string
 
 import numpy as np
 
-from ember.errors import ShapeError, user_location
+from ember.errors import IncompatibleShapesError, ShapeError, user_location
 from ember.numpy._core import asarray, broadcast_shapes, dtype_weak, normalize_axis, to_dtype
 from ember.numpy._math import multiply
 from ember.tracer import dtypes
@@ -53,7 +53,7 @@ def matmul(a, b):
     """Matrix product with NumPy's rules: 1-D operands are promoted, batch axes broadcast."""
     a, b = _promote_pair(a, b)
     if len(a.shape) == 0 or len(b.shape) == 0:
-        raise ShapeError("matmul: operands must not be 0-d (use multiply or *)", user_location())
+        raise IncompatibleShapesError("matmul: operands must not be 0-d (use multiply or *)", user_location())
     na, nb = len(a.shape), len(b.shape)
     ax_b = 0 if nb == 1 else nb - 2
     if a.shape[-1] != b.shape[ax_b]:
@@ -154,7 +154,8 @@ def _parse(subscripts: str, shapes):
         ins, out, explicit = subscripts, None, False
     in_specs = ins.split(",")
     if len(in_specs) != len(shapes):
-        raise ShapeError(f"einsum: {len(in_specs)} operand specs in {subscripts!r} for {len(shapes)} operands",
+        raise IncompatibleShapesError(f"einsum: {len(in_specs)} operand specs in {subscripts!r} for {len(shapes)} "
+                                      "operands",
                          user_location())
     used = set(c for c in subscripts if c.isalpha())
     spare = [c for c in string.ascii_letters if c not in used]
@@ -172,7 +173,7 @@ def _parse(subscripts: str, shapes):
         else:
             lab = list(spec)
         if not all(c.isalpha() for c in lab) or len(lab) != len(shape):
-            raise ShapeError(f"einsum: spec {spec!r} does not fit an operand of shape {tuple(shape)}",
+            raise IncompatibleShapesError(f"einsum: spec {spec!r} does not fit an operand of shape {tuple(shape)}",
                              user_location())
         labels.append(lab)
     if explicit:
@@ -188,10 +189,11 @@ def _parse(subscripts: str, shapes):
                 counts[c] = counts.get(c, 0) + 1
         out_labels = ell + sorted(c for c, k in counts.items() if k == 1 and c not in ell)
     if len(set(out_labels)) != len(out_labels):
-        raise ShapeError(f"einsum: output subscript {''.join(out_labels)!r} repeats a label", user_location())
+        raise IncompatibleShapesError(f"einsum: output subscript {''.join(out_labels)!r} repeats a label",
+                                      user_location())
     for c in out_labels:
         if not any(c in lab for lab in labels):
-            raise ShapeError(f"einsum: output label {c!r} appears in no operand", user_location())
+            raise IncompatibleShapesError(f"einsum: output label {c!r} appears in no operand", user_location())
     return labels, out_labels
 
 
@@ -204,7 +206,7 @@ def _diagonal(x, labels):
         pos = [i for i, c in enumerate(labels) if c == dup]
         sizes = {x.shape[i] for i in pos}
         if len(sizes) != 1:
-            raise ShapeError(f"einsum: label {dup!r} has sizes {sorted(sizes)} in one operand of shape "
+            raise IncompatibleShapesError(f"einsum: label {dup!r} has sizes {sorted(sizes)} in one operand of shape "
                              f"{tuple(x.shape)}", user_location())
         n = sizes.pop()
         rest = [i for i in range(len(labels)) if i not in pos]
@@ -223,22 +225,58 @@ def _sum_out(x, labels, keep):
 
 
 def einsum(subscripts: str, *operands):
-    """Einstein summation over one or two operands (any contraction, with batch axes, diagonals,
-    ellipses and implicit output), lowered to a single dot_general."""
-    if len(operands) not in (1, 2):
-        raise NotImplementedError("einsum: ember supports one or two operands; chain calls for more")
+    """Einstein summation (batch axes, diagonals, ellipses, implicit output) over any number of operands:
+    one dot_general per pair, contracted in the order opt_einsum.contract_path picks."""
+    if not operands:
+        raise IncompatibleShapesError("einsum: needs at least one operand", user_location())
     originals = [asarray(o) for o in operands]
-    if len(originals) == 2:
-        ops = list(_promote_pair(*originals))
-    else:
-        ops = [to_dtype(originals[0], dtypes.int_) if dtypes.is_bool(originals[0].dtype) else originals[0]]
+    ops = _promote_all(originals)
     labels, out_labels = _parse(subscripts, [o.shape for o in ops])
     ops_labels = [_diagonal(o, list(lab)) for o, lab in zip(ops, labels)]
     if len(ops) == 1:
         (x, lab), = ops_labels
         x, lab = _sum_out(x, lab, set(out_labels))
         return _bool_result(P.transpose(x, tuple(lab.index(c) for c in out_labels)), *originals)
-    return _bool_result(_contract(*ops_labels, out_labels, [o.shape for o in ops]), *originals)
+    x, lab = _contract_all(ops_labels, out_labels)
+    return _bool_result(P.transpose(x, tuple(lab.index(c) for c in out_labels)), *originals)
+
+
+def _promote_all(arrays):
+    """All operands in their common dtype; bools are counted in int32 (see `_bool_result`)."""
+    target, _ = dtypes.result_type(*(dtype_weak(a) for a in arrays))
+    if dtypes.is_bool(target):
+        target = dtypes.int_
+    return [to_dtype(a, target) for a in arrays]
+
+
+def _contract_all(ops_labels, out_labels):
+    """Contract (operand, labels) pairs in opt_einsum's order; each intermediate keeps only the labels
+    still needed by the remaining operands or the output."""
+    import opt_einsum
+
+    sizes = {}
+    for x, lab in ops_labels:
+        for c, d in zip(lab, x.shape):
+            sizes[c] = max(sizes.get(c, 1), d)  # size-1 axes broadcast
+    expr = ",".join("".join(lab) for _, lab in ops_labels) + "->" + "".join(out_labels)
+    shapes = [tuple(sizes[c] for c in lab) for _, lab in ops_labels]
+    path, _ = opt_einsum.contract_path(expr, *shapes, shapes=True, optimize="auto")
+    pending = list(ops_labels)
+    for step in path:
+        picked = [pending[i] for i in step]
+        pending = [p for i, p in enumerate(pending) if i not in step]
+        needed = set(out_labels).union(*(lab for _, lab in pending))
+        if len(picked) == 1:
+            pending.append(_sum_out(*picked[0], needed))
+            continue
+        acc = picked[0]
+        for k, nxt in enumerate(picked[1:], 2):
+            later = needed.union(*(lab for _, lab in picked[k:]))
+            keep = [c for c in dict.fromkeys(acc[1] + nxt[1]) if c in later]
+            acc = (_contract(acc, nxt, keep, [acc[0].shape, nxt[0].shape]), keep)
+        pending.append(acc)
+    (x, lab), = pending
+    return x, lab
 
 
 def _contract(a_labels, b_labels, out_labels, shapes):
@@ -257,7 +295,7 @@ def _contract(a_labels, b_labels, out_labels, shapes):
                 b = P.broadcast_in_dim(b, tuple(sa if l == c else b.shape[i] for i, l in enumerate(lb)),
                                        tuple(range(len(lb))))
             else:
-                raise ShapeError(f"einsum: label {c!r} has size {sa} in the first operand (shape "
+                raise IncompatibleShapesError(f"einsum: label {c!r} has size {sa} in the first operand (shape "
                                  f"{tuple(shapes[0])}) and {sb} in the second (shape {tuple(shapes[1])})",
                                  user_location())
     batch = [c for c in common if c in out_labels]

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from ember.errors import ShapeError, user_location
+from ember.errors import IncompatibleShapesError, user_location
 from ember.numpy._core import asarray, normalize_axes, normalize_axis, to_dtype
 from ember.numpy._math import maximum, minimum, sqrt, subtract
 from ember.tracer import dtypes
@@ -71,8 +71,8 @@ def _extremum(prim_fn, combine, name):
         a = asarray(a)
         axes = _axes(axis, len(a.shape), name)
         if initial is None and builtins.any(a.shape[i] == 0 for i in axes):
-            raise ShapeError(f"{name}: zero-size array to reduction operation {name} which has no identity; "
-                             "pass initial=...", user_location())
+            raise IncompatibleShapesError(f"{name}: zero-size array to reduction operation {name} which has no "
+                                          "identity; pass initial=...", user_location())
         out = prim_fn(a, axes)
         if initial is not None:
             out = combine(out, initial)
@@ -99,7 +99,7 @@ def _arg(prim_fn, name):
             return P.full((), 0, dtypes.int_)
         ax = normalize_axis(axis, len(a.shape), name)
         if a.shape[ax] == 0:
-            raise ShapeError(f"{name}: attempt to get {name} of an empty sequence", user_location())
+            raise IncompatibleShapesError(f"{name}: attempt to get {name} of an empty sequence", user_location())
         return _keep(prim_fn(a, ax), a.shape, (ax,), keepdims)
 
     fn.__name__ = name

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from ember.errors import ShapeError, user_location
+from ember.errors import IncompatibleShapesError, ShapeError, user_location
 from ember.numpy._core import (
     asarray,
     broadcast_shapes,
@@ -81,7 +81,7 @@ def moveaxis(a, source, destination):
     src = (source,) if isinstance(source, int) else tuple(source)
     dst = (destination,) if isinstance(destination, int) else tuple(destination)
     if len(src) != len(dst):
-        raise ShapeError("moveaxis: source and destination must have the same number of elements",
+        raise IncompatibleShapesError("moveaxis: source and destination must have the same number of elements",
                          user_location())
     src = [normalize_axis(s, nd, "moveaxis") for s in src]
     dst = [normalize_axis(d, nd, "moveaxis") for d in dst]
@@ -121,7 +121,7 @@ def squeeze(a, axis=None):
         axes = normalize_axes(axis, len(a.shape), "squeeze")
         for ax in axes:
             if a.shape[ax] != 1:
-                raise ShapeError(f"squeeze: cannot select an axis to squeeze out which has size not equal "
+                raise IncompatibleShapesError(f"squeeze: cannot select an axis to squeeze out which has size not equal "
                                  f"to one (axis {ax} of shape {a.shape})", user_location())
     return P.reshape(a, tuple(d for i, d in enumerate(a.shape) if i not in axes))
 
@@ -131,7 +131,7 @@ def broadcast_to(array, shape):
     a = asarray(array)
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
     if len(shape) < len(a.shape) or broadcast_shapes(a.shape, shape, name="broadcast_to") != shape:
-        raise ShapeError(f"broadcast_to: cannot broadcast an array of shape {a.shape} to shape {shape}",
+        raise IncompatibleShapesError(f"broadcast_to: cannot broadcast an array of shape {a.shape} to shape {shape}",
                          user_location())
     return P.broadcast_to(a, shape)
 
@@ -155,7 +155,7 @@ def concatenate(arrays, axis: int | None = 0):
         arrays, axis = [ravel(a) for a in arrays], 0
     nd = len(arrays[0].shape)
     if nd == 0:
-        raise ShapeError("concatenate: zero-dimensional arrays cannot be concatenated", user_location())
+        raise IncompatibleShapesError("concatenate: zero-dimensional arrays cannot be concatenated", user_location())
     for a in arrays[1:]:
         if len(a.shape) != nd:
             raise ShapeError(f"concatenate: all the input arrays must have the same number of dimensions; "
@@ -175,7 +175,7 @@ def stack(arrays, axis: int = 0):
     s = arrays[0].shape
     for a in arrays[1:]:
         if a.shape != s:
-            raise ShapeError(f"stack: all input arrays must have the same shape; got "
+            raise IncompatibleShapesError(f"stack: all input arrays must have the same shape; got "
                              f"{[x.shape for x in arrays]}", user_location())
     axis = normalize_axis(axis, len(s) + 1, "stack")
     return concatenate([expand_dims(a, axis) for a in arrays], axis)
@@ -219,7 +219,7 @@ def split(ary, indices_or_sections, axis: int = 0):
     if isinstance(indices_or_sections, (int, np.integer)):
         k = int(indices_or_sections)
         if k <= 0 or n % k:
-            raise ShapeError(f"split: array split does not result in an equal division ({n} into {k})",
+            raise IncompatibleShapesError(f"split: array split does not result in an equal division ({n} into {k})",
                              user_location())
         bounds = [i * (n // k) for i in range(k + 1)]
     else:  # split points are slice bounds: negative ones count from the end

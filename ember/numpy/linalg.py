@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.errors import ShapeError, user_location
+from ember.errors import AxisError, IncompatibleShapesError, ShapeError, user_location
 from ember.numpy import _math as m
 from ember.numpy import _reductions as r
 from ember.numpy._core import asarray, normalize_axes, normalize_axis, to_dtype
@@ -63,13 +63,14 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
             return _vector_norm(x, ord, 0, keepdims)
         if nd == 2:
             return _matrix_norm(x, ord, (0, 1), keepdims)
-        raise ShapeError(f"norm: ord={ord!r} needs a 1-D or 2-D array or an explicit axis", user_location())
+        raise IncompatibleShapesError(f"norm: ord={ord!r} needs a 1-D or 2-D array or an explicit axis",
+                                      user_location())
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     if len(axes) == 1:
         return _vector_norm(x, ord, normalize_axes(axes, nd, "norm")[0], keepdims)
     if len(axes) == 2:
         row, col = (normalize_axis(a, nd, "norm") for a in axes)
         if row == col:
-            raise ShapeError("norm: duplicate axes given", user_location())
+            raise AxisError("norm: duplicate axes given", user_location())
         return _matrix_norm(x, ord, (row, col), keepdims)
     raise ShapeError(f"norm: axis must be an int or a pair of ints, got {axis!r}", user_location())

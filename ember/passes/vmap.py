@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ember.errors import TransformError, user_location
+from ember.errors import BatchingError, user_location
 from ember.passes.dce import dce
 from ember.passes.stages import record
 from ember.tracer import prims as P
@@ -66,7 +66,7 @@ def move_batch_axis(x, src: int | None, dst: int | None, size: int, what: str = 
     """Put the batch axis of `x` at `dst`: move it, or broadcast an unbatched `x` along a new axis."""
     if dst is None:
         if src is not None:
-            raise TransformError(f"vmap: out_axes is None for an {what} that varies along the mapped axis; "
+            raise BatchingError(f"vmap: out_axes is None for an {what} that varies along the mapped axis; "
                                  "give it an axis (e.g. out_axes=0) or return a value that does not depend "
                                  "on the batched arguments", user_location())
         return x

@@ -16,6 +16,7 @@ from ember.errors import (
     ArgumentError,
     ConcretizationError,
     EmberError,
+    ImmutableArrayError,
     TracerEscapeError,
     user_location,
 )
@@ -61,6 +62,27 @@ class Builder:
         self._keepalive: list = []
         self.loc_override: str | None = None
         self.role: str | None = None
+        # Set by the transform that traces: its name, and a hook giving the user's name of each input
+        # (called only to word an error, so tracing never pays for it).
+        self.transform: str | None = None
+        self.input_names: Callable[[], list[str]] | None = None
+
+    def sources(self, var: Var) -> list[str]:
+        """The user's names of the inputs that `var` depends on (walking the nodes back from it)."""
+        producer = {o: n for n in self.nodes for o in n.outputs}
+        index = {v: i for i, v in enumerate(self.inputs)}
+        seen, stack, hit = {var}, [var], set()
+        while stack:
+            v = stack.pop()
+            if v in index:
+                hit.add(index[v])
+            node = producer.get(v)
+            for a in node.inputs if node is not None else ():
+                if isinstance(a, Var) and a not in seen:
+                    seen.add(a)
+                    stack.append(a)
+        names = self.input_names() if self.input_names is not None else []
+        return [names[i] if i < len(names) else f"input {i}" for i in sorted(hit)]
 
     # -- values ----------------------------------------------------------------------------------
     def new_input(self, aval: ShapedArray, value=None, differentiated: bool = False) -> Tracer:
@@ -287,10 +309,21 @@ def eval_graph(graph: Graph, args: Sequence, role: str | None = None) -> list:
 
 # --- the Tracer -----------------------------------------------------------------------------------
 
-_ADVICE = ("ember traces the function once for all inputs of the same shape and dtype, so array "
-           "values are unknown while tracing. Use ember.numpy.where(cond, a, b) to choose elementwise, "
-           "or pass the value as a static argument (jit(..., static_argnums=...)) if it configures the "
-           "function rather than being data")
+_WHERE = "Use ember.numpy.where(cond, a, b) to choose elementwise"
+# What to suggest, by the transform that traced the value: only jit has static arguments.
+_ADVICE = {
+    "jit": ("jit traces the function once for all inputs of the same shape and dtype, so array values are "
+            f"unknown while tracing. {_WHERE}, or pass the value as a static argument (jit(..., "
+            "static_argnums=...) or static_argnames=...) if it configures the function rather than being data"),
+    "grad": ("grad traces the function into one graph for all input values, so array values are unknown "
+             f"while tracing. {_WHERE}; a value that configures the function rather than being data can be "
+             "bound before differentiating, e.g. grad(functools.partial(f, n=3))"),
+    "vjp": ("vjp traces the function into one graph for all input values, so array values are unknown "
+            f"while tracing. {_WHERE}; bind configuration values first with functools.partial"),
+    "vmap": ("vmap traces the function once for the whole batch, so a per-example value cannot steer Python "
+             f"control flow. {_WHERE} (it selects per example); a value that configures the function can be "
+             "bound first with functools.partial"),
+}
 
 
 class Tracer:
@@ -362,8 +395,19 @@ class Tracer:
                 "operations on it (or ember.stop_gradient it first)", user_location())
 
     def _concrete(self, what: str):
-        raise ConcretizationError(f"a traced value of type {self.aval.str_short()} was used as a "
-                                  f"Python {what}. {_ADVICE}", user_location())
+        raise ConcretizationError(f"a traced value of type {self.aval.str_short()}{self._provenance()} was "
+                                  f"used as a Python {what}. {self._advice()}", user_location())
+
+    def _provenance(self) -> str:
+        names = self._builder.sources(self._var)
+        if not names:
+            return ""
+        shown = ", ".join(f"`{n}`" for n in names[:4]) + (", ..." if len(names) > 4 else "")
+        return f" (it depends on argument{'s' if len(names) > 1 else ''} {shown})"
+
+    def _advice(self) -> str:
+        kind = self._builder.transform or "jit"
+        return _ADVICE[kind if kind in _ADVICE else "jit"]
 
     def __bool__(self):
         if (v := self.known_value()) is not None:
@@ -392,14 +436,21 @@ class Tracer:
             return operator.index(v)
         self._concrete("index (e.g. range(x) or a list index)")
 
+    def __setitem__(self, key, value):
+        k = _key_text(key)
+        raise ImmutableArrayError(
+            f"traced arrays are immutable, so `x[{k}] = ...` cannot assign in place; write "
+            f"`x = x.at[{k}].set(value)` (or .add(value)), which returns the updated array",
+            user_location())
+
     def __array__(self, dtype=None, copy=None):
         if (v := self.known_value()) is not None:
             self._no_lost_gradient("NumPy array")
             return np.array(v, dtype=dtype, copy=True)
         raise ConcretizationError(
-            f"a traced value of type {self.aval.str_short()} was converted to a NumPy array (np.asarray, "
-            "np.array or a NumPy function that is not a ufunc). Inside traced functions call "
-            "ember.numpy instead of numpy", user_location())
+            f"a traced value of type {self.aval.str_short()}{self._provenance()} was converted to a NumPy "
+            "array (np.asarray, np.array or a NumPy function that is not a ufunc). Inside traced functions "
+            "call ember.numpy instead of numpy", user_location())
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         fn = _numpy_equivalent("numpy", ufunc.__name__)
@@ -416,6 +467,20 @@ class Tracer:
                 f"{func.__module__}.{func.__name__} cannot run on a traced value and ember.numpy has no "
                 "equivalent; rewrite it with ember.numpy functions", user_location())
         return fn(*args, **kwargs)
+
+
+def _key_text(key) -> str:
+    """An index as the user would write it between brackets: (0, slice(1, None)) -> '0, 1:'."""
+    if isinstance(key, tuple):
+        return ", ".join(_key_text(k) for k in key) if key else "()"
+    if isinstance(key, slice):
+        parts = ["" if v is None else str(v) for v in (key.start, key.stop, key.step)]
+        return ":".join(parts[:2] if key.step is None else parts)
+    if key is Ellipsis:
+        return "..."
+    if isinstance(key, (int, np.integer)) or key is None or isinstance(key, list):
+        return repr(key if not isinstance(key, np.integer) else int(key))
+    return "idx"
 
 
 _UFUNC_ALIASES = {"true_divide": "divide", "absolute": "abs"}

@@ -159,7 +159,7 @@ def test_clear_cache():
 
 def test_unhashable_static_argument_is_a_clear_error():
     f = ember.jit(lambda x, cfg: x * len(cfg), static_argnums=1)
-    with pytest.raises(ember.ArgumentError) as e:
+    with pytest.raises(ember.errors.ArgumentValueError) as e:
         f(np.ones(2), [1, 2])
     msg = str(e.value)
     assert "unhashable" in msg and "list" in msg and "hashable" in msg

@@ -77,7 +77,7 @@ def test_out_axes_none_for_unbatched_output(rng):
     y, w_out = ember.vmap(lambda w, x: (x @ w, w * 2), in_axes=(None, 0), out_axes=(0, None))(w, xs)
     np.testing.assert_allclose(y, xs @ w)
     np.testing.assert_allclose(w_out, w * 2)  # not stacked
-    with pytest.raises(ember.TransformError, match="out_axes is None"):
+    with pytest.raises(ember.errors.BatchingError, match="out_axes is None"):
         ember.vmap(lambda w, x: (x @ w, w * 2), in_axes=(None, 0), out_axes=None)(w, xs)
 
 

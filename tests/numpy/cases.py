@@ -317,4 +317,4 @@ def raises_shape_error(fn, *args, words=(), file: str):
     a lambda's own line in `file`, else the line of tests/helpers.py that calls the ember function."""
     where = f"{file}:{fn.__code__.co_firstlineno}" if fn.__name__ == "<lambda>" else "helpers.py:"
     for call in (fn, ember.jit(fn)):
-        raises_naming(ember.ShapeError, call, *args, words=words, location=where)
+        raises_naming(ember.errors.SHAPE_ERRORS, call, *args, words=words, location=where)

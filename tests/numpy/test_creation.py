@@ -67,8 +67,6 @@ def _like_cases():
                           (A((2, 3), "i32"),), dtype=np.float64, note="dtype"))
         cases.append(Case(name, lambda x, fn=fn: fn(x, shape=(4, 1)), lambda x, ref=ref: ref(x, shape=(4, 1)),
                           (A((2, 3)),), note="shape"))
-        cases.append(Case(name, lambda fn=fn: fn([1, 2, 3]), lambda ref=ref: ref(np.array([1, 2, 3], np.int32)), (),
-                          note="list"))
     fl = jnp.full_like
     cases += [
         Case("full_like", lambda x: fl(x, 2.5), lambda x: np.full_like(x, 2.5), (A((2, 3)),)),

@@ -99,12 +99,12 @@ def test_spectral_matrix_norms_are_not_implemented(ord):
 @pytest.mark.parametrize("x_shape, kw, exc", [
     ((2, 3), {"ord": "fro", "axis": 0}, ValueError),
     ((2, 3), {"ord": "bad"}, ValueError),
-    ((2, 3, 4), {"ord": 1}, ember.ShapeError),
-    ((2, 3), {"axis": (0, 0)}, ember.ShapeError),
-    ((2, 3), {"axis": (0, 2)}, ember.ShapeError),
-    ((2, 3), {"axis": (0, -3)}, ember.ShapeError),
-    ((2, 3), {"axis": 2}, ember.ShapeError),
-    ((2, 3, 4), {"axis": (0, 1, 2)}, ember.ShapeError),
+    ((2, 3, 4), {"ord": 1}, ember.errors.SHAPE_ERRORS),
+    ((2, 3), {"axis": (0, 0)}, ember.errors.SHAPE_ERRORS),
+    ((2, 3), {"axis": (0, 2)}, ember.errors.SHAPE_ERRORS),
+    ((2, 3), {"axis": (0, -3)}, ember.errors.SHAPE_ERRORS),
+    ((2, 3), {"axis": 2}, ember.errors.SHAPE_ERRORS),
+    ((2, 3, 4), {"axis": (0, 1, 2)}, ember.errors.SHAPE_ERRORS),
 ])
 def test_bad_orders_and_axes_raise(x_shape, kw, exc):
     with pytest.raises(ValueError):  # NumPy rejects these too

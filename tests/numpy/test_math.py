@@ -82,9 +82,6 @@ def _unary_cases():
         Case("sign", jnp.sign, np.sign, (A((6,), "i32"),), note="int"),
         Case("isfinite", jnp.isfinite, np.isfinite, (A((2, 5), "f64", "special"),)),
         Case("abs", jnp.abs, np.abs, (A((3, 4), "f32", "special"),), grad=False, note="inf nan"),
-        Case("exp", lambda x: jnp.exp([[0.5, 1.0], [2.0, -1.0]]) * x,
-             lambda x: np.exp(np.array([[0.5, 1.0], [2.0, -1.0]], np.float32)) * x, (A((2,), "f32"),),
-             note="list operand"),
     ]
     return cases
 
@@ -166,9 +163,6 @@ def _binary_cases():
         Case("power", jnp.power, np.power, (2.0, A((2, 3), "f32")), note="scalar base"),
         Case("multiply", jnp.multiply, np.multiply, (A((3,), "bool"), A((2, 3), "i32")), note="bool-int"),
         Case("add", jnp.add, np.add, (A((4,), "u8"), A((4,), "i8")), note="u8-i8"),
-        # A list of Python floats is a float32 array (NumPy: float64).
-        Case("subtract", jnp.subtract, np.subtract, ([1.0, 2.0, 3.0], A((2, 3), "f32")), dtype=np.float32,
-             note="list operand"),
     ]
     return cases
 
@@ -257,7 +251,7 @@ def test_clip_without_bounds_raises():
 
 
 def test_where_needs_both_branches():
-    with pytest.raises(ember.ShapeError, match="where"):
+    with pytest.raises(ember.errors.SHAPE_ERRORS, match="where"):
         jnp.where(np.ones(3) > 0)
 
 
@@ -274,7 +268,7 @@ def test_broadcast_mismatch_raises_shape_error_naming_the_line(mode):
         return jnp.add(x, y)
 
     fn = f if mode == "eager" else ember.jit(f)
-    with pytest.raises(ember.ShapeError) as info:
+    with pytest.raises(ember.errors.SHAPE_ERRORS) as info:
         fn(np.ones(3, np.float32), np.ones(4, np.float32))
     msg = str(info.value)
     assert "add" in msg and "(3,)" in msg and "(4,)" in msg

@@ -91,8 +91,6 @@ def _special_cases():
              dtype=np.float64),
         Case("mean", lambda x: m(x, axis=0, dtype=np.float64), lambda x: np.mean(x, axis=0, dtype=np.float64),
              (A((3, 4), "f32"),)),
-        Case("sum", lambda x: jnp.multiply(s([[1, 2], [3, 4]]), x), lambda x: np.sum([[1, 2], [3, 4]]) * x, (A((2,)),),
-             dtype=np.float32, note="list"),
         Case("sum", s, np.sum, (A((0, 3), "i32"),), note="empty int"),
         Case("max", lambda x: jnp.max(x, initial=0.5), lambda x: np.max(x, initial=0.5), (A((2, 3)),)),
         Case("max", lambda x: jnp.max(x, axis=0, initial=-1.0), lambda x: np.max(x, axis=0, initial=-1.0),
@@ -194,9 +192,9 @@ def test_reductions_without_identity_reject_empty_input(name):
     fn = getattr(jnp, name)
     with pytest.raises(ValueError):
         getattr(np, name)(np.zeros((0, 3)), axis=0)
-    with pytest.raises(ember.ShapeError, match=name.replace("amax", "max")):
+    with pytest.raises(ember.errors.SHAPE_ERRORS, match=name.replace("amax", "max")):
         fn(np.zeros((0, 3)), axis=0)
-    with pytest.raises(ember.ShapeError, match=name.replace("amax", "max")):
+    with pytest.raises(ember.errors.SHAPE_ERRORS, match=name.replace("amax", "max")):
         ember.jit(lambda x: fn(x, axis=0))(np.zeros((0, 3)))
 
 
@@ -204,11 +202,11 @@ def test_reductions_without_identity_reject_empty_input(name):
 def test_axis_out_of_bounds_raises(name):
     fn = getattr(jnp, name)
     for axis in (2, -3):
-        with pytest.raises(ember.ShapeError, match=f"{name}.*axis") as info:
+        with pytest.raises(ember.errors.SHAPE_ERRORS, match=f"{name}.*axis") as info:
             ember.jit(lambda x, a=axis: fn(x, axis=a))(np.ones((2, 3)))
         assert "test_reductions.py" in str(info.value)
     if name != "argmax":
-        with pytest.raises(ember.ShapeError, match="repeated"):
+        with pytest.raises(ember.errors.SHAPE_ERRORS, match="repeated"):
             fn(np.ones((2, 3)), axis=(0, -2))
 
 
@@ -216,7 +214,7 @@ def test_axis_out_of_bounds_raises(name):
 def test_mean_of_a_scalar_over_axis_zero_is_an_error(name):
     with pytest.raises(ValueError):
         getattr(np, name)(np.float32(1.0), axis=0)
-    with pytest.raises(ember.ShapeError, match=name.replace("std", "var")):
+    with pytest.raises(ember.errors.SHAPE_ERRORS, match=name.replace("std", "var")):
         ember.jit(lambda x: getattr(jnp, name)(x, axis=0))(np.float32(1.0))
 
 
@@ -224,9 +222,9 @@ def test_mean_of_a_scalar_over_axis_zero_is_an_error(name):
 def test_reduction_of_a_scalar_over_other_axes_is_an_error(axis):
     with pytest.raises(ValueError):
         np.sum(np.float32(1.0), axis=axis)
-    with pytest.raises(ember.ShapeError, match="sum"):
+    with pytest.raises(ember.errors.SHAPE_ERRORS, match="sum"):
         jnp.sum(np.float32(1.0), axis=axis)
-    with pytest.raises(ember.ShapeError, match="mean"):
+    with pytest.raises(ember.errors.SHAPE_ERRORS, match="mean"):
         ember.jit(lambda x: jnp.mean(x, axis=axis))(np.float32(1.0))
 
 

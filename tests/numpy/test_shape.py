@@ -149,8 +149,6 @@ def _join_cases():
         Case("concatenate", lambda a, b: c([a, b]), lambda a, b: np.concatenate([a, b]), (A((2,), "i32"), A((3,))),
              note="int and float"),
         Case("concatenate", lambda a: c([a]), lambda a: np.concatenate([a]), (A((2, 3)),), note="one"),
-        Case("concatenate", lambda a: c([a, [[1.0, 2.0, 3.0]]]), lambda a: np.concatenate([a, [[1.0, 2.0, 3.0]]]),
-             (A((2, 3)),), dtype=np.float32, note="list operand"),
         Case("stack", lambda a, b: s([a, b]), lambda a, b: np.stack([a, b]), (A((2, 3)), A((2, 3)))),
         Case("stack", lambda a, b: s([a, b], axis=1), lambda a, b: np.stack([a, b], axis=1), (A((2, 3)), A((2, 3)))),
         Case("stack", lambda a, b, d: s((a, b, d), -1), lambda a, b, d: np.stack((a, b, d), -1),

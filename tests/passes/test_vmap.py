@@ -69,7 +69,7 @@ def test_out_dims_none_requires_an_unbatched_output():
     vg = vmap_graph(g, [None, 0], 5, out_dims=None).verify()
     assert vg.outputs[0].aval.shape == (3,)
     g2 = _graph(lambda w, x: x * 2.0, (3,), (2,))
-    with pytest.raises(ember.TransformError, match="out_axes is None"):
+    with pytest.raises(ember.errors.BatchingError, match="out_axes is None"):
         vmap_graph(g2, [None, 0], 5, out_dims=None)
 
 

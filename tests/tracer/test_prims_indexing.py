@@ -119,12 +119,28 @@ def test_indexing_reference(op_shape, lead, k, nb, repeated, dtype, index_dtype,
     assert not np.shares_memory(P.scatter_add(op, idx, upd, nb), op)
 
 
-def test_out_of_range_indices_are_clamped():
+def test_out_of_range_indices_clamp_in_gather_and_drop_in_scatters():
+    """XLA's (and so JAX's) rule: a read clamps into range, an out-of-range write is dropped."""
     op = np.arange(5.0)
     idx = np.array([[-2], [7], [4], [0]])
     np.testing.assert_array_equal(run(lambda a, i: P.gather(a, i), op, idx), [0.0, 4.0, 4.0, 0.0])
     np.testing.assert_array_equal(run(lambda a, i, u: P.scatter_add(a, i, u), op, idx, np.ones(4)),
-                                  [2.0, 1.0, 2.0, 3.0, 6.0])
+                                  [1.0, 1.0, 2.0, 3.0, 5.0])
+    np.testing.assert_array_equal(run(lambda a, i, u: P.scatter(a, i, u), op, idx, -np.ones(4)),
+                                  [-1.0, 1.0, 2.0, 3.0, -1.0])
+    idx2 = np.array([[[0, 5], [1, 1]]])  # a 2-D index vector out of range on its second axis
+    got = run(lambda a, i, u: P.scatter(a, i, u), np.zeros((2, 3)), idx2, np.ones((1, 2)))
+    np.testing.assert_array_equal(got, [[0, 0, 0], [0, 1, 0]])
+
+
+def test_dropped_and_overwritten_updates_get_no_gradient():
+    op, w = np.arange(4.0), np.array([1.0, 2.0, 3.0, 4.0])
+    idx = np.array([[1], [1], [9], [-1], [2]])
+    for prim, want in ((P.scatter, [0, 2, 0, 0, 3]), (P.scatter_add, [2, 2, 0, 0, 3])):
+        g = ember.grad(lambda u, a, i, prim=prim: P.reduce_sum(P.mul(prim(a, i, u), w), (0,)))
+        np.testing.assert_array_equal(g(np.ones(5), op, idx), want)
+    g = ember.grad(lambda a, i: P.reduce_sum(P.gather(a, i), (0,)))  # clamped reads: no gradient
+    np.testing.assert_array_equal(g(op, idx), [0, 2, 1, 0])
 
 
 def test_scatter_last_write_wins_for_repeated_indices():

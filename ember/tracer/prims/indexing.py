@@ -3,8 +3,9 @@
 With `batch_dims = b`, the operand is B + I + S (b batch axes, k indexed axes, slice axes) and the
 indices are B + N + (k,): `gather` returns B + N + S, with
 ``out[b, n, s] = operand[b, indices[b, n, :], s]``; the scatters write `updates` of shape B + N + S
-into a copy of the operand. Out-of-range indices are clamped into range (ember.numpy checks concrete
-indices and wraps negative ones before they get here).
+into a copy of the operand. As in XLA (and so JAX), an out-of-range index vector is clamped into range
+by gather, and its update is dropped by the scatters (ember.numpy checks concrete indices and wraps
+negative ones before they get here). So the gradient of a clamped read is dropped too, as in JAX.
 
 gather pulls back as a `ScatterCotangent`: autodiff scatter-adds it into the operand's accumulated
 cotangent, so indexing a large array costs only the touched region (plus the gradient itself).
@@ -98,8 +99,8 @@ def_shape(scatter_p)(_scatter_shape("scatter"))
 
 # --- numpy references -----------------------------------------------------------------------------
 
-def _index_tuple(op_shape, indices, nb):
-    """NumPy advanced-index tuple selecting B + N positions (indices clamped into range)."""
+def _index_tuple(op_shape, indices, nb, clip: bool = True):
+    """NumPy advanced-index tuple selecting B + N positions (indices clamped into range, if `clip`)."""
     lead = indices.shape[:-1]
     parts = []
     for j in range(nb):
@@ -107,8 +108,19 @@ def _index_tuple(op_shape, indices, nb):
         shape[j] = op_shape[j]
         parts.append(np.broadcast_to(np.arange(op_shape[j]).reshape(shape), lead))
     for j in range(indices.shape[-1]):
-        parts.append(np.clip(indices[..., j], 0, max(op_shape[nb + j] - 1, 0)))
+        parts.append(np.clip(indices[..., j], 0, max(op_shape[nb + j] - 1, 0)) if clip else indices[..., j])
     return tuple(parts)
+
+
+def _scatter_targets(op_shape, indices, updates, nb):
+    """The index tuple and updates of a scatter, less the updates whose index vector is out of range."""
+    idx = _index_tuple(op_shape, indices, nb, clip=False)
+    ok = np.ones(indices.shape[:-1], bool)
+    for j in range(indices.shape[-1]):
+        ok &= (indices[..., j] >= 0) & (indices[..., j] < op_shape[nb + j])
+    if ok.all():
+        return idx, updates
+    return tuple(p[ok] for p in idx), updates[ok]
 
 
 @def_impl(gather_p)
@@ -123,7 +135,7 @@ def _gather_impl(operand, indices, *, batch_dims):
 @def_impl(scatter_add_p)
 def _scatter_add_impl(operand, indices, updates, *, batch_dims):
     out = np.array(operand, copy=True)
-    idx = _index_tuple(operand.shape, indices, batch_dims)
+    idx, updates = _scatter_targets(operand.shape, indices, updates, batch_dims)
     if not idx:
         out += updates.reshape((-1,) + operand.shape).sum(0, dtype=operand.dtype)
     else:
@@ -134,7 +146,7 @@ def _scatter_add_impl(operand, indices, updates, *, batch_dims):
 @def_impl(scatter_p)
 def _scatter_impl(operand, indices, updates, *, batch_dims):
     out = np.array(operand, copy=True)
-    idx = _index_tuple(operand.shape, indices, batch_dims)
+    idx, updates = _scatter_targets(operand.shape, indices, updates, batch_dims)
     if not idx:
         flat = updates.reshape((-1,) + operand.shape)
         if len(flat):
@@ -153,14 +165,46 @@ def _gather_vjp(ct, operand, indices, *, out, active, batch_dims):
 
 @def_vjp(scatter_add_p)
 def _scatter_add_vjp(ct, operand, indices, updates, *, out, active, batch_dims):
-    return (ct if active[0] else None, None,
-            gather(ct, indices, batch_dims) if active[2] else None)
+    if not active[2]:
+        return (ct if active[0] else None, None, None)
+    ct_upd = gather(ct, indices, batch_dims)
+    landed = _in_range(indices, shape_of(operand), batch_dims, shape_of(ct_upd))
+    return (ct if active[0] else None, None, P.select(landed, ct_upd, P.full(shape_of(ct_upd), 0, ct.dtype)))
+
+
+def _in_range(indices, op_shape, nb: int, shape):
+    """True (broadcast to `shape`, the updates' shape) where an index vector is in range: its update
+    landed, rather than being dropped, so it gets a gradient."""
+    lead = shape_of(indices)[:-1]
+    ok = None
+    for j in range(shape_of(indices)[-1]):
+        col = P.reshape(P.slice(indices, (0,) * len(lead) + (j,), lead + (j + 1,)), lead)
+        inside = P.and_(P.ge(col, 0), P.lt(col, op_shape[nb + j]))
+        ok = inside if ok is None else P.and_(ok, inside)
+    if ok is None:
+        return P.full(shape, True, np.bool_)
+    return P.broadcast_in_dim(ok, tuple(shape), tuple(range(len(lead))))
 
 
 @def_vjp(scatter_p)
 def _scatter_vjp(ct, operand, indices, updates, *, out, active, batch_dims):
     ct_op = scatter(ct, indices, P.full(shape_of(updates), 0, ct.dtype), batch_dims) if active[0] else None
-    return (ct_op, None, gather(ct, indices, batch_dims) if active[2] else None)
+    if not active[2]:
+        return (ct_op, None, None)
+    ct_upd = gather(ct, indices, batch_dims)
+    won = _winners(operand, indices, updates, batch_dims)
+    return (ct_op, None, P.select(won, ct_upd, P.full(shape_of(ct_upd), 0, ct.dtype)))
+
+
+def _winners(operand, indices, updates, batch_dims):
+    """True where an update is the one that lands (of duplicates, only the winner reaches the output, so
+    only it gets a gradient, as in JAX): scatter every update's id, read back which id each target kept."""
+    shape = shape_of(updates)
+    n = int(np.prod(shape))
+    itype = np.int32 if n < 2**31 - 1 else np.int64
+    ids = P.reshape(P.iota(itype, (n,), 0), shape)
+    kept = scatter(P.full(shape_of(operand), -1, itype), indices, ids, batch_dims)
+    return P.eq(gather(kept, indices, batch_dims), ids)
 
 
 # --- batching -------------------------------------------------------------------------------------
