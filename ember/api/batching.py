@@ -17,6 +17,7 @@ from ember.api.tracing import (
     call_with_known_values,
     fun_name,
     inline,
+    input_names,
     leaf_aval,
     leaf_avals,
     trace_pytree,
@@ -212,7 +213,9 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
 
         with_statics.__name__ = name
         dyn_leaves = tuple(leaf for _, leaf, _ in dyn)
-        graph, leaves, _, out_tree = trace_pytree(with_statics, dyn_leaves, {}, example, transform="vmap")
+        graph, leaves, _, out_tree = trace_pytree(
+            with_statics, dyn_leaves, {}, example, transform="vmap",
+            names=lambda: [n for i, n in enumerate(input_names(fun, args, kwargs)) if i not in static])
         out_dims = _out_axes_per_leaf(out_axes, out_tree, graph)
         try:
             batched = vmap_graph(graph, dims, size, out_dims)

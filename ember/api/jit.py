@@ -24,7 +24,7 @@ import numpy as np
 from ember.api.tracing import fun_name, leaf_avals, to_array, trace_pytree
 from ember.backends import default_backend, get_backend
 from ember.backends.compile import compile_graph
-from ember.errors import ArgumentError, ArgumentValueError, TracerEscapeError, TransformError, user_location
+from ember.errors import ArgumentError, ArgumentValueError, TracerEscapeError, user_location
 from ember.passes.memory import MemoryReport
 from ember.passes.pipeline import disabled_passes
 from ember.passes.pipeline import optimize as run_pipeline
@@ -249,13 +249,13 @@ def _static_numbers(fun: Callable, static_argnums, static_argnames) -> tuple[fro
     n = len(positional)
     bad = sorted(i for i in nums if i < -n or (i >= n and not var_pos))
     if bad:
-        raise TransformError(f"jit of {fun_name(fun)} has static_argnums={tuple(sorted(nums))}, but "
-                             f"{fun_name(fun)} takes only {n} positional argument(s), so {bad} is out of range",
-                             user_location())
+        raise ArgumentValueError(f"jit of {fun_name(fun)} has static_argnums={tuple(sorted(nums))}, but "
+                                 f"{fun_name(fun)} takes only {n} positional argument(s), so {bad} is out of "
+                                 "range", user_location())
     unknown = sorted(k for k in names if k not in {p.name for p in params if p.kind != p.POSITIONAL_ONLY})
     if unknown and not var_kw:
-        raise TransformError(f"jit of {fun_name(fun)} has static_argnames {unknown}, which {fun_name(fun)} does "
-                             f"not take; its parameters are {[p.name for p in params]}", user_location())
+        raise ArgumentValueError(f"jit of {fun_name(fun)} has static_argnames {unknown}, which {fun_name(fun)} does "
+                                 f"not take; its parameters are {[p.name for p in params]}", user_location())
     nums = {i % n if i < 0 else i for i in nums}
     names |= {positional[i] for i in nums if i < n}
     nums |= {positional.index(k) for k in names if k in positional}

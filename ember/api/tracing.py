@@ -162,13 +162,14 @@ def _known_inputs(known: bool | None, leaves: Sequence, avals: Sequence[ShapedAr
 
 def trace_pytree(fun: Callable, args: tuple, kwargs: dict | None = None,
                  avals: Sequence[ShapedArray] | None = None, known: bool | None = None,
-                 differentiated: Sequence[bool] | None = None,
-                 transform: str = "jit") -> tuple[Graph, list, PyTreeDef, PyTreeDef]:
+                 differentiated: Sequence[bool] | None = None, transform: str = "jit",
+                 names: Callable[[], list[str]] | None = None) -> tuple[Graph, list, PyTreeDef, PyTreeDef]:
     """Trace `fun(*args, **kwargs)` with one graph input per array leaf of (args, kwargs). With
     `known` (by default: when the enclosing trace knows values) the trace also evaluates every node;
     `differentiated` flags the leaves a transform differentiates (their values must not become
     Python floats), besides those that depend on the enclosing trace's differentiated values.
-    `transform` (jit, grad, vjp, vmap) and the inputs' names are what concretization errors tell."""
+    `transform` (jit, grad, vjp, vmap) and the inputs' names (`names`, by default from `fun`'s
+    signature) are what concretization errors tell."""
     kwargs = kwargs or {}
     leaves, in_tree = tree_flatten((args, kwargs))
     if avals is None:
@@ -187,7 +188,7 @@ def trace_pytree(fun: Callable, args: tuple, kwargs: dict | None = None,
             for x, d in zip(leaves, differentiated or [False] * len(leaves))]
     with new_builder(values is not None) as b:
         b.transform = transform
-        b.input_names = functools.partial(input_names, fun, args, kwargs)
+        b.input_names = names or functools.partial(input_names, fun, args, kwargs)
         ins = [b.new_input(a, v, d) for a, v, d in zip(avals, values or [None] * len(avals), diff)]
         graph = b.build(flat_fun(*ins))
     return graph, leaves, in_tree, out.treedef

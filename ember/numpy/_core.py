@@ -121,8 +121,8 @@ def plain_array(x: np.ndarray) -> np.ndarray:
 _ALL, _SEQ = "*", "seq"
 ARRAY_PARAMS: dict[str, tuple[int, ...] | str] = {
     **dict.fromkeys(["abs", "absolute", "add", "around", "bitwise_and", "bitwise_or", "ceil", "clip", "cos",
-                     "divide", "equal", "exp", "expm1", "floor", "floor_divide", "greater", "greater_equal",
-                     "isfinite", "isinf", "isnan", "less", "less_equal", "log", "log1p", "log2", "log10",
+                     "divide", "divmod", "equal", "exp", "expm1", "floor", "floor_divide", "fmod", "greater",
+                     "greater_equal", "isfinite", "isinf", "isnan", "less", "less_equal", "log", "log1p", "log2", "log10",
                      "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "mod",
                      "multiply", "negative", "not_equal", "positive", "power", "reciprocal", "remainder",
                      "round", "sign", "sin", "sqrt", "square", "subtract", "tanh", "true_divide", "where",
