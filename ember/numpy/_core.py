@@ -122,9 +122,9 @@ _ALL, _SEQ = "*", "seq"
 ARRAY_PARAMS: dict[str, tuple[int, ...] | str] = {
     **dict.fromkeys(["abs", "absolute", "add", "around", "bitwise_and", "bitwise_or", "ceil", "clip", "cos",
                      "divide", "divmod", "equal", "exp", "expm1", "floor", "floor_divide", "fmod", "greater",
-                     "greater_equal", "isfinite", "isinf", "isnan", "less", "less_equal", "log", "log1p", "log2", "log10",
-                     "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum", "mod",
-                     "multiply", "negative", "not_equal", "positive", "power", "reciprocal", "remainder",
+                     "greater_equal", "isfinite", "isinf", "isnan", "less", "less_equal", "log", "log1p", "log2",
+                     "log10", "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum",
+                     "mod", "multiply", "negative", "not_equal", "positive", "power", "reciprocal", "remainder",
                      "round", "sign", "sin", "sqrt", "square", "subtract", "tanh", "true_divide", "where",
                      "einsum", "atleast_1d", "atleast_2d", "broadcast_arrays"], _ALL),
     **dict.fromkeys(["all", "amax", "amin", "any", "argmax", "argmin", "max", "mean", "min", "prod", "std",
