@@ -9,7 +9,7 @@
     ember.grad(loss)(w, x)
 """
 
-from ember import config, nn, numpy, tree  # noqa: F401
+from ember import config, nn, numpy, scipy, tree  # noqa: F401
 from ember.api import (
     Compiled,
     Jitted,
@@ -55,7 +55,6 @@ __all__ = [
 _JAX_ONLY: dict[str, str] = {
     "jvp": "forward mode is not implemented; use ember.vjp or ember.jacrev",
     "jacfwd": "use ember.jacrev (reverse mode)",
-    "jacobian": "use ember.jacrev",
     "linearize": "use ember.vjp",
     "lax": "use ember.numpy functions (where instead of lax.cond/select, Python loops instead of fori_loop/scan)",
     "random": "create random arrays with NumPy (np.random.default_rng) and pass them in as arguments",
@@ -69,9 +68,7 @@ _JAX_ONLY: dict[str, str] = {
     "device_get": "arrays are NumPy arrays already",
     "block_until_ready": "results are NumPy arrays, ready when returned",
     "tree_util": "use ember.tree (tree_flatten, tree_unflatten, tree_map, register_pytree_node)",
-    "scipy": "use ember.numpy",
     "devices": "ember runs on the default backend; see ember.available_backends()",
-    "config": "ember has no global configuration; pass options to jit (backend=, optimize=)",
     "ensure_compile_time_eval": "compute the value with NumPy outside the traced function",
     "disable_jit": "call the Python function itself, without ember.jit",
     "shard_map": "ember does not shard across devices",

@@ -9,7 +9,7 @@ import numpy as np
 
 import ember.numpy as jnp
 from ember.api import custom_vjp, stop_gradient
-from ember.tracer.prims import erf, logistic  # lax-level primitives that have no public name yet
+from ember.scipy.special import erf, expit
 
 
 def _float(x):
@@ -45,8 +45,8 @@ def relu(x):
 
 
 def sigmoid(x):
-    """1 / (1 + exp(-x)), computed stably (the `logistic` primitive)."""
-    return logistic(_float(x))
+    """1 / (1 + exp(-x)), computed stably (the `logistic` primitive, as scipy.special.expit)."""
+    return expit(x)
 
 
 def gelu(x, approximate: bool = True):

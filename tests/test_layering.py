@@ -12,15 +12,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "ember"
 # config (runtime options, imports nothing of ember) sits with tree and errors at the bottom.
-LAYERS = {"tree": 0, "errors": 0, "config": 0, "tracer": 1, "numpy": 2, "passes": 2, "backends": 3, "viz": 3,
-          "api": 4, "nn": 5}
+LAYERS = {"tree": 0, "errors": 0, "config": 0, "tracer": 1, "numpy": 2, "scipy": 2, "passes": 2, "backends": 3,
+          "viz": 3, "api": 4, "nn": 5}
 TOP = 6  # ember/__init__.py, ember.demo and anything importing `ember` itself
 TOP_MODULES = {"ember", "ember.demo"}
 NAMES = {0: "tree/errors/config", 1: "tracer", 2: "numpy/passes", 3: "backends/viz", 4: "api", 5: "nn",
          6: "ember (top)"}
-PUBLIC_FOR_NN = ("ember.numpy", "ember.api", "ember.tree", "ember.errors")
-# Primitives nn needs that no public module names yet (JAX has them in jax.lax / jax.scipy.special).
-NN_PRIMS = {"logistic", "erf"}
+PUBLIC_FOR_NN = ("ember.numpy", "ember.scipy", "ember.api", "ember.tree", "ember.errors")
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -78,10 +76,6 @@ def test_module_imports_only_its_layer_or_below(path):
 def test_nn_uses_the_public_api_only():
     bad = [f"line {line}: {m}" for line, m in imported_modules(ROOT / "nn.py")
            if not m.startswith(PUBLIC_FOR_NN) or any(p.startswith("_") for p in m.split("."))]
-    prims = {a.name for n in ast.walk(ast.parse((ROOT / "nn.py").read_text()))
-             if isinstance(n, ast.ImportFrom) and n.module == "ember.tracer.prims" for a in n.names}
-    assert prims <= NN_PRIMS
-    bad = [b for b in bad if not b.endswith("ember.tracer.prims")]
     assert not bad, f"ember.nn imports beyond the public API ({', '.join(PUBLIC_FOR_NN)}): {bad}"
 
 

@@ -265,3 +265,17 @@ def test_vmap_of_mlp_over_examples_and_over_parameters():
     got = ember.vmap(nn.mlp, in_axes=(0, None))(stacked, x)
     want = np.stack([np_mlp([(w[k], b[k]) for w, b in stacked], x) for k in range(2)])
     assert_matches(got, want, np.float32)
+
+
+def test_scipy_special_names_match_scipy():
+    import scipy.special
+
+    import ember.scipy.special as ess
+
+    x = np.linspace(-3.0, 3.0, 13)
+    np.testing.assert_allclose(ess.erf(x), scipy.special.erf(x), rtol=1e-12)
+    np.testing.assert_allclose(ess.expit(x), scipy.special.expit(x), rtol=1e-12)
+    assert ess.expit(np.arange(3, dtype=np.int32)).dtype == np.float32  # ints take the default float
+    assert ess.expit(np.arange(3, dtype=np.int64)).dtype == np.float64  # 64-bit ones float64, as JAX x64
+    np.testing.assert_allclose(ember.jit(ember.grad(lambda v: jnp.sum(ess.erf(v))))(x),
+                               2 / np.sqrt(np.pi) * np.exp(-x * x), rtol=1e-12)
