@@ -23,8 +23,16 @@ def array(object, dtype=None, copy: bool = True):
     return out
 
 
+def _known(x):
+    """A traced scalar as its value where its trace knows values (grad outside jit), else itself."""
+    if isinstance(x, Tracer) and x.known_value() is not None and not x.differentiated():
+        return x.known_value().item()
+    return x
+
+
 def _shape(shape, name: str) -> tuple[int, ...]:
     """`shape` (an int or a sequence of ints) as a tuple; traced sizes cannot fix a shape."""
+    shape = [_known(d) for d in shape] if isinstance(shape, (list, tuple)) else _known(shape)
     if isinstance(shape, Tracer) or (isinstance(shape, (list, tuple)) and any(isinstance(d, Tracer) for d in shape)):
         raise ConcretizationError(f"{name}: the shape must be concrete Python ints, not traced values (array "
                                   "shapes are fixed when a function is traced)", user_location())
@@ -85,6 +93,7 @@ empty_like = zeros_like
 
 
 def _static_number(x, name: str, arg: str):
+    x = _known(x)
     if isinstance(x, Tracer):
         raise ConcretizationError(f"{name}: `{arg}` must be a concrete Python number, not a traced value "
                                   "(array shapes are fixed when a function is traced)", user_location())
@@ -93,8 +102,8 @@ def _static_number(x, name: str, arg: str):
 
 def arange(start, stop=None, step=None, dtype=None):
     """Evenly spaced values in [start, stop); integers default to int32 and floats to float32."""
-    for v, n in ((start, "start"), (stop, "stop"), (step, "step")):
-        _static_number(v, "arange", n)
+    start, stop, step = (_static_number(v, "arange", n) for v, n in ((start, "start"), (stop, "stop"),
+                                                                     (step, "step")))
     if stop is None:
         start, stop = 0, start
     step = 1 if step is None else step

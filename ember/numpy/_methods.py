@@ -42,9 +42,22 @@ def _transpose(self, *axes):
     return _shape.transpose(self, axes or None)
 
 
+def _concrete_value(self, what: str) -> np.ndarray:
+    """The value of a traced array whose trace knows values (grad outside jit), as JAX gives it."""
+    v = self.known_value()
+    if v is None:
+        raise ConcretizationError(f"{what} needs the value of a traced array, which is unknown while tracing; "
+                                  "return the array from the function instead", user_location())
+    self._no_lost_gradient(f"Python value by {what}")
+    return v
+
+
 def _item(self, *args):
-    raise ConcretizationError("item()/tolist() need the value of a traced array, which is unknown while "
-                              "tracing; return the array from the function instead", user_location())
+    return _concrete_value(self, "item()").item(*args)
+
+
+def _tolist(self):
+    return _concrete_value(self, "tolist()").tolist()
 
 
 _METHODS = {
@@ -79,7 +92,7 @@ _METHODS = {
     "swapaxes": _shape.swapaxes,
     "clip": _math.clip, "dot": _products.dot, "round": _math.round,
     "copy": lambda self: self, "conj": lambda self: self,
-    "item": _item, "tolist": _item,
+    "item": _item, "tolist": _tolist,
 }
 
 _PROPERTIES = {
