@@ -1,14 +1,23 @@
 """Test configuration: every numpy-backend node is checked against its aval and every pass's output
 graph is verified, so a wrong shape rule or a broken pass fails loudly wherever it happens."""
 
+import os
+
 import numpy as np
 import pytest
+from hypothesis import settings
 
 import ember.backends.numpy as numpy_backend
 import ember.passes.pipeline as pipeline
 
 numpy_backend.CHECK = True
 pipeline.VERIFY = True
+
+# Hypothesis: no per-example deadline (first calls trace and compile); under CI (CI=true) the examples
+# are derandomized, so a run is reproducible and cannot fail by chance. Each test states max_examples.
+settings.register_profile("ember", deadline=None)
+settings.register_profile("ci", deadline=None, derandomize=True, database=None, print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "ember")
 
 
 @pytest.fixture
