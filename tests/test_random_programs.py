@@ -5,9 +5,9 @@ A program is a few input shapes and a list of ops, each reading earlier values b
 interpreted twice, with ember and with jax, on the same inputs. The outputs are the values no later op
 reads. Checks, in float32 and float64:
   * values: ember eager and ember.jit against jax eager and jax.jit (shape, dtype and numbers);
-  * grad of sum(outputs * fixed weights) w.r.t. every input against jax.grad, and in float64 against a
-    central finite difference along a random direction;
-  * vmap over a leading batch axis (some inputs unbatched) against jax.vmap.
+  * grad of sum(outputs * fixed weights) w.r.t. every input, eager and under jit, against jax.grad,
+    and in float64 against a central finite difference along a random direction;
+  * vmap over a leading batch axis (some inputs unbatched), eager and under jit, against jax.vmap.
 Inputs are drawn away from kinks: an example whose values sit at a discontinuity (argmax or where
 ties, a tiny divisor) is rejected; one at a kink (abs/relu at 0, max/maximum/clip ties, std of a
 constant) skips the gradient checks (Ember's tie conventions are changing to JAX's).
@@ -55,6 +55,8 @@ MAX_RANK = 4
 KNOWN_OPEN_BUGS: dict[str, str] = {
     # x[[1, 0], ...] under jit raises "truth value of an array is ambiguous" (_indexing._normalize_key)
     "index-array-before-ellipsis": "test_found_bugs.py::test_integer_array_index_before_ellipsis_under_jit",
+    # grad of x.at[[0, 0]].set(v) gives the cotangent to every duplicate, not only the winner (_scatter_vjp)
+    "at-set-duplicate-indices": "test_found_bugs.py::test_at_set_with_duplicate_indices_differentiates_only_the_winner",
 }
 
 
@@ -460,7 +462,8 @@ def _gen_at(draw, shapes):
     if i is None:
         return None
     how = draw(st.sampled_from(["set", "add"]))
-    key = _draw_key(draw, shapes[i], allow_none=False, unique=how == "set")
+    unique = how == "set" and "at-set-duplicate-indices" in KNOWN_OPEN_BUGS
+    key = _draw_key(draw, shapes[i], allow_none=False, unique=unique)
     target = _indexed_shape(shapes[i], key)
     if target is None:
         return None
@@ -734,6 +737,8 @@ def check_program(prog: Program, seed: int, dtype) -> None:
             g = ember.grad(l_ember, argnums=argnums)(*inputs)
             g_ref = jax.grad(l_jax, argnums=argnums)(*inputs)
             _assert_close(g, g_ref, dtype, "grad", scale_tol=5.0)
+            _assert_close(ember.jit(ember.grad(l_ember, argnums=argnums))(*inputs), g_ref, dtype, "jit(grad)",
+                          scale_tol=5.0)
             if np.dtype(dtype) == np.float64:
                 _check_finite_differences(ember.jit(l_ember), inputs, g, seed)
         _check_vmap(prog, seed, dtype, f_ember, f_jax)
@@ -761,6 +766,7 @@ def _check_vmap(prog, seed, dtype, f_ember, f_jax, batch=2):
     in_axes = tuple(in_axes)
     expected = jax.vmap(f_jax, in_axes=in_axes)(*map(jjnp.asarray, args))
     _assert_close(ember.vmap(f_ember, in_axes=in_axes)(*args), expected, dtype, "vmap value")
+    _assert_close(ember.jit(ember.vmap(f_ember, in_axes=in_axes))(*args), expected, dtype, "jit(vmap) value")
 
 
 # --- the property tests ---------------------------------------------------------------------------------
@@ -828,3 +834,22 @@ FOUND_OPEN = {
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_found_index_array_before_ellipsis(dtype):
     check_program(FOUND_OPEN["index-array-before-ellipsis"], 2136, dtype)
+
+
+def test_checks_catch_a_wrong_vjp_and_batching_rule(monkeypatch):
+    """The checks can fail: a rev whose VJP forgets to flip the cotangent, or whose batching rule flips
+    the batch axis too, is caught."""
+    from ember.tracer import primitive
+    from ember.tracer.prims import layout
+
+    prog = Program(inputs=((3, 4),), ops=(("layout", (0,), ("flip", 0)), ("unary", (1,), ("sin",))))
+    check_program(prog, 3, np.float64)
+    with monkeypatch.context() as m:
+        m.setitem(primitive.vjp_rules, layout.rev_p, lambda ct, x, **_: (ct,))
+        with pytest.raises(AssertionError, match="grad"):
+            check_program(prog, 3, np.float64)
+    with monkeypatch.context() as m:
+        m.setitem(primitive.batch_rules, layout.rev_p,
+                  lambda args, dims, *, dimensions: (layout.rev(args[0], dimensions), dims[0]))
+        with pytest.raises(AssertionError, match="vmap"):
+            check_program(prog, 3, np.float64)
