@@ -19,7 +19,8 @@ var, std, nn.logsumexp) with axis/keepdims; nn.softmax/log_softmax; reshape, rav
 expand_dims, squeeze, swapaxes, moveaxis, flip, broadcast_to, concatenate, stack, split; basic and
 advanced indexing with concrete (negative) indices; indexing with traced argmax-derived (and
 negative) indices, scalar and arrays; `.at[].set/add` with concrete and traced keys; matmul (function,
-`@`, dot, against closed-over constants); one- and two-operand einsum; where; clip.
+`@`, dot, against closed-over constants); one- and two-operand einsum; where; clip; linspace between
+traced (array) bounds.
 
 Budget: max_examples per test is MAX_EXAMPLES (20 each for float32 and float64, about a minute on two
 cores in CI, where the tests/conftest.py profile derandomizes); run locally with many more, e.g.
@@ -618,6 +619,21 @@ def _guard_clip(xs, params):
     return KINK if _near(x - params[0]) or _near(x - params[1]) else SMOOTH
 
 
+def _gen_linspace(draw, shapes):
+    i = _pick(draw, shapes)
+    j = _pick(draw, shapes, lambda s: _size_ok(_broadcast(shapes[i], s)))
+    bounds = _broadcast(shapes[i], shapes[j])
+    num, nd = draw(st.integers(1, 4)), len(bounds)  # no zero-size values: later ops index every axis
+    axis = draw(st.integers(-nd - 1, nd))
+    k = axis % (nd + 1)
+    return (i, j), (num, draw(st.booleans()), axis), bounds[:k] + (num,) + bounds[k:]
+
+
+def _apply_linspace(L, xs, params):
+    num, endpoint, axis = params
+    return L.np.linspace(xs[0], xs[1], num, endpoint=endpoint, axis=axis)
+
+
 OPS = {
     "unary": OpDef(_gen_unary, lambda L, xs, p: UNARY[p[0]](L, xs[0]), _guard_unary),
     "binary": OpDef(_gen_binary, lambda L, xs, p: BINARY[p[0]](L, *xs), _guard_binary),
@@ -633,6 +649,7 @@ OPS = {
     "einsum": OpDef(_gen_einsum, _apply_einsum),
     "where": OpDef(_gen_where, _apply_where, _guard_where),
     "clip": OpDef(_gen_clip, _apply_clip, _guard_clip),
+    "linspace": OpDef(_gen_linspace, _apply_linspace),
 }
 # How often each family is drawn: the ones that often do not apply to the drawn value count more.
 WEIGHTS = {"traced": 3, "index": 2, "reduce": 2, "binary": 2, "layout": 2, "matmul": 2}
@@ -785,6 +802,7 @@ EXAMPLES = [
             ops=(("join", (2, 2), ("stack", 0)), ("traced", (1, 3), ("get", 0, 1, 1, False)))),
     Program(inputs=((3, 4), (2, 3)), ops=(("traced", (0, 1), ("get", 0, 3, 1, True)),
                                           ("traced", (2, 0), ("add", 1, 4, None, True, 1.5)))),
+    Program(inputs=((2, 3), (3,)), ops=(("linspace", (0, 1), (3, True, -1)), ("linspace", (1, 0), (1, False, 0)))),
 ]
 
 
