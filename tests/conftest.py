@@ -2,14 +2,23 @@
 tracing, a transform (grad, vmap) or a pass produces is verified, so a wrong shape rule or a broken
 transform or pass fails loudly wherever it happens."""
 
+import os
+
 import numpy as np
 import pytest
+from hypothesis import settings
 
 import ember.backends.numpy as numpy_backend
 import ember.tracer.ir as ir
 
 numpy_backend.CHECK = True
 ir.VERIFY = True
+
+# Hypothesis: no per-example deadline (first calls trace and compile); under CI (CI=true) the examples
+# are derandomized, so a run is reproducible and cannot fail by chance. Each test states max_examples.
+settings.register_profile("ember", deadline=None)
+settings.register_profile("ci", deadline=None, derandomize=True, database=None, print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "ember")
 
 
 @pytest.fixture

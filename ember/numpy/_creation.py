@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ember.errors import ConcretizationError, user_location
-from ember.numpy._core import asarray, dtype_weak, is_scalar, shape_of, to_dtype
+from ember.numpy._core import asarray, broadcast_shapes, dtype_weak, is_scalar, normalize_axis, shape_of, to_dtype
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.trace import Tracer, is_tracing
@@ -125,12 +125,31 @@ def arange(start, stop=None, step=None, dtype=None):
     return P.convert_element_type(out, dt)
 
 
-def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None):
-    """`num` evenly spaced values from start to stop (concrete bounds), as numpy.linspace."""
-    _static_number(start, "linspace", "start")
-    _static_number(stop, "linspace", "stop")
-    dt = dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_
-    return asarray(np.linspace(start, stop, num, endpoint=endpoint).astype(dt))
+def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axis: int = 0):
+    """`num` evenly spaced values from start to stop, as jax.numpy.linspace: the bounds may be traced
+    or arrays (their values run along `axis`); integer dtypes take the floor."""
+    num = int(_static_number(num, "linspace", "num"))
+    if num < 0:
+        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    dt = dtypes.canonicalize(dtype) if dtype is not None else dtypes.result_type(
+        dtype_weak(start), dtype_weak(stop), (dtypes.float_, True))[0]
+    ct = dt if dtypes.is_float(dt) else dtypes.float_
+    start, stop = to_dtype(asarray(start), ct), to_dtype(asarray(stop), ct)
+    bounds = broadcast_shapes(shape_of(start), shape_of(stop), name="linspace")
+    axis = normalize_axis(axis, len(bounds) + 1, "linspace")
+    col = bounds[:axis] + (1,) + bounds[axis:]
+    start, stop = (P.reshape(P.broadcast_to(b, bounds), col) for b in (start, stop))
+    div = num - 1 if endpoint else num
+    if num == 0 or num == 1:
+        out = P.broadcast_to(start, bounds[:axis] + (num,) + bounds[axis:])
+    else:
+        shape = bounds[:axis] + (div,) + bounds[axis:]
+        steps = P.div(P.iota(ct, shape, axis), np.asarray(div, ct))
+        first = P.broadcast_to(start, shape)
+        out = P.add(first, P.mul(steps, P.sub(P.broadcast_to(stop, shape), first)))
+        out = P.concatenate([out, stop], axis) if endpoint else out
+    out = out if dtypes.is_float(dt) else P.floor(out)
+    return out if out.dtype == dt else P.convert_element_type(out, dt)
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype=None):

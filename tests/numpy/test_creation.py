@@ -191,7 +191,22 @@ def test_traced_sizes_raise_concretization_errors():
     with pytest.raises(ember.ConcretizationError):
         ember.jit(lambda n: jnp.zeros(n))(3)
     with pytest.raises(ember.ConcretizationError, match="linspace"):
-        ember.jit(lambda a: jnp.linspace(a, 1.0, 3))(0.0)
+        ember.jit(lambda n: jnp.linspace(0.0, 1.0, n))(3)
+
+
+def test_linspace_with_traced_and_array_bounds_as_in_jax():
+    """Only `num` fixes the shape: traced or array bounds work (values along `axis`), with JAX's results
+    (integer dtypes take the floor); the gradient flows to both bounds."""
+    lin = ember.jit(lambda a, b: jnp.linspace(a, b, 4))
+    np.testing.assert_allclose(lin(np.float32(1.0), np.float32(2.0)), [1.0, 4 / 3, 5 / 3, 2.0], rtol=1e-6)
+    out = ember.jit(lambda a: jnp.linspace(a, np.array([[2.0], [3.0]], np.float32), 3, endpoint=False, axis=-1))(
+        np.array([0.0, 1.0], np.float32))
+    np.testing.assert_allclose(out, [[[0, 2 / 3, 4 / 3], [1, 4 / 3, 5 / 3]], [[0, 1, 2], [1, 5 / 3, 7 / 3]]], rtol=1e-6)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(ember.jit(lambda a: jnp.linspace(a, 2, 3, dtype=np.int32))(np.float32(-1.0)),
+                                  [-1, 0, 2])
+    ga, gb = ember.grad(lambda a, b: jnp.sum(jnp.linspace(a, b, 4) ** 2), argnums=(0, 1))(1.0, 2.0)
+    np.testing.assert_allclose([ga, gb], [44 / 9, 64 / 9], rtol=1e-6)  # jax.grad gives 4.888889, 7.111111
 
 
 def test_bad_arguments_raise():
