@@ -1,6 +1,5 @@
-"""Bugs found by the random-program tests (tests/test_random_programs.py) in files other helpers own,
-kept as minimal reproducers marked xfail(strict=True): each starts passing, and so fails this file,
-the moment its bug is fixed, which is the cue to drop the mark."""
+"""Bugs the random-program tests (tests/test_random_programs.py) and their probes against JAX found,
+kept as minimal reproducers (all fixed; a new open one is marked xfail(strict=True) until its fix)."""
 
 import numpy as np
 import pytest
@@ -8,10 +7,6 @@ import pytest
 import ember
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError,
-                   reason="ember/numpy/_indexing.py _normalize_key finds the Ellipsis with "
-                          "items.index(Ellipsis), which compares an integer-array index with == (an "
-                          "elementwise array, so 'truth value ... is ambiguous'); use an identity test")
 @pytest.mark.parametrize("index", [np.array([1, 0]), [1, 0]], ids=["ndarray", "list"])
 def test_integer_array_index_before_ellipsis_under_jit(index):
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
@@ -19,10 +14,6 @@ def test_integer_array_index_before_ellipsis_under_jit(index):
     np.testing.assert_array_equal(out, x[np.asarray(index), ...])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="ember/numpy/_math.py reciprocal keeps NumPy's integer truncation (1 // 2 == 0); "
-                          "jax.numpy.reciprocal (the reference) promotes integers and bools to the default "
-                          "float, as true_divide does")
 @pytest.mark.parametrize("jitted", [False, True], ids=["eager", "jit"])
 def test_reciprocal_of_integers_is_float_as_in_jax(jitted):
     import ember.numpy as enp
@@ -33,10 +24,6 @@ def test_reciprocal_of_integers_is_float_as_in_jax(jitted):
     np.testing.assert_allclose(out, [1.0, 0.5, 0.25])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="ember/tracer/prims/indexing.py _scatter_vjp gives every duplicated update the "
-                          "cotangent at its index; only the update that won the scatter (the last, in the "
-                          "forward pass) should get it, the others 0, as in JAX")
 def test_at_set_with_duplicate_indices_differentiates_only_the_winner():
     import ember.numpy as enp
 
@@ -49,10 +36,6 @@ def test_at_set_with_duplicate_indices_differentiates_only_the_winner():
     np.testing.assert_array_equal(gv, [0.0, 2.0])
 
 
-@pytest.mark.xfail(strict=True, raises=(AttributeError, ember.ConcretizationError),
-                   reason="ember/numpy/_core.py asarray returns a closed-over NumPy array unchanged while "
-                          "tracing, so c[traced_index] goes to NumPy (ConcretizationError) and c.at[...] does "
-                          "not exist (AttributeError); in JAX jnp.asarray(c) is an array with both")
 @pytest.mark.parametrize("use", ["index", "at"])
 def test_asarray_of_a_constant_supports_traced_indexing_and_at(use):
     import ember.numpy as enp

@@ -55,10 +55,6 @@ MAX_RANK = 4
 # Known open bugs in Ember, each kept out of the generator until it is fixed: op families (keys of
 # OPS) or the named features below, with the test in tests/test_found_bugs.py that tracks it.
 KNOWN_OPEN_BUGS: dict[str, str] = {
-    # x[[1, 0], ...] under jit raises "truth value of an array is ambiguous" (_indexing._normalize_key)
-    "index-array-before-ellipsis": "test_found_bugs.py::test_integer_array_index_before_ellipsis_under_jit",
-    # grad of x.at[[0, 0]].set(v) gives the cotangent to every duplicate, not only the winner (_scatter_vjp)
-    "at-set-duplicate-indices": "test_found_bugs.py::test_at_set_with_duplicate_indices_differentiates_only_the_winner",
 }
 
 
@@ -850,7 +846,7 @@ def test_generator_reaches_every_family():
 
 
 # Failures found, whose bug is still open (see KNOWN_OPEN_BUGS): the program as the generator found it.
-FOUND_OPEN = {
+FOUND = {
     "index-array-before-ellipsis": Program(
         inputs=((2, 2, 3), (1, 2, 1)),
         ops=(("index", (1,), ((slice(None, None, -2), [1, 0, 0], Ellipsis),)), ("softmax", (1,), ("softmax", 2)),
@@ -858,10 +854,10 @@ FOUND_OPEN = {
 }
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=KNOWN_OPEN_BUGS["index-array-before-ellipsis"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_found_index_array_before_ellipsis(dtype):
-    check_program(FOUND_OPEN["index-array-before-ellipsis"], 2136, dtype)
+    """Found by the generator (an integer-array index before `...` crashed under jit); fixed."""
+    check_program(FOUND["index-array-before-ellipsis"], 2136, dtype)
 
 
 def test_checks_catch_a_wrong_vjp_and_batching_rule(monkeypatch):

@@ -17,7 +17,7 @@ from ember.tracer.ir import Literal
 from ember.tracer.prims._util import PY_SCALARS as _SCALARS
 from ember.tracer.prims._util import is_python_scalar as _is_python_scalar
 from ember.tracer.prims._util import shape_of  # noqa: F401  (ember.numpy's modules import it from here)
-from ember.tracer.trace import Tracer
+from ember.tracer.trace import Tracer, is_tracing, stage_const
 
 Array = Tracer | np.ndarray
 
@@ -98,7 +98,10 @@ def asarray(x, dtype=None) -> Array:
     else:
         raise TypeError(f"cannot convert {type(x).__name__} to an array (at {user_location()})")
     target = want or dtypes.canonicalize(arr.dtype)
-    return arr if arr.dtype == target else arr.astype(target)
+    arr = arr if arr.dtype == target else arr.astype(target)
+    # While tracing, an array is a value of the graph (a const), as jnp.asarray gives a jax Array: it
+    # takes traced indices and `.at[]`.
+    return stage_const(arr) if arr.ndim and is_tracing() else arr
 
 
 def plain_array(x: np.ndarray) -> np.ndarray:

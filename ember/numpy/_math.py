@@ -99,10 +99,9 @@ def square(x):
 
 
 def reciprocal(x):
-    """1 / x, as numpy.reciprocal: integers divide as C does (truncation), so |x| > 1 gives 0."""
-    if dtypes.is_float(dtype_weak(x)[0]):
-        return divide(1.0, x)
-    return elementwise(P.div, "reciprocal", 1, x)
+    """1 / x, as jax.numpy.reciprocal: integers and bools become the default float first (NumPy would
+    truncate, 1 // 2 == 0)."""
+    return divide(1.0, x)
 
 
 def log2(x):

@@ -203,6 +203,12 @@ def _escaped_error() -> TracerEscapeError:
         user_location())
 
 
+def stage_const(x: np.ndarray) -> Tracer:
+    """A NumPy array as a value of the innermost trace (a const of its graph)."""
+    b = current_builder()
+    return Tracer(b, b.lift(x))
+
+
 # --- bind -----------------------------------------------------------------------------------------
 
 def bind(prim: Primitive, args: Sequence, params: Mapping):

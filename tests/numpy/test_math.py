@@ -48,7 +48,9 @@ UNARY = {
     "absolute": (np.absolute, "nonzero", True, ("i32",)),
     "sign": (np.sign, "normal", False, ("i32", "i8")),
     "square": (np.square, "normal", True, ("i32", "u8")),
-    "reciprocal": (np.reciprocal, "nonzero", True, ("i32",)),
+    # JAX's reciprocal makes integers float first (NumPy's truncates: 1 // 2 == 0)
+    "reciprocal": (lambda x: np.reciprocal(x.astype(np.float32) if x.dtype.kind in "iub" else x), "nonzero", True,
+                   ("i32",)),
     "isfinite": (np.isfinite, "special", False, ("i32", "bool")),
     "isinf": (np.isinf, "special", False, ("i32", "bool")),
     "isnan": (np.isnan, "special", False, ("i32", "bool")),
