@@ -18,10 +18,10 @@ from ember.tracer import prims as P
 def _promote_pair(a, b):
     """Both operands in their common dtype; bools are counted in int32 (see `_bool_result`)."""
     a, b = asarray(a), asarray(b)
-    target, _ = dtypes.result_type(dtype_weak(a), dtype_weak(b))
+    target, weak = dtypes.result_type(dtype_weak(a), dtype_weak(b))
     if dtypes.is_bool(target):
         target = dtypes.int_
-    return to_dtype(a, target), to_dtype(b, target)
+    return to_dtype(a, target, weak), to_dtype(b, target, weak)
 
 
 def _bool_result(out, *operands):

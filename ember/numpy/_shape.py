@@ -143,8 +143,8 @@ def broadcast_arrays(*args):
 
 
 def _common_dtype(arrays):
-    target, _ = dtypes.result_type(*(dtype_weak(a) for a in arrays))
-    return [to_dtype(a, target) for a in arrays]
+    target, weak = dtypes.result_type(*(dtype_weak(a) for a in arrays))
+    return [to_dtype(a, target, weak) for a in arrays]
 
 
 def concatenate(arrays, axis: int | None = 0):
