@@ -105,7 +105,16 @@ def promote(*xs, name: str = "op") -> list:
     become weak Literals of it, so `x_i32 * 0.5` is a weak float32 as in JAX."""
     xs = [asarray(x) if isinstance(x, (list, tuple)) else x for x in xs]
     target, weak = dtypes.result_type(*(dtype_weak(x) for x in xs))
-    return [to_dtype(x, target, weak) for x in xs]
+    return [to_result_type(x, target, weak) for x in xs]
+
+
+def to_result_type(x, dtype: np.dtype, weak: bool):
+    """An operand as the promoted (dtype, weak). A traced value of `dtype` is kept: a result is weak
+    only if all operands are, so its weak type cannot matter (and promotion never asks a strong one
+    to become weak), and no conversion node is staged for it."""
+    if isinstance(x, Tracer) and x.dtype == dtype:
+        return x
+    return to_dtype(x, dtype, weak)
 
 
 def to_dtype(x, dtype: np.dtype, weak: bool = False):
@@ -161,7 +170,8 @@ def elementwise(prim_fn, name: str, *xs, to_float: bool = False):
         target = dtypes.default_float_for(target)
     # Python scalars stay weak Literals (a weak value times 2 is still weak); a converted operand
     # takes the result's weak type, so `x_i32 * 0.5` is weak, as in JAX.
-    xs = [Literal(x, target, weak_type=True) if _is_python_scalar(x) else to_dtype(x, target, weak) for x in xs]
+    xs = [Literal(x, target, weak_type=True) if _is_python_scalar(x) else to_result_type(x, target, weak)
+          for x in xs]
     if len(xs) > 1:
         shape = broadcast_shapes(*(shape_of(x) for x in xs), name=name)
         xs = [broadcast_to_shape(x, shape) for x in xs]

@@ -9,7 +9,7 @@ import string
 import numpy as np
 
 from ember.errors import ShapeError, user_location
-from ember.numpy._core import asarray, broadcast_shapes, dtype_weak, normalize_axis, to_dtype
+from ember.numpy._core import asarray, broadcast_shapes, dtype_weak, normalize_axis, to_dtype, to_result_type
 from ember.numpy._math import multiply
 from ember.tracer import dtypes
 from ember.tracer import prims as P
@@ -21,7 +21,7 @@ def _promote_pair(a, b):
     target, weak = dtypes.result_type(dtype_weak(a), dtype_weak(b))
     if dtypes.is_bool(target):
         target = dtypes.int_
-    return to_dtype(a, target, weak), to_dtype(b, target, weak)
+    return to_result_type(a, target, weak), to_result_type(b, target, weak)
 
 
 def _bool_result(out, *operands):
