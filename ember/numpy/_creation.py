@@ -37,8 +37,12 @@ def _shape(shape, name: str) -> tuple[int, ...]:
 
 def full(shape, fill_value, dtype=None):
     """An array of `shape` filled with `fill_value` (which may be a traced scalar or broadcast)."""
-    shape = _shape(shape, "full")
     dt, weak = (dtypes.canonicalize(dtype), False) if dtype is not None else dtype_weak(fill_value)
+    return _full(_shape(shape, "full"), fill_value, dt, weak)
+
+
+def _full(shape, fill_value, dt, weak: bool):
+    """`fill_value` as (dt, weak) broadcast to `shape`: weak for a Python scalar or a weak value, as jnp.full."""
     if is_scalar(fill_value):
         return P.full(shape, fill_value, dt, weak)
     return P.broadcast_to(to_dtype(asarray(fill_value), dt, weak), shape)
@@ -79,8 +83,7 @@ def ones_like(a, dtype=None, shape=None):
 def full_like(a, fill_value, dtype=None, shape=None):
     """`fill_value` with the shape and dtype of `a` (or the given ones)."""
     dt, weak, s = _like(a, dtype, shape, "full_like")
-    out = full(s, fill_value, dt)
-    return to_dtype(out, dt, weak) if weak else out
+    return _full(s, fill_value, dt, weak)
 
 
 empty_like = zeros_like

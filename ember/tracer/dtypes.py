@@ -141,7 +141,7 @@ def result_type(*operands: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
     operands = [(np.dtype(d), bool(w) and d != bool_) for d, w in operands]  # bools are bools, weak or not
     all_weak = all(w for _, w in operands)
     top = _join([d.name if all_weak else _node(d, w) for d, w in operands])
-    wide = any(d.itemsize == 8 for d, _ in operands)  # below i* / f* only ints and weak values are
+    wide = any(d.itemsize == 8 for d, _ in operands)  # at i* / f* only bools, ints and weak values meet
     if top == _INT_WEAK:
         return (np.dtype(np.int64) if wide else int_), True
     if top == _FLOAT_WEAK:
