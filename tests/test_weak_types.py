@@ -91,6 +91,8 @@ CASES = [
      "float16", False),
     ("stack(weak, i32)", lambda np_, x: np_.stack([_half(np_, x), x]), (I32,), "float32", True),
     ("dot(weak, weak)", lambda np_, x: np_.dot(_half(np_, x), _half(np_, x)), (I32,), "float32", True),
+    ("dot(Python float, f16)", lambda np_, y: np_.dot(2.0, y), (F16,), "float16", False),
+    ("outer(f16, Python float)", lambda np_, y: np_.outer(y, 2.5), (F16,), "float16", False),
     ("dot(weak, f16)", lambda np_, x, y: np_.dot(_half(np_, x), y), (I32, F16), "float16", False),
     ("Python float argument * 3", lambda np_, s: np_.multiply(s, 3), (2.0,), "float32", True),
     ("Python int argument / 3", lambda np_, s: np_.divide(s, 3), (2,), "float32", True),
