@@ -146,8 +146,8 @@ def test_concrete_arrays_are_strong_even_inside_jit():
 
 
 def test_weak_results_of_one_jit_are_strong_arguments_of_the_next():
-    """A jit result is a NumPy array: passed to another jit it is strong, as in JAX, whose jit
-    arguments keep the weak flag only for Python scalars (a weak jax.Array stays weak there)."""
+    """A jit result is a NumPy array, so passed to another jit it is strong (JAX's weak jax.Array
+    would stay weak: eager weak types cannot be carried)."""
     half = ember.jit(lambda x: x * 0.5)(I32)
     assert ember.jit(lambda a, y: a + y)(half, F16).dtype == F32
 
