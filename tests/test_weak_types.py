@@ -165,3 +165,14 @@ def test_weak_intermediates_promote_as_in_jax_under_vmap():
     f = lambda r, z: r * 0.5 + z  # noqa: E731
     assert ember.vmap(f)(x, y).dtype == jax.vmap(f)(x, y).dtype == np.float16
     assert ember.jit(ember.vmap(f))(x, y).dtype == np.float16
+
+
+def test_weak_results_of_vmap_stay_weak_inside_jit_as_in_jax():
+    """vmap replays the traced graph: its weak Literals stay weak there and where the batched graph is
+    inlined into the caller's trace."""
+    x, y = np.arange(6, dtype=np.int32).reshape(2, 3), np.ones((2, 3), np.float16)
+    f = lambda x, y, vmap: vmap(lambda r: r * 0.5)(x) + y  # noqa: E731
+    assert ember.jit(lambda x, y: f(x, y, ember.vmap))(x, y).dtype == np.float16
+    assert jax.jit(lambda x, y: f(x, y, jax.vmap))(x, y).dtype == np.float16
+    aval = ember.make_graph(ember.vmap(lambda r: r * 0.5))(x).outputs[0].aval
+    assert (aval.dtype, aval.weak_type) == (F32, True)
