@@ -42,11 +42,12 @@ def _jax_result(operands) -> tuple[np.dtype, bool]:
 
 def _ember_expected(operands) -> tuple[np.dtype, bool]:
     """JAX's answer, with ember's 32-bit defaults where JAX lands on a weak default type (the join
-    of a strong type with a weak one at i* or f*), except that 64-bit ints give float64."""
+    of a strong type with a weak one at i* or f*), except that a 64-bit operand (an int64, or a weak
+    int64/float64 such as `x_i64 * 0.5`) gives the 64-bit type."""
     dt, weak = _jax_result(operands)
     if weak and not all(w and d != np.bool_ for d, w in operands):
-        wide = any(d.kind in "iu" and d.itemsize == 8 for d, _ in operands)
-        if dt == np.int64:
+        wide = any(np.dtype(d).itemsize == 8 for d, _ in operands)
+        if dt == np.int64 and not wide:
             dt = dtypes.int_
         elif dt == np.float64 and not wide:
             dt = dtypes.float_

@@ -28,8 +28,8 @@ def is_scalar(x) -> bool:
 
 def dtype_weak(x) -> tuple[np.dtype, bool]:
     """(dtype, weak) of an operand: Python scalars are weak, everything else strong."""
-    if isinstance(x, Tracer):
-        return x.dtype, x.weak_type
+    if isinstance(x, (Tracer, Literal)):
+        return x.aval.dtype, x.aval.weak_type
     if isinstance(x, (np.ndarray, np.generic)):
         return dtypes.canonicalize(x.dtype), False
     if isinstance(x, _SCALARS):
@@ -176,22 +176,38 @@ def check_operands(namespace: MutableMapping[str, object]) -> None:
 
 
 def promote(*xs, name: str = "op") -> list:
-    """Operands converted to their common dtype; Python scalars become NumPy scalars of it."""
-    dts = [dtype_weak(x) for x in xs]
-    target, _ = dtypes.result_type(*dts)
-    return [to_dtype(x, target) for x in xs]
+    """Operands converted to their common dtype and weak type (JAX's result_type): Python scalars
+    become weak Literals of it, so `x_i32 * 0.5` is a weak float32 as in JAX."""
+    xs = [asarray(x) if isinstance(x, (list, tuple)) else x for x in xs]
+    target, weak = dtypes.result_type(*(dtype_weak(x) for x in xs))
+    return [to_result_type(x, target, weak) for x in xs]
 
 
-def to_dtype(x, dtype: np.dtype):
+def to_result_type(x, dtype: np.dtype, weak: bool):
+    """An operand as the promoted (dtype, weak). A traced value of `dtype` is kept: a result is weak
+    only if all operands are, so its weak type cannot matter (and promotion never asks a strong one
+    to become weak), and no conversion node is staged for it."""
+    if isinstance(x, Tracer) and x.dtype == dtype:
+        return x
+    return to_dtype(x, dtype, weak)
+
+
+def to_dtype(x, dtype: np.dtype, weak: bool = False):
+    """`x` as `dtype`, weakly typed if `weak` (a traced value only: NumPy values are strong, and a
+    Python scalar asked to stay weak becomes a weak Literal for a primitive to take)."""
+    if _is_python_scalar(x) and weak:
+        return Literal(x, dtype, weak_type=True)
+    if isinstance(x, Literal):
+        return x if (x.aval.dtype, x.aval.weak_type) == (dtype, weak) else Literal(x.value, dtype, weak)
     if isinstance(x, _SCALARS):
         return np.asarray(x, dtype=dtype)[()]
     if isinstance(x, np.generic):
         return x if x.dtype == dtype else np.asarray(x, dtype=dtype)[()]
     if isinstance(x, (list, tuple)):
         x = asarray(x)
-    if x.dtype == dtype:
-        return x
-    return P.convert_element_type(x, dtype)
+    if x.dtype == dtype and getattr(x, "weak_type", weak) == weak:
+        return x  # (a NumPy array has no weak type to change)
+    return P.convert_element_type(x, dtype, weak)
 
 
 def broadcast_shapes(*shapes: Sequence[int], name: str = "broadcast") -> tuple[int, ...]:
@@ -221,14 +237,16 @@ def broadcast_to_shape(x, shape: tuple[int, ...]):
 
 
 def elementwise(prim_fn, name: str, *xs, to_float: bool = False):
-    """Promote, optionally convert integers to the default float, broadcast and apply `prim_fn`."""
+    """Promote (to JAX's dtype and weak type), optionally convert integers to the default float,
+    broadcast and apply `prim_fn`."""
     xs = [asarray(x) if isinstance(x, (list, tuple)) else x for x in xs]
-    dts = [dtype_weak(x) for x in xs]
-    target, _ = dtypes.result_type(*dts)
+    target, weak = dtypes.result_type(*(dtype_weak(x) for x in xs))
     if to_float:
         target = dtypes.default_float_for(target)
-    # Python scalars stay weak (a weak value times 2 is still weak), everything else is converted.
-    xs = [Literal(x, target, weak_type=True) if _is_python_scalar(x) else to_dtype(x, target) for x in xs]
+    # Python scalars stay weak Literals (a weak value times 2 is still weak); a converted operand
+    # takes the result's weak type, so `x_i32 * 0.5` is weak, as in JAX.
+    xs = [Literal(x, target, weak_type=True) if _is_python_scalar(x) else to_result_type(x, target, weak)
+          for x in xs]
     if len(xs) > 1:
         shape = broadcast_shapes(*(shape_of(x) for x in xs), name=name)
         xs = [broadcast_to_shape(x, shape) for x in xs]

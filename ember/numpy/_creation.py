@@ -45,11 +45,15 @@ def _shape(shape, name: str) -> tuple[int, ...]:
 
 def full(shape, fill_value, dtype=None):
     """An array of `shape` filled with `fill_value` (which may be a traced scalar or broadcast)."""
-    shape = _shape(shape, "full")
-    dt = dtypes.canonicalize(dtype) if dtype is not None else dtype_weak(fill_value)[0]
+    dt, weak = (dtypes.canonicalize(dtype), False) if dtype is not None else dtype_weak(fill_value)
+    return _full(_shape(shape, "full"), fill_value, dt, weak)
+
+
+def _full(shape, fill_value, dt, weak: bool):
+    """`fill_value` as (dt, weak) broadcast to `shape`: weak for a Python scalar or a weak value, as jnp.full."""
     if is_scalar(fill_value):
-        return P.full(shape, fill_value, dt)
-    return P.broadcast_to(to_dtype(asarray(fill_value), dt), shape)
+        return P.full(shape, fill_value, dt, weak)
+    return P.broadcast_to(to_dtype(asarray(fill_value), dt, weak), shape)
 
 
 def zeros(shape, dtype=None):
@@ -66,27 +70,28 @@ empty = zeros
 
 
 def _like(a, dtype, shape, name):
+    """(dtype, weak, shape) of a *_like result: `a`'s dtype and weak type unless `dtype` is given (JAX)."""
     a = asarray(a) if isinstance(a, (list, tuple)) else a
-    dt = dtypes.canonicalize(dtype) if dtype is not None else dtype_weak(a)[0]
-    return dt, (_shape(shape, name) if shape is not None else shape_of(a))
+    dt, weak = (dtypes.canonicalize(dtype), False) if dtype is not None else dtype_weak(a)
+    return dt, weak, (_shape(shape, name) if shape is not None else shape_of(a))
 
 
 def zeros_like(a, dtype=None, shape=None):
     """Zeros with the shape and dtype of `a` (or the given ones)."""
-    dt, s = _like(a, dtype, shape, "zeros_like")
-    return P.full(s, 0, dt)
+    dt, weak, s = _like(a, dtype, shape, "zeros_like")
+    return P.full(s, 0, dt, weak)
 
 
 def ones_like(a, dtype=None, shape=None):
     """Ones with the shape and dtype of `a` (or the given ones)."""
-    dt, s = _like(a, dtype, shape, "ones_like")
-    return P.full(s, 1, dt)
+    dt, weak, s = _like(a, dtype, shape, "ones_like")
+    return P.full(s, 1, dt, weak)
 
 
 def full_like(a, fill_value, dtype=None, shape=None):
     """`fill_value` with the shape and dtype of `a` (or the given ones)."""
-    dt, s = _like(a, dtype, shape, "full_like")
-    return full(s, fill_value, dt)
+    dt, weak, s = _like(a, dtype, shape, "full_like")
+    return _full(s, fill_value, dt, weak)
 
 
 empty_like = zeros_like

@@ -9,6 +9,7 @@ import numpy as np
 
 from ember.errors import ShapeError, user_location
 from ember.numpy._core import asarray, broadcast_shapes, broadcast_to_shape, dtype_weak, elementwise, shape_of, to_dtype
+from ember.numpy._core import promote as _promoted  # operands in their common dtype and weak type
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 
@@ -237,12 +238,6 @@ def _zero_with_sign_of(b, zero):
     keeps the sign of a zero. No -0.0 literal is formed, even when `b` is a constant."""
     r = subtract(P.stop_gradient(zero), zero)
     return subtract(multiply(sign(b), P.stop_gradient(r)), r)
-
-
-def _promoted(*xs):
-    xs = [asarray(x) if isinstance(x, (list, tuple)) else x for x in xs]
-    target, _ = dtypes.result_type(*(dtype_weak(x) for x in xs))
-    return [to_dtype(x, target) for x in xs]
 
 
 def where(condition, x=None, y=None):

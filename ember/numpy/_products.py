@@ -9,19 +9,28 @@ import string
 import numpy as np
 
 from ember.errors import IncompatibleShapesError, ShapeError, user_location
-from ember.numpy._core import asarray, broadcast_shapes, dtype_weak, normalize_axis, to_dtype
+from ember.numpy._core import (
+    asarray,
+    broadcast_shapes,
+    dtype_weak,
+    is_scalar,
+    normalize_axis,
+    to_dtype,
+    to_result_type,
+)
 from ember.numpy._math import multiply
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 
 
 def _promote_pair(a, b):
-    """Both operands in their common dtype; bools are counted in int32 (see `_bool_result`)."""
-    a, b = asarray(a), asarray(b)
-    target, _ = dtypes.result_type(dtype_weak(a), dtype_weak(b))
+    """Both operands as arrays of their common dtype and weak type (a Python scalar is weak, so
+    dot(2.0, x_f16) is float16); bools are counted in int32 (see `_bool_result`)."""
+    target, weak = dtypes.result_type(dtype_weak(a), dtype_weak(b))
     if dtypes.is_bool(target):
         target = dtypes.int_
-    return to_dtype(a, target), to_dtype(b, target)
+    return tuple(asarray(x, target) if is_scalar(x) or isinstance(x, (list, tuple)) else
+                 to_result_type(asarray(x), target, weak) for x in (a, b))
 
 
 def _bool_result(out, *operands):
@@ -35,7 +44,7 @@ def _products(fn):
     """Wrap a product of two operands so that bool operands give a bool result."""
 
     def wrapper(a, b, *args, **kwargs):
-        a, b = asarray(a), asarray(b)
+        a, b = (x if is_scalar(x) else asarray(x) for x in (a, b))  # Python scalars stay weak
         return _bool_result(fn(a, b, *args, **kwargs), a, b)
 
     wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__ = fn.__name__, fn.__doc__, fn

@@ -73,7 +73,7 @@ def _extremum(prim_fn, combine, name):
         if initial is None and builtins.any(a.shape[i] == 0 for i in axes):
             raise IncompatibleShapesError(f"{name}: zero-size array to reduction operation {name} which has no "
                                           "identity; pass initial=...", user_location())
-        out = prim_fn(a, axes)
+        out = to_dtype(prim_fn(a, axes), a.dtype)  # strong, as jnp's reductions of weak values
         if initial is not None:
             out = combine(out, initial)
         return _keep(out, a.shape, axes, keepdims)

@@ -32,8 +32,8 @@ def batch_eval(graph: Graph, args: Sequence, dims: Sequence[int | None]) -> tupl
         for a in node.inputs:
             if isinstance(a, Var):
                 val, d = env[a]
-            else:
-                val, d = a.val, None
+            else:  # a weak Literal stays one, so `r * 0.5` keeps its weak type when batched
+                val, d = (a if a.aval.weak_type else a.val), None
             vals.append(val)
             ds.append(d)
         with b.at(node.loc, node.role):

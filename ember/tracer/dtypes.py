@@ -135,15 +135,16 @@ def result_type(*operands: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
 
     Weak values only raise the kind; all-weak operands join as if strong and stay weak. A join at i*
     or f* (bool with a Python int, ints with a Python float, int64 with uint64) is weak and takes the
-    default int32 / float32, or float64 when a 64-bit integer is involved (JAX's x64 answer).
+    default int32 / float32, or the 64-bit type when a 64-bit operand is involved (an int64, or a
+    weak float64 such as `x_i64 * 0.5`: JAX's x64 answer).
     """
     operands = [(np.dtype(d), bool(w) and d != bool_) for d, w in operands]  # bools are bools, weak or not
     all_weak = all(w for _, w in operands)
     top = _join([d.name if all_weak else _node(d, w) for d, w in operands])
+    wide = any(d.itemsize == 8 for d, _ in operands)  # at i* / f* only bools, ints and weak values meet
     if top == _INT_WEAK:
-        return int_, True
+        return (np.dtype(np.int64) if wide else int_), True
     if top == _FLOAT_WEAK:
-        wide = any(d.kind in "iu" and d.itemsize == 8 for d, _ in operands)
         return (np.dtype(np.float64) if wide else float_), True
     return np.dtype(top), all_weak
 

@@ -300,7 +300,7 @@ def eval_graph(graph: Graph, args: Sequence, role: str | None = None) -> list:
     env.update(zip(graph.consts, graph.const_values))
     b = current_builder()
     for node in graph.nodes:
-        ins = [env[a] if isinstance(a, Var) else a.val for a in node.inputs]
+        ins = [env[a] if isinstance(a, Var) else a for a in node.inputs]  # Literals keep their weak type
         if b is not None:
             with b.at(node.loc, role or node.role):
                 out = bind(node.prim, ins, node.params)

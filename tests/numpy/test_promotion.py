@@ -22,6 +22,7 @@ import pytest
 
 import ember
 import ember.numpy as jnp
+from ember.tracer import dtypes
 from tests.numpy.cases import DTYPES, A, expected_dtype
 
 STRONG = ["bool", "i8", "i16", "i32", "i64", "u8", "u32", "f16", "f32", "f64"]
@@ -141,3 +142,23 @@ U64 = {"u64": np.uint64}
 def test_expected_dtype_rule(np_dt, ins, want):
     names = {**DTYPES, **U64}
     assert expected_dtype(names[np_dt], [names[d] for d in ins]) == np.dtype(names[want])
+
+
+@pytest.mark.parametrize("b", STRONG)
+def test_weak_intermediates_promote_like_python_scalars_under_jit(b):
+    """`x_i32 * 0.5` is a weak float32, so it joins a typed array as a Python float would (JAX)."""
+    y = np.ones(3, DTYPES[b])
+    want = dtypes.result_type((np.dtype(np.float32), True), (y.dtype, False))[0]
+    for f in (lambda x, v: jnp.add(x * 0.5, v), lambda x, v: jnp.where(v == v, x * 0.5, v),
+              lambda x, v: jnp.concatenate([x * 0.5, v]), lambda x, v: jnp.dot(x * 0.5, v)):
+        assert ember.jit(f)(np.arange(3, dtype=np.int32), y).dtype == want
+
+
+def test_promotion_converts_only_operands_of_another_dtype():
+    """A weak operand of the result's dtype is not made strong by a node: the result is weak only if
+    every operand is, so its flag cannot matter."""
+    x, v = np.arange(3, dtype=np.int32), np.ones(3, np.float32)
+    g = ember.make_graph(lambda x, v: jnp.concatenate([x * 0.5, v + x * 0.5]))(x, v)
+    assert [n.prim.name for n in g.nodes] == ["convert_element_type", "mul", "convert_element_type", "mul",
+                                              "add", "concatenate"]
+    assert all(n.params["weak_type"] for n in g.nodes if n.prim.name == "convert_element_type")

@@ -125,6 +125,62 @@ def test_weak_type_survives_arithmetic_with_python_scalars():
     assert ember.jit(lambda a, b: (a * 2) * b)(2.0, arr(F16)).dtype == F16
 
 
+# --- convert_element_type's weak_type ------------------------------------------------------------
+
+def _converts(graph):
+    return [n for n in graph.nodes if n.prim is P.convert_element_type_p]
+
+
+def test_convert_element_type_sets_the_weak_type_param_and_aval():
+    g = ember.make_graph(lambda a: P.convert_element_type(a, F32, weak_type=True))(arr(I32))
+    (node,) = _converts(g)
+    assert dict(node.params) == {"new_dtype": F32, "weak_type": True}
+    assert g.outputs[0].aval.weak_type and g.outputs[0].aval.dtype == F32
+    assert "weak_type=True" in str(g)
+    (node,) = _converts(ember.make_graph(lambda a: P.convert_element_type(a, F64))(arr(I32)))
+    assert node.params["weak_type"] is False and not node.outputs[0].aval.weak_type
+
+
+def test_convert_element_type_weak_type_is_canonical():
+    one = ember.make_graph(lambda a: P.convert_element_type(a, F32, weak_type=1))(arr(I32))
+    true = ember.make_graph(lambda a: P.convert_element_type(a, F32, weak_type=True))(arr(I32))
+    assert _converts(one)[0].params["weak_type"] is True and one.fingerprint() == true.fingerprint()
+
+
+def test_convert_to_the_same_dtype_changes_only_the_weak_type():
+    """A weak float32 made strong is a node (as astype in JAX); the same dtype and weak type is none."""
+    g = ember.make_graph(lambda s: P.convert_element_type(s, F32))(2.0)
+    assert len(_converts(g)) == 1 and not g.outputs[0].aval.weak_type
+    assert not _converts(ember.make_graph(lambda s: P.convert_element_type(s, F32, weak_type=True))(2.0))
+    assert not _converts(ember.make_graph(lambda a: P.convert_element_type(a, F32))(arr(F32)))
+
+
+def test_convert_element_type_eagerly_is_a_numpy_array_of_the_dtype():
+    x = np.arange(3, dtype=np.int32)
+    out = P.convert_element_type(x, F32, weak_type=True)
+    assert isinstance(out, np.ndarray) and out.dtype == F32
+    np.testing.assert_array_equal(out, [0.0, 1.0, 2.0])
+    same = P.convert_element_type(out, F32, weak_type=True)
+    assert same.dtype == F32 and same is not out
+
+
+def test_convert_vjp_gives_the_cotangent_the_inputs_dtype_and_weak_type():
+    f = lambda s: P.mul(P.convert_element_type(s, F64), 3.0)  # noqa: E731
+    g = ember.make_graph(ember.grad(f))(2.0)
+    back = [n for n in _converts(g) if n.params["new_dtype"] == F32]
+    assert back and all(n.params["weak_type"] for n in back)
+    assert g.outputs[0].aval.dtype == F32
+    out = ember.grad(f)(2.0)
+    assert out.dtype == F32 and out == 3.0
+
+
+def test_convert_batching_keeps_the_weak_type():
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    g = ember.make_graph(ember.vmap(lambda r: P.convert_element_type(r, F32, weak_type=True)))(x)
+    assert g.outputs[0].aval.weak_type and g.outputs[0].aval.shape == (2, 3)
+    assert _converts(g)[0].params["weak_type"] is True
+
+
 # --- dtypes module --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("operands,want", [
@@ -143,6 +199,8 @@ def test_weak_type_survives_arithmetic_with_python_scalars():
     (((BOOL, True), (I32, True)), (I32, True)),
     (((F16, True), (F16, True)), (F16, True)),
     (((I64, True), (I32, True)), (I64, True)),
+    (((F64, True), (I8, False)), (F64, True)),  # a weak float64 (x_i64 * 0.5) keeps a weak join 64-bit
+    (((I64, True), (BOOL, False)), (I64, True)),
     (((F32, True),), (F32, True)),
     (((I16, False),), (I16, False)),
 ], ids=str)

@@ -44,9 +44,11 @@ def broadcast_to(x, shape):
     return broadcast_in_dim(x, shape, tuple(range(len(shape) - nd, len(shape))))
 
 
-def full(shape, value, dtype):
-    """An array of `shape` filled with `value`."""
-    return broadcast_in_dim_p.bind(np.asarray(value, dtype)[()], shape=tuple(shape), broadcast_dimensions=())
+def full(shape, value, dtype, weak_type: bool = False):
+    """An array of `shape` filled with `value`, weakly typed if `weak_type` (jnp.full of a Python scalar)."""
+    from ember.tracer.ir import Literal
+
+    return broadcast_in_dim_p.bind(Literal(value, dtype, weak_type), shape=tuple(shape), broadcast_dimensions=())
 
 
 def reshape(x, new_sizes):
