@@ -9,15 +9,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
 from ember.api.tracing import (
+    ARRAY_LEAF_TYPES,
     Transformed,
     arg_name,
     call_with_known_values,
     fun_name,
     inline,
     input_names,
+    is_hashable,
     leaf_aval,
     leaf_avals,
     trace_pytree,
@@ -87,7 +87,7 @@ class _Statics:
 
     def __init__(self, tree, static: dict):
         self.tree, self.static = tree, static
-        self._key = (tree, tuple((i, v if _hashable(v) else ("<by id>", id(v))) for i, v in static.items()))
+        self._key = (tree, tuple((i, v if is_hashable(v) else ("<by id>", id(v))) for i, v in static.items()))
 
     def __hash__(self):
         return hash(self._key)
@@ -104,21 +104,10 @@ class _Statics:
 def _reject_unmappable(dyn: Sequence[tuple]) -> None:
     """A non-array leaf (path, leaf, axis) given an axis: say how to pass it through instead."""
     for path, leaf, ax in dyn:
-        if ax is not None and not isinstance(leaf, _ARRAY_LEAVES) and leaf_aval(leaf) is None:
+        if ax is not None and not isinstance(leaf, ARRAY_LEAF_TYPES) and leaf_aval(leaf) is None:
             raise ArgumentError(f"{arg_name(path)} has type {type(leaf).__name__}, which is not an array, so vmap "
                                 f"cannot map it along axis {ax}; give it in_axes None to pass it through unchanged",
                                 user_location())
-
-
-def _hashable(v) -> bool:
-    try:
-        hash(v)
-        return True
-    except TypeError:
-        return False
-
-
-_ARRAY_LEAVES = (np.ndarray, np.generic, bool, int, float)
 
 
 class _Vmapped(Transformed):
@@ -132,10 +121,10 @@ class _Vmapped(Transformed):
     def __call__(self, *args, **kwargs):
         if is_tracing():
             return self._impl(*args, **kwargs)
-        if all(isinstance(x, _ARRAY_LEAVES) for x in (*args, *kwargs.values())):
+        if all(isinstance(x, ARRAY_LEAF_TYPES) for x in (*args, *kwargs.values())):
             return super().__call__(*args, **kwargs)  # no pytree to look into: the common, fast case
         leaves, tree = tree_flatten((args, kwargs))
-        if all(isinstance(x, _ARRAY_LEAVES) for x in leaves):
+        if all(isinstance(x, ARRAY_LEAF_TYPES) for x in leaves):
             return super().__call__(*args, **kwargs)
         axes = _in_axes_per_leaf(self._in_axes, args, kwargs, fun_name(self.__wrapped__))
         static = {i: x for i, (x, ax) in enumerate(zip(leaves, axes)) if _is_static(x, ax)}

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from ember.api.tracing import fun_name, leaf_avals, to_array, trace_pytree
+from ember.api.tracing import ARRAY_LEAF_TYPES, fun_name, is_hashable, leaf_avals, to_array, trace_pytree
 from ember.backends import default_backend, get_backend
 from ember.backends.compile import compile_graph
 from ember.errors import ArgumentError, ArgumentValueError, TracerEscapeError, user_location
@@ -303,7 +303,7 @@ class Jitted:
         try:
             hash(key)
         except TypeError:
-            bad = next(v for _, v in static_pos + static_kw if not _hashable(v))
+            bad = next(v for _, v in static_pos + static_kw if not is_hashable(v))
             raise ArgumentValueError(f"static argument of {fun_name(self._fun)} has unhashable type "
                                 f"{type(bad).__name__}; static arguments are cache keys and must be hashable "
                                 "(use a tuple instead of a list)", user_location()) from None
@@ -454,16 +454,8 @@ class Jitted:
         return f"<jit of {fun_name(self._fun)}>"
 
 
-def _hashable(v) -> bool:
-    try:
-        hash(v)
-        return True
-    except TypeError:
-        return False
-
-
 def _is_array_leaf(x) -> bool:
-    return isinstance(x, (np.ndarray, np.generic, bool, int, float))
+    return isinstance(x, ARRAY_LEAF_TYPES)
 
 
 _dumped: set[str] = set()

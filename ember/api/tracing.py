@@ -27,6 +27,17 @@ from ember.tracer.prims._util import PY_SCALARS as _PY_SCALARS
 from ember.tracer.trace import Tracer, current_builder, eval_graph, is_tracing, new_builder
 from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_path, tree_unflatten
 
+# Leaves a call can pass straight to an executable (no pytree or conversion work).
+ARRAY_LEAF_TYPES = (np.ndarray, np.generic, bool, int, float)
+
+
+def is_hashable(v) -> bool:
+    try:
+        hash(v)
+        return True
+    except TypeError:
+        return False
+
 
 def fun_name(fun) -> str:
     return getattr(fun, "__name__", None) or type(fun).__name__
