@@ -10,7 +10,14 @@ from collections.abc import Callable, MutableMapping, Sequence
 
 import numpy as np
 
-from ember.errors import ArgumentError, ArgumentValueError, AxisError, IncompatibleShapesError, user_location
+from ember.errors import (
+    ArgumentError,
+    ArgumentValueError,
+    AxisError,
+    IncompatibleShapesError,
+    ShapeError,
+    user_location,
+)
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.ir import Literal
@@ -248,7 +255,15 @@ def elementwise(prim_fn, name: str, *xs, to_float: bool = False):
     xs = [Literal(x, target, weak_type=True) if _is_python_scalar(x) else to_result_type(x, target, weak)
           for x in xs]
     if len(xs) > 1:
-        shape = broadcast_shapes(*(shape_of(x) for x in xs), name=name)
+        shapes = [shape_of(x) for x in xs]
+        try:
+            shape = broadcast_shapes(*shapes, name=name)
+        except IncompatibleShapesError as e:
+            # As jax.numpy: operands of one rank go to the primitive's shape check (a TypeError); only
+            # ranks that need promoting meet broadcast_shapes (a ValueError).
+            if len({len(s) for s in shapes}) == 1:
+                raise ShapeError(e.message, e.loc) from None
+            raise
         xs = [broadcast_to_shape(x, shape) for x in xs]
     return prim_fn(*xs)
 

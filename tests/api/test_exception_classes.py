@@ -26,6 +26,9 @@ def _setitem(a):
 CASES = [
     ("broadcast in jit", lambda m: m.jit(lambda a, b: a + b)(np.ones((2, 3)), np.ones(4)), ValueError),
     ("broadcast eager", lambda m: m.numpy.add(np.ones((2, 3)), np.ones(4)), ValueError),
+    # one rank: jax.numpy leaves the shapes to the primitive's check, a TypeError (the case)
+    ("same-rank broadcast in jit", lambda m: m.jit(lambda a, b: a + b)(np.ones(3), np.ones(4)), TypeError),
+    ("same-rank broadcast eager", lambda m: m.numpy.multiply(np.ones((2, 3)), np.ones((2, 4))), TypeError),
     ("where broadcast", lambda m: m.numpy.where(np.ones(3) > 0, np.ones(3), np.ones(4)), ValueError),
     ("matmul mismatch", lambda m: m.jit(lambda a, b: a @ b)(np.ones((2, 3)), np.ones((4, 5))), TypeError),
     ("dot mismatch", lambda m: m.numpy.dot(np.ones(3), np.ones(4)), TypeError),
