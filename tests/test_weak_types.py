@@ -176,3 +176,15 @@ def test_weak_results_of_vmap_stay_weak_inside_jit_as_in_jax():
     assert jax.jit(lambda x, y: f(x, y, jax.vmap))(x, y).dtype == np.float16
     aval = ember.make_graph(ember.vmap(lambda r: r * 0.5))(x).outputs[0].aval
     assert (aval.dtype, aval.weak_type) == (F32, True)
+
+
+def test_weak_values_returned_through_grad_stay_weak_inside_jit():
+    """autodiff replays the forward graph with weak literals kept weak, so an aux (or value) that is
+    weak in the function is weak where grad returns it, as in JAX: here + f16 stays f16."""
+
+    def f(x):
+        return ember.numpy.sum(x), x.astype(np.int32) * 0.5
+
+    out = ember.jit(lambda x, h: ember.grad(f, has_aux=True)(x)[1] + h)(np.ones(3, np.float32),
+                                                                       np.ones(3, np.float16))
+    assert out.dtype == np.float16

@@ -55,7 +55,7 @@ def linearize(graph: Graph, args: Sequence, active_inputs: Sequence[bool]):
     b = current_builder()
     records: list[_Record] = []
     for node in graph.nodes:
-        ins = [env[a] if isinstance(a, Var) else a.val for a in node.inputs]
+        ins = [env[a] if isinstance(a, Var) else (a if a.aval.weak_type else a.val) for a in node.inputs]
         act = tuple(isinstance(a, Var) and a in active for a in node.inputs)
         differentiated = any(act) and any(v in active for v in node.outputs)
         # A node that was already backward (an inner gradient, grad of grad) stays backward.

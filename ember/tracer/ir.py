@@ -54,6 +54,14 @@ class Literal:
         self.aval = ShapedArray((), dt, weak_type)
         self.key = (dt.str, self.val.tobytes())
 
+    @property
+    def dtype(self) -> np.dtype:
+        return self.aval.dtype
+
+    @property
+    def shape(self) -> tuple:
+        return ()
+
     def __repr__(self):
         return f"{_format_scalar(self.val)}:{self.aval.str_short()}"
 
