@@ -9,6 +9,7 @@ before memory planning have `plan=None`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 
 from ember.passes.cse import cse
@@ -39,8 +40,15 @@ def check_pass_names(disable_passes: Iterable[str]) -> tuple[str, ...]:
 
 
 def disabled_passes(optimize: bool = True, disable_passes: Iterable[str] = ()) -> tuple[str, ...]:
-    """The passes jit's switches turn off: every optional one when `optimize` is False."""
+    """The passes jit's switches turn off: every optional one when `optimize` is False, else those named
+    by `disable_passes` and by the environment (`EMBER_DISABLE_PASSES=cse,dce`, to bisect a result
+    without editing code)."""
     names = check_pass_names(disable_passes)
+    env = [n.strip() for n in os.environ.get("EMBER_DISABLE_PASSES", "").split(",") if n.strip()]
+    try:
+        names += tuple(n for n in check_pass_names(env) if n not in names)
+    except ValueError as e:
+        raise ValueError(f"EMBER_DISABLE_PASSES: {e}") from None
     return OPTIONAL if not optimize else names
 
 

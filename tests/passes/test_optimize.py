@@ -200,3 +200,16 @@ def test_autodiff_roles_survive_the_pipeline(wrap):
     assert roles == {"tanh": "active", "sub": "backward"}
     assert all(n.role for n in low.optimized.nodes)
     assert "backward" in low.text() and "active" in low.text()
+
+
+def test_disable_passes_from_the_environment(monkeypatch):
+    """EMBER_DISABLE_PASSES bisects without editing code: its names add to jit's `disable_passes`;
+    an unknown name says which variable holds it."""
+    fn, _ = _PROGRAM
+    x = np.linspace(0, 1, 4)
+    monkeypatch.setenv("EMBER_DISABLE_PASSES", "cse, dce")
+    names = ember.jit(lambda x: fn(x)[0], disable_passes=("simplify",)).lower(x).stage_names
+    assert names == ["traced", "after inline", "after memory"]
+    monkeypatch.setenv("EMBER_DISABLE_PASSES", "fusoin")
+    with pytest.raises(ValueError, match="EMBER_DISABLE_PASSES.*fusoin"):
+        ember.jit(lambda x: fn(x)[0])
