@@ -129,7 +129,9 @@ def _gather_impl(operand, indices, *, batch_dims):
     if not idx:
         lead = indices.shape[:-1]
         return np.broadcast_to(operand, lead + operand.shape).copy()
-    return operand[idx]
+    out = operand[idx]
+    # Scalar indices are NumPy basic indexing, whose result is a view: a gather's result is its own.
+    return out.copy() if np.may_share_memory(out, operand) else out
 
 
 @def_impl(scatter_add_p)
