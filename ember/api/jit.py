@@ -185,8 +185,6 @@ class _Cache:
         while len(self.entries) > self.maxsize:
             old = min(self.entries.values(), key=lambda e: e.used)
             del self.entries[old.key]
-            with self._guard:
-                self._locks.pop(old.key, None)
             if old.fast_key is not None:
                 self.fast.pop(old.fast_key, None)
 
