@@ -111,7 +111,13 @@ class Params(Mapping):
         return Params(self._d, **kw)
 
     def unhashable(self) -> str | None:
-        """The name of the first param whose value cannot be hashed, or None."""
+        """The name of the first param whose value cannot be hashed, or None (hashing the whole mapping
+        once, so the check leaves its hash cached for CSE and caches)."""
+        try:
+            hash(self)
+            return None
+        except TypeError:
+            pass
         for k, v in self._d.items():
             try:
                 hash(v)
