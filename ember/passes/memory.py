@@ -87,8 +87,9 @@ def _last_uses(graph: Graph) -> dict[Var, int]:
     return last
 
 
-def plan_memory(graph: Graph, donate: Iterable[int] = ()) -> Plan:
-    """The naive plan of `graph` run in node order; `donate` are flat input indices."""
+def plan_memory(graph: Graph, donate: Iterable[int] = (), inplace: bool = True) -> Plan:
+    """The naive plan of `graph` run in node order; `donate` are flat input indices. (`inplace`, the
+    buffer-reuse decision, is not implemented yet: every plan is naive.)"""
     donated = tuple(sorted({int(i) for i in donate}))
     bad = [i for i in donated if not 0 <= i < len(graph.inputs)]
     if bad:

@@ -3,8 +3,9 @@
 Lowering always runs: `inline` first (backends never see custom_vjp_call) and `memory` last (a plan
 is always computed). Between them the optimizations in PASSES run unless switched off by name
 (`disable_passes`) or all at once (`optimize=False` on jit, which disables every OPTIONAL pass).
-Each pass is recorded as the stage "after <name>"; only "after memory" carries the plan (the stages
-before memory planning have `plan=None`).
+Each pass is recorded as the stage "after <name>", with the refusals it recorded (explain.py); only
+"after memory" carries the plan (the stages before memory planning have `plan=None`). `inplace` is
+not a graph pass but the memory plan's buffer-reuse decision: disabling it leaves the naive plan.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Callable, Iterable
 
 from ember.passes.cse import cse
 from ember.passes.dce import dce
+from ember.passes.explain import collecting
 from ember.passes.inline import inline
 from ember.passes.memory import Plan, plan_memory
 from ember.passes.simplify import simplify
@@ -59,8 +61,9 @@ def stage_names(disable_passes: Iterable[str] = ()) -> list[str]:
 
 
 def _run(name: str, fn: Callable[[Graph], Graph], graph: Graph) -> Graph:
-    graph = verified(fn(graph))
-    record(f"after {name}", graph)
+    with collecting() as refusals:
+        graph = verified(fn(graph))
+    record(f"after {name}", graph, refusals=refusals)
     return graph
 
 
@@ -71,6 +74,7 @@ def optimize(graph: Graph, donate: Iterable[int] = (), disable_passes: Iterable[
     for name, fn in PASSES:
         if name not in off:
             graph = _run(name, fn, graph)
-    plan = plan_memory(graph, donate)
-    record("after memory", graph, plan=plan)
+    with collecting() as refusals:
+        plan = plan_memory(graph, donate, inplace="inplace" not in off)
+    record("after memory", graph, plan=plan, refusals=refusals)
     return graph, plan

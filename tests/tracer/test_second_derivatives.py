@@ -156,6 +156,7 @@ EXCLUDED = {
     "argmax": "integer result: no derivative",
     "argmin": "integer result: no derivative",
     "iota": "no operand",
+    "fusion": "internal to the optimizer: grad never meets it",
 }
 
 
