@@ -2,28 +2,82 @@
 
 It is the oracle every optimized or compiled path is tested against. `compile` generates one
 straight-line Python function per graph (one call per node, values in local variables, released
-with `del` where the memory plan frees them), so a call costs one Python frame rather than an interpreter loop;
-`NumpyExecutable.source` shows that code.
+with `del` where the memory plan frees them), so a call costs one Python frame rather than an
+interpreter loop; `NumpyExecutable.source` shows that code. A fusion node's body is emitted inline
+(one call per body node under a `# fusion <kind> <line>` comment), compiled once with the graph.
+Where the plan writes a value in place (`plan.inplace`), the node calls its ufunc with `out=` the
+operand, or copies its result into the operand: the backend writes exactly the buffers the plan
+names, so a wrong plan gives wrong values and the differential tests see them.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Mapping
 
 import numpy as np
+import scipy.special
 
-from ember.passes.memory import Plan, plan_memory
+from ember.passes.memory import CONST, INPUT, Plan, plan_memory
 from ember.tracer import prims as P
-from ember.tracer.ir import Graph, Literal, Var
+from ember.tracer.ir import Graph, Literal, Node, Var
 from ember.tracer.primitive import impl_rules
 
 # Tests set this to check every node's result against its aval (shape and dtype).
 CHECK = False
 
 # Prims whose numpy reference may return a view of an operand (or the operand itself): such graph
-# outputs are copied before they reach the caller.
+# outputs are copied before they reach the caller, and such views of a buffer the plan overwrites
+# are made their own arrays.
 VIEW_PRIMS = frozenset({P.broadcast_in_dim_p, P.reshape_p, P.transpose_p, P.slice_p, P.rev_p, P.iota_p,
                         P.stop_gradient_p})
+
+_ANY = None
+_FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
+_SCIPY_FLOATS = frozenset(np.dtype(t) for t in (np.float32, np.float64))  # float16 computes in float64
+# prim -> (ufunc, the dtypes for which the prim's numpy reference is exactly that ufunc): where the
+# plan writes a node's result in place, it calls the ufunc with `out=` (other prims copy their result).
+INPLACE_UFUNCS: dict = {
+    P.neg_p: (np.negative, _ANY), P.exp_p: (np.exp, _ANY), P.log_p: (np.log, _ANY),
+    P.log1p_p: (np.log1p, _ANY), P.expm1_p: (np.expm1, _ANY), P.tanh_p: (np.tanh, _ANY),
+    P.sin_p: (np.sin, _ANY), P.cos_p: (np.cos, _ANY), P.sqrt_p: (np.sqrt, _ANY), P.abs_p: (np.abs, _ANY),
+    P.sign_p: (np.sign, _ANY), P.floor_p: (np.floor, _ANY), P.ceil_p: (np.ceil, _ANY),
+    P.not_p: (np.invert, _ANY), P.logistic_p: (scipy.special.expit, _SCIPY_FLOATS),
+    P.erf_p: (scipy.special.erf, _SCIPY_FLOATS),
+    P.add_p: (np.add, _ANY), P.sub_p: (np.subtract, _ANY), P.mul_p: (np.multiply, _ANY),
+    P.div_p: (np.true_divide, _FLOATS),  # integer div truncates toward zero: not a ufunc
+    P.pow_p: (np.power, _ANY), P.rem_p: (np.fmod, _ANY), P.max_p: (np.maximum, _ANY),
+    P.min_p: (np.minimum, _ANY), P.and_p: (np.bitwise_and, _ANY), P.or_p: (np.bitwise_or, _ANY),
+    P.eq_p: (np.equal, _ANY), P.ne_p: (np.not_equal, _ANY), P.lt_p: (np.less, _ANY),
+    P.le_p: (np.less_equal, _ANY), P.gt_p: (np.greater, _ANY), P.ge_p: (np.greater_equal, _ANY),
+}
+
+
+def inplace_ufunc(node: Node) -> Callable | None:
+    """The ufunc that computes `node` exactly as its numpy reference does, with `out=`, or None."""
+    entry = INPLACE_UFUNCS.get(node.prim)
+    if entry is None or len(node.outputs) != 1:
+        return None
+    ufunc, dtypes = entry
+    return ufunc if dtypes is None or node.outputs[0].aval.dtype in dtypes else None
+
+
+def _writable(x) -> bool:
+    # 0-d results of ufuncs are NumPy scalars, which have no buffer to write
+    return type(x) is np.ndarray and x.flags.writeable
+
+
+def _inplace(ufunc, out, *args):
+    """`ufunc(*args)` written into `out` (the operand whose buffer the plan reuses)."""
+    return ufunc(*args, out=out) if _writable(out) else ufunc(*args)
+
+
+def _copy_into(out, result):
+    """`result` copied into `out` (the operand whose buffer the plan reuses), which it then is."""
+    if not _writable(out):
+        return result
+    np.copyto(out, result)
+    return out
 
 
 class NumpyExecutable:
@@ -31,67 +85,202 @@ class NumpyExecutable:
 
     def __init__(self, graph: Graph, plan: Plan | None = None, check: bool | None = None):
         self.graph = graph
-        plan = plan if plan is not None else plan_memory(graph)
-        external = set(graph.inputs) | set(graph.consts)
+        self.plan = plan if plan is not None else plan_memory(graph)
         self.check = CHECK if check is None else check
-        namespace: dict = {"_array": np.array, "_asarray": np.asarray, "_check": _check}
-        names: dict[Var, str] = {}
-        lines = []
-        args = []
-        for i, v in enumerate(graph.inputs):
-            names[v] = f"a{i}"
-            args.append(names[v])
-        for i, (v, val) in enumerate(zip(graph.consts, graph.const_values)):
-            names[v] = f"c{i}"
-            namespace[names[v]] = val
-        literals: dict[tuple, str] = {}
-
-        def ref(a) -> str:
-            if isinstance(a, Literal):
-                key = a.key
-                if key not in literals:
-                    literals[key] = f"l{len(literals)}"
-                    namespace[literals[key]] = a.val
-                return literals[key]
-            return names[a]
-
-        for j, node in enumerate(graph.nodes):
-            fn = impl_rules[node.prim]
-            namespace[f"f{j}"] = functools.partial(fn, **node.params) if node.params else fn
-            outs = []
-            for k, v in enumerate(node.outputs):
-                names[v] = f"v{j}_{k}" if node.prim.multiple_results else f"v{j}"
-                outs.append(names[v])
-            target = ", ".join(outs) + ("," if node.prim.multiple_results and len(outs) == 1 else "")
-            call = f"f{j}({', '.join(ref(a) for a in node.inputs)})"
-            if node.prim.multiple_results and not outs:
-                target = "_"
-            lines.append(f"    {target} = {call}  # {node.prim.name} {node.loc or ''}".rstrip())
-            if self.check:
-                namespace[f"n{j}"] = node
-                result = f"({target})" if node.prim.multiple_results else target
-                lines.append(f"    _check(n{j}, {result})")
-            dead = [names[v] for v in plan.frees[j] if v not in external]  # the caller holds inputs
-            if dead:
-                lines.append(f"    del {', '.join(dead)}")
-        # Outputs that may alias an input, a const or a read-only view, or that repeat an earlier
-        # output, are copied: the caller owns every array it gets back.
-        producer = {v: node for node in graph.nodes for v in node.outputs}
-        rets = []
-        for i, a in enumerate(graph.outputs):
-            copy = (isinstance(a, Literal) or a in external or (a in producer and producer[a].prim in VIEW_PRIMS)
-                    or a in graph.outputs[:i])
-            rets.append(f"{'_array' if copy else '_asarray'}({ref(a)})")
-        lines.append(f"    return [{', '.join(rets)}]")
-        self.source = f"def run({', '.join(args)}):\n" + "\n".join(lines) + "\n"
-        exec(compile(self.source, "<ember numpy graph>", "exec"), namespace)  # noqa: S102 - our own code
-        self._run = namespace["run"]
+        gen = _Codegen(graph, self.plan, self.check)
+        self.source = gen.source
+        exec(compile(self.source, "<ember numpy graph>", "exec"), gen.namespace)  # noqa: S102 - our own code
+        self._run = gen.namespace["run"]
         self._n_inputs = len(graph.inputs)
 
     def __call__(self, *args) -> list[np.ndarray]:
         if len(args) != self._n_inputs:
             raise TypeError(f"the executable takes {self._n_inputs} arrays, got {len(args)}")
         return self._run(*args)
+
+
+def checked_inplace(graph: Graph, plan: Plan) -> dict[Var, Var]:
+    """`plan.inplace`, checked against the contract: each entry maps a node's output to an operand of
+    that node of the same shape and dtype, which is neither a user input nor a const."""
+    inplace = dict(getattr(plan, "inplace", None) or {})
+    producer = {v: node for node in graph.nodes for v in node.outputs}
+    for out, operand in inplace.items():
+        node = producer.get(out)
+        where = f"{node.prim.name} at {node.loc}" if node is not None else "a value no node of the graph makes"
+        if node is None or operand not in node.inputs:
+            raise ValueError(f"the memory plan writes the result of {where} into a value that is not its operand")
+        if (out.aval.shape, out.aval.dtype) != (operand.aval.shape, operand.aval.dtype):
+            raise ValueError(f"the memory plan writes {out.aval.str_short()} result of {where} into an operand "
+                             f"of type {operand.aval.str_short()}")
+        if plan.buffer_class.get(operand) in (INPUT, CONST):
+            raise ValueError(f"the memory plan writes the result of {where} into a {plan.buffer_class[operand]} "
+                             "buffer, which is read-only")
+    return inplace
+
+
+def _views_to_own(graph: Graph, written) -> set[Var]:
+    """Outputs of view prims that share memory with a buffer the plan writes: they get their own
+    array, since the plan counts each of them as its own buffer."""
+    root: dict[Var, Var] = {}
+    for node in graph.nodes:
+        if node.prim in VIEW_PRIMS and node.inputs and isinstance(node.inputs[0], Var):
+            src = node.inputs[0]
+            root[node.outputs[0]] = root.get(src, src)
+    hot = {root.get(v, v) for v in written}
+    return {v for v, r in root.items() if r in hot or v in hot}
+
+
+def _last_uses(nodes, outputs) -> dict[Var, int]:
+    last = {}
+    for t, node in enumerate(nodes):
+        for a in node.inputs:
+            if isinstance(a, Var):
+                last[a] = t
+    for v in outputs:
+        if isinstance(v, Var):
+            last[v] = len(nodes)
+    return last
+
+
+class _Codegen:
+    """Writes the straight-line function `run` for a graph and its plan, and the namespace it runs in."""
+
+    def __init__(self, graph: Graph, plan: Plan, check: bool):
+        self.check = check
+        self.namespace: dict = {"_array": np.array, "_asarray": np.asarray, "_check": _check,
+                                "_inplace": _inplace, "_copy_into": _copy_into}
+        self.lines: list[str] = []
+        self.literals: dict[tuple, str] = {}
+        self.objects: dict[int, str] = {}
+        inplace = checked_inplace(graph, plan)
+        own = _views_to_own(graph, set(inplace.values()))
+        names: dict[Var, str] = {}
+        args = []
+        for i, v in enumerate(graph.inputs):
+            names[v] = f"a{i}"
+            args.append(names[v])
+        for i, (v, val) in enumerate(zip(graph.consts, graph.const_values)):
+            names[v] = f"c{i}"
+            self.namespace[names[v]] = val
+        external = set(graph.inputs) | set(graph.consts)
+        for j, node in enumerate(graph.nodes):
+            targets = {k: names[inplace[v]] for k, v in enumerate(node.outputs) if v in inplace}
+            self.node(node, names, f"v{j}", targets, own=node.outputs[0] in own if node.outputs else False)
+            dead = [names[v] for v in plan.frees[j] if v not in external]  # the caller holds inputs
+            if dead:
+                self.lines.append(f"    del {', '.join(dead)}")
+        self.lines.append(f"    return [{', '.join(self.returns(graph, names, external))}]")
+        self.source = f"def run({', '.join(args)}):\n" + "\n".join(self.lines) + "\n"
+
+    def returns(self, graph: Graph, names, external) -> list[str]:
+        """Outputs that may alias an input, a const or a read-only view, or that repeat an earlier
+        output, are copied: the caller owns every array it gets back."""
+        producer = {v: node for node in graph.nodes for v in node.outputs}
+        rets = []
+        for i, a in enumerate(graph.outputs):
+            copy = (isinstance(a, Literal) or a in external or (a in producer and producer[a].prim in VIEW_PRIMS)
+                    or a in graph.outputs[:i])
+            rets.append(f"{'_array' if copy else '_asarray'}({self.ref(a, names)})")
+        return rets
+
+    def obj(self, value, prefix: str = "f") -> str:
+        """A name for `value` in the generated function's namespace."""
+        key = id(value)
+        if key not in self.objects:
+            self.objects[key] = f"{prefix}{len(self.objects)}"
+            self.namespace[self.objects[key]] = value
+        return self.objects[key]
+
+    def ref(self, a, names) -> str:
+        if isinstance(a, Literal):
+            if a.key not in self.literals:
+                self.literals[a.key] = f"l{len(self.literals)}"
+                self.namespace[self.literals[a.key]] = a.val
+            return self.literals[a.key]
+        return names[a]
+
+    def node(self, node: Node, names, base: str, targets: Mapping[int, str], own: bool = False) -> None:
+        """Emit `node` (a call, or a fusion's body inline); its outputs are named from `base`.
+        `targets[k]` names the operand that output k is written into."""
+        multi = node.prim.multiple_results
+        outs = [f"{base}_{k}" if multi else base for k in range(len(node.outputs))]
+        if node.prim is P.fusion_p:
+            self.fusion(node, names, base, outs, targets)
+        else:
+            fn = impl_rules[node.prim]
+            fn = self.obj(functools.partial(fn, **node.params) if node.params else fn)
+            operands = ", ".join(self.ref(a, names) for a in node.inputs)
+            call = f"{fn}({operands})"
+            if 0 in targets and not multi:
+                ufunc = inplace_ufunc(node)
+                call = (f"_inplace({self.obj(ufunc, 'u')}, {targets[0]}, {operands})" if ufunc
+                        else f"_copy_into({targets[0]}, {call})")
+            if own:
+                call = f"_array({call})"
+            target = ", ".join(outs) + ("," if multi and len(outs) == 1 else "")
+            if multi and not outs:
+                target = "_"
+            self.lines.append(f"    {target} = {call}  # {node.prim.name} {node.loc or ''}".rstrip())
+        names.update(zip(node.outputs, outs))
+        if self.check and outs:
+            result = f"({', '.join(outs)}{',' if len(outs) == 1 else ''})" if multi else outs[0]
+            self.lines.append(f"    _check({self.obj(node, 'n')}, {result})")
+
+    def fusion(self, node: Node, names, base: str, outs: list[str], targets: Mapping[int, str]) -> None:
+        """A fusion's body inline, its values named `<base>b<t>`; an output written in place takes the
+        operand as `out=` of the body node making it when nothing later in the body reads the operand,
+        else is copied into it after the body. Outputs that alias an operand are copied."""
+        body: Graph = node.params["body"]
+        self.lines.append(f"    # fusion {node.params['kind']} {node.loc or ''}".rstrip())
+        inner = {bv: self.ref(a, names) for bv, a in zip(body.inputs, node.inputs)}
+        aliases = _body_aliases(body)
+        writes, after = {}, {}
+        for k, operand in targets.items():
+            t = _writer(body, k, {bv for bv, name in inner.items() if name == operand}, aliases)
+            if t is not None and t not in writes:
+                writes[t] = operand
+            else:
+                after[k] = operand
+        last = _last_uses(body.nodes, body.outputs)
+        keep = set(body.inputs)
+        for t, bn in enumerate(body.nodes):
+            self.node(bn, inner, f"{base}b{t}", {0: writes[t]} if t in writes else {})
+            dead = [inner[v] for v in bn.inputs if isinstance(v, Var) and v not in keep and last.get(v) == t]
+            dead += [inner[v] for v in bn.outputs if v not in last]
+            if dead:
+                self.lines.append(f"    del {', '.join(dict.fromkeys(dead))}")
+        seen = set()
+        for k, (bo, name) in enumerate(zip(body.outputs, outs)):
+            if k in after:
+                continue
+            value = self.ref(bo, inner)
+            copy = isinstance(bo, Literal) or bo in seen or aliases.get(bo) is not None
+            seen.add(bo)
+            self.lines.append(f"    {name} = {'_array(' + value + ')' if copy else value}")
+        for k, operand in after.items():
+            self.lines.append(f"    {outs[k]} = _copy_into({operand}, {self.ref(body.outputs[k], inner)})")
+
+
+def _body_aliases(body: Graph) -> dict[Var, Var]:
+    """body value -> the body input it may share memory with (through view prims), for those that do."""
+    alias = {v: v for v in body.inputs}
+    for bn in body.nodes:
+        if bn.prim in VIEW_PRIMS and bn.inputs and bn.inputs[0] in alias:
+            alias[bn.outputs[0]] = alias[bn.inputs[0]]
+    return alias
+
+
+def _writer(body: Graph, k: int, bound: set[Var], aliases) -> int | None:
+    """The index of the body node that may write fusion output k into its operand (the body inputs
+    `bound` to it) with `out=`: the node making it, a ufunc, when no later body node and no other
+    output reads that operand."""
+    bo = body.outputs[k]
+    t = next((t for t, bn in enumerate(body.nodes) if bo in bn.outputs), None)
+    if t is None or inplace_ufunc(body.nodes[t]) is None:
+        return None
+    reads_later = any(aliases.get(a) in bound for bn in body.nodes[t + 1:] for a in bn.inputs if isinstance(a, Var))
+    other_outputs = any(aliases.get(o) in bound for i, o in enumerate(body.outputs) if i != k and isinstance(o, Var))
+    return None if reads_later or other_outputs else t
 
 
 def _check(node, res):
