@@ -5,6 +5,10 @@ default comes from its environment variable (EMBER_DEBUG_NANS=1), read when embe
 - ember_debug_nans: a compiled function whose output holds a NaN that its inputs did not is rerun
   node by node, and a FloatingPointError names the node that made the first NaN.
 - ember_debug_infs: the same for infinities.
+- ember_check_oracle: every compiled call is also run on the oracle (the graph before optimization,
+  naive plan, numpy backend) and an AssertionError names the output that differs, an input that was
+  written without being donated, or an output that aliases another or an input. The test suite turns
+  it on, so every function it tests is a differential test of the optimizer. Slow: for debugging.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 _OPTIONS = {
     "ember_debug_nans": ("debug_nans", "EMBER_DEBUG_NANS"),
     "ember_debug_infs": ("debug_infs", "EMBER_DEBUG_INFS"),
+    "ember_check_oracle": ("check_oracle", "EMBER_CHECK_ORACLE"),
 }
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"", "0", "false", "no", "off"}
 
@@ -29,6 +34,7 @@ def _env_flag(var: str) -> bool:
 
 debug_nans: bool = _env_flag("EMBER_DEBUG_NANS")
 debug_infs: bool = _env_flag("EMBER_DEBUG_INFS")
+check_oracle: bool = _env_flag("EMBER_CHECK_ORACLE")
 
 
 def _attr(name: str) -> str:

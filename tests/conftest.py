@@ -1,6 +1,8 @@
-"""Test configuration: every numpy-backend node is checked against its aval, and every graph that
+"""Test configuration: every numpy-backend node is checked against its aval, every graph that
 tracing, a transform (grad, vmap) or a pass produces is verified, so a wrong shape rule or a broken
-transform or pass fails loudly wherever it happens."""
+transform or pass fails loudly wherever it happens, and every compiled call is checked against the
+oracle (ember.config.check_oracle), so every function the suite runs is a differential test of the
+optimizer."""
 
 import os
 
@@ -9,10 +11,12 @@ import pytest
 from hypothesis import settings
 
 import ember.backends.numpy as numpy_backend
+import ember.config
 import ember.tracer.ir as ir
 
 numpy_backend.CHECK = True
 ir.VERIFY = True
+ember.config.update("ember_check_oracle", True)
 
 # Hypothesis: no per-example deadline (first calls trace and compile); under CI (CI=true) the examples
 # are derandomized, so a run is reproducible and cannot fail by chance. Each test states max_examples.

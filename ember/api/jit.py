@@ -106,7 +106,7 @@ class Lowered:
     def compile(self) -> Compiled:
         if self._executable is None:
             self._executable, _ = compile_graph(self.optimized, backend=self.backend, plan=self.stages[-1].plan,
-                                                source=self.stage("after inline").graph)
+                                                source=self.stage("after inline").graph, name=self.name)
         return Compiled(self)
 
 

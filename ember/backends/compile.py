@@ -28,14 +28,19 @@ def lower_graph(graph: Graph, donate: Iterable[int] = (), optimize: bool = True,
 
 
 def compile_graph(graph: Graph, donate: Iterable[int] = (), backend: str | None = None, optimize: bool = True,
-                  disable_passes: Iterable[str] = (), plan: Plan | None = None,
-                  source: Graph | None = None) -> tuple[Executable, list[Stage]]:
+                  disable_passes: Iterable[str] = (), plan: Plan | None = None, source: Graph | None = None,
+                  name: str | None = None) -> tuple[Executable, list[Stage]]:
     """Lower and compile `graph`; `donate` are flat input indices. Given a `plan`, `graph` is taken as
     already lowered (jit's `Lowered` keeps the stages it showed), no pass runs again, and `source` is
-    the graph before optimization (after inline) for debug_nans."""
+    the graph before optimization (after inline) for debug_nans and the oracle check; `name` (the
+    user's function) is what their errors call it."""
     stages: list[Stage] = []
     if plan is None:
         graph, plan, stages = lower_graph(graph, donate, optimize, disable_passes)
         source = next(s.graph for s in stages if s.name == "after inline")
-    exe = get_backend(backend).compile(graph, plan)
-    return Checked(exe, source or graph), stages
+    chosen = get_backend(backend)
+    exe = chosen.compile(graph, plan)
+    source = source or graph
+    # optimize=False on the numpy backend: the same graph and the naive plan, the oracle itself
+    is_oracle = chosen.name == "numpy" and graph is source and not getattr(plan, "inplace", None)
+    return Checked(exe, source, plan.donated, name or "a compiled function", is_oracle), stages

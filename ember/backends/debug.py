@@ -1,4 +1,5 @@
-"""debug_nans / debug_infs: find the node that first produced a NaN or an infinity.
+"""debug_nans / debug_infs: find the node that first produced a NaN or an infinity; check_oracle:
+compare every compiled call with the oracle.
 
 `Checked` wraps every compiled Executable. While `ember.config.debug_nans` (or `debug_infs`) is on, an
 output holding a NaN (inf) that no input or closed-over array held makes it rerun the unoptimized
@@ -6,6 +7,12 @@ graph (constant folding could have moved a NaN into a const) node by node on the
 raise FloatingPointError (as JAX's jax_debug_nans does) naming the first node whose result has one
 while its array operands had none: its primitive, the user's line, and whether it belongs to the
 forward or the backward (gradient) pass. A literal NaN in the program counts as made by its node.
+
+While `ember.config.check_oracle` is on, each call also runs the oracle (the graph before optimization
+with the naive plan on the numpy backend) on copies of the inputs, and raises AssertionError when an
+output differs (beyond a tight tolerance for floats), an input that was not donated changed, or an
+output shares memory with another output or an input. An executable that is itself the oracle is
+not checked.
 """
 
 from __future__ import annotations
@@ -27,23 +34,95 @@ _PASS_OF_ROLE = {"backward": "the backward pass (the gradient computation)", "ac
                  "inactive": "the forward pass"}
 
 
+# float tolerances of the oracle check: relative, and absolute times the output's largest magnitude
+ORACLE_RTOL = {np.dtype(np.float16): 4e-3, np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-11}
+
+
 class Checked:
-    """An Executable that checks its outputs for new NaNs/infs while the debug options are on."""
+    """An Executable that checks its outputs for new NaNs/infs while the debug options are on, and
+    against the oracle while check_oracle is on."""
 
-    __slots__ = ("executable", "source_graph")
+    __slots__ = ("executable", "source_graph", "donated", "name", "is_oracle", "_oracle")
 
-    def __init__(self, executable, source: Graph):
+    def __init__(self, executable, source: Graph, donated: Sequence[int] = (), name: str = "a compiled function",
+                 is_oracle: bool = False):
         self.executable = executable
         self.source_graph = source  # before optimization: the user's nodes and consts
+        self.donated = frozenset(donated)
+        self.name = name
+        self.is_oracle = is_oracle  # the source graph with the naive plan on the numpy backend
+        self._oracle = None
 
     def __call__(self, *args) -> list:
+        if config.check_oracle and not self.is_oracle:
+            return self._call_checked(args)
         outs = self.executable(*args)
         if config.debug_nans or config.debug_infs:
             check(self.source_graph, args, outs)
         return outs
 
+    def _call_checked(self, args) -> list:
+        saved = [np.array(a, copy=True) for a in args]
+        outs = self.executable(*args)
+        if config.debug_nans or config.debug_infs:
+            check(self.source_graph, args, outs)
+        if self._oracle is None:
+            from ember.backends.numpy import NumpyExecutable
+            from ember.passes.memory import plan_memory
+
+            self._oracle = NumpyExecutable(self.source_graph, plan_memory(self.source_graph, inplace=False),
+                                           check=False)
+        with np.errstate(all="ignore"):
+            expected = self._oracle(*saved)  # the naive plan writes no input
+        check_against_oracle(self.name, args, saved, outs, expected, self.donated)
+        return outs
+
     def __getattr__(self, name):  # the backend's extras (e.g. `source`)
         return getattr(self.executable, name)
+
+
+def check_against_oracle(name: str, args: Sequence, saved: Sequence, outs: Sequence, expected: Sequence,
+                         donated=frozenset()) -> None:
+    """AssertionError unless `outs` equal the oracle's `expected`, every argument not `donated` equals
+    its copy `saved` before the call (bit for bit), and no output aliases another output or an input."""
+    if len(outs) != len(expected):
+        raise AssertionError(f"{name}: the optimized code returned {len(outs)} outputs, the oracle {len(expected)}")
+    for k, (got, want) in enumerate(zip(outs, expected)):
+        _compare(name, k, np.asarray(got), np.asarray(want))
+    for i, (a, s) in enumerate(zip(args, saved)):
+        a = np.asarray(a)
+        if i not in donated and (a.dtype != s.dtype or a.shape != s.shape or a.tobytes() != s.tobytes()):
+            raise AssertionError(f"{name}: input {i} was written by the optimized code but is not donated")
+    arrays = [o for o in outs if isinstance(o, np.ndarray) and o.size]
+    inputs = [a for a in args if isinstance(a, np.ndarray) and a.size]
+    for k, o in enumerate(arrays):
+        for what, others in (("an input", inputs), ("an earlier output", arrays[:k])):
+            if any(np.may_share_memory(o, x) and np.shares_memory(o, x) for x in others):
+                raise AssertionError(f"{name}: output {k} shares memory with {what}")
+
+
+def _compare(name: str, k: int, got: np.ndarray, want: np.ndarray) -> None:
+    where = f"{name}: output {k} of the optimized code differs from the oracle (optimize=False, numpy backend)"
+    if got.shape != want.shape or got.dtype != want.dtype:
+        raise AssertionError(f"{where}: {got.dtype}{list(got.shape)} instead of {want.dtype}{list(want.shape)}")
+    if want.dtype.kind not in "fc":
+        if not np.array_equal(got, want):
+            bad = int(np.count_nonzero(got != want))
+            raise AssertionError(f"{where}: {bad} of {want.size} elements differ (exact comparison)")
+        return
+    nan, inf = np.isnan(want), np.isinf(want)
+    if not np.array_equal(np.isnan(got), nan):
+        raise AssertionError(f"{where}: NaN in {int(np.count_nonzero(np.isnan(got) != nan))} other places")
+    if not np.array_equal(np.where(inf, want, 0), np.where(np.isinf(got), got, 0)):
+        raise AssertionError(f"{where}: infinities differ (position or sign)")
+    fin = ~(nan | inf)
+    g, w = got[fin].astype(np.float64), want[fin].astype(np.float64)
+    rtol = ORACLE_RTOL.get(want.dtype, 1e-11)
+    scale = max(1.0, float(np.abs(w).max(initial=0.0)))
+    err = np.abs(g - w)
+    if (err > rtol * (np.abs(w) + scale)).any():
+        raise AssertionError(f"{where}: max error {err.max():.3g} (largest magnitude {scale:.3g}); the tolerance "
+                             f"is {rtol:g} relative to each element plus the largest magnitude")
 
 
 def _has(test, values: Sequence) -> bool:
