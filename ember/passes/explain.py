@@ -6,6 +6,10 @@ is a short stable name tests assert on ("expensive-duplicate", "cycle", "user-in
 is the sentence a user reads ("exp would be duplicated into 2 consumers"); `nodes` are the nodes
 involved (producer first), whose `loc` is the user's line. Recording costs nothing outside a
 `collecting()` block.
+
+Below the record code: `GraphNames`, the names dumps and reports give a graph's values (so a report
+can say `exp c -> mul e` and mean the lines of `lowered.text()`), and `Explanation`, the report
+`Lowered.explain()` returns: what was fused and written in place, then every refusal grouped by pass.
 """
 
 from __future__ import annotations
@@ -112,6 +116,45 @@ class GraphNames(Namer):
         return f"{node.prim.name} {name}".rstrip()
 
 
+class Computations:
+    """Numbers what each node computes (prim, params, operands' numbers; graph inputs by position), the
+    same number in every graph, so a node a pass rebuilt (into a fusion body) is found in the result."""
+
+    def __init__(self):
+        self._ids: dict[tuple, int] = {}
+        self._graphs: dict[int, dict[Node, int]] = {}
+
+    def of(self, graph: Graph) -> dict[Node, int]:
+        """The number of every node of `graph`, fusion bodies included (a fusion itself has none)."""
+        found = self._graphs.get(id(graph))
+        if found is None:
+            found = self._graphs[id(graph)] = self._number(graph)
+        return found
+
+    def _number(self, graph: Graph) -> dict[Node, int]:
+        value: dict[Var, object] = {v: ("input", i) for i, v in enumerate(graph.inputs)}
+        value.update({v: ("const", i) for i, v in enumerate(graph.consts)})
+        numbers: dict[Node, int] = {}
+
+        def atom(a):
+            return value[a] if isinstance(a, Var) else ("literal", a.key)
+
+        def visit(nodes):
+            for node in nodes:
+                body = fusion_body(node)
+                if body is not None:
+                    value.update((v, atom(a)) for v, a in zip(body.inputs, node.inputs))
+                    visit(body.nodes)
+                    value.update((r, atom(v)) for v, r in zip(body.outputs, node.outputs))
+                    continue
+                key = (node.prim.name, node.params, tuple(atom(a) for a in node.inputs))
+                n = numbers[node] = self._ids.setdefault(key, len(self._ids))
+                value.update((v, (n, k)) for k, v in enumerate(node.outputs))
+
+        visit(graph.nodes)
+        return numbers
+
+
 # -- the report: Lowered.explain() ---------------------------------------------------------------------
 
 # What a pass's refusals are called in the report; other passes get "declined by <pass>".
@@ -152,7 +195,7 @@ def _table(rows: list[tuple[str, ...]], indent: str = "  ", widest: int = 48) ->
     return [indent + "  ".join([c.ljust(w) for c, w in zip(r, widths)] + [r[-1]]).rstrip() for r in rows]
 
 
-@dataclass
+@dataclass(repr=False)
 class Explanation:
     """Why the optimizer did what it did for one lowering: the refusals its passes recorded (an edge
     not fused, a value not written in place, each with its rule and the user's line) and, for
@@ -183,6 +226,8 @@ class Explanation:
     def __str__(self) -> str:
         return self.text()
 
+    __repr__ = __str__  # `lowered.explain()` at a prompt shows the report
+
     def text(self) -> str:
         """The report: what ran, what was fused and written in place, then every refusal by pass."""
         return "\n".join(_Report(self).lines()) + "\n"
@@ -196,6 +241,8 @@ class _Report:
         self.final = ex.stages[-1] if ex.stages else None
         self._names: dict[int, GraphNames] = {}
         self.stage_of = {id(r): i for i, s in enumerate(ex.stages) for r in s.refusals}
+        self.computations = Computations()
+        self._final_by_number: dict[int, Node] | None = None
 
     def names(self, graph: Graph) -> GraphNames:
         found = self._names.get(id(graph))
@@ -204,19 +251,35 @@ class _Report:
         return found
 
     def label(self, node: Node, stage_index: int | None) -> str:
-        """`exp c` as named in the optimized graph, else in the nearest earlier stage that has it
-        (that stage named after it), else the prim alone."""
+        """`exp c` as named in the optimized graph (the node itself, or the node computing the same
+        thing there, e.g. its copy in a fusion body), else as named in the nearest earlier stage that
+        has it (that stage named after it), else the prim alone."""
         stages = list(self.ex.stages)
-        order = [self.final] if self.final else []
-        if stage_index is not None:
-            order += stages[stage_index::-1]
-        order += stages[::-1]
+        if self.final is not None:
+            found = self.names(self.final.graph).label(node) or self.optimized_copy(node, stages, stage_index)
+            if found is not None:
+                return found
+        order = (stages[stage_index::-1] if stage_index is not None else []) + stages[::-1]
         for stage in order:
             found = self.names(stage.graph).label(node)
             if found is not None:
-                same = self.final is not None and stage.graph is self.final.graph
-                return found if same else f"{found} (as in {stage.name!r})"
+                return f"{found} (as in {stage.name!r})"
         return node.prim.name
+
+    def optimized_copy(self, node: Node, stages: list[Stage], stage_index: int | None) -> str | None:
+        """The label of the optimized graph's node that computes what `node` computed in the stage
+        that has it (the refusal's stage or an earlier one)."""
+        if self._final_by_number is None:
+            numbers = self.computations.of(self.final.graph)
+            self._final_by_number = {}
+            for n, k in numbers.items():
+                self._final_by_number.setdefault(k, n)
+        for stage in (stages[stage_index::-1] if stage_index is not None else stages[::-1]):
+            number = self.computations.of(stage.graph).get(node)
+            if number is not None:
+                copy = self._final_by_number.get(number)
+                return self.names(self.final.graph).label(copy) if copy is not None else None
+        return None
 
     # -- sections ------------------------------------------------------------------------------------
     def lines(self) -> list[str]:
@@ -292,7 +355,10 @@ class _Report:
             node = maker.get(out)
             saved += plan.nbytes.get(out, 0)
             what = f"{node.prim.name} {names(out)}" if node is not None else names(out)
-            rows.append((what, f"writes into {names(operand)}'s buffer", (node.loc or "") if node else ""))
+            into = f"writes into {names(operand)}'s buffer"
+            if plan.buffer_class.get(operand) == "donated":
+                into += " (a donated input)"
+            rows.append((what, into, (node.loc or "") if node else ""))
         head = f"in place: {_plural(len(rows), 'value')} written into the buffer of an input that dies there"
         return [f"{head} ({saved} bytes not allocated)"] + _table(rows)
 

@@ -111,13 +111,30 @@ def test_done_section_lists_fusions_and_in_place_writes():
     assert lines[k + 4].split() == ["fusion", "i", "writes", "into", "d's", "buffer", _line(dense, 1)]
 
 
-def test_a_node_only_in_an_earlier_stage_is_named_there():
+def test_a_node_rebuilt_into_a_fusion_body_is_named_by_its_copy():
     ex, g, fused = _hand_made()
-    inner_mul = g.nodes[5]  # fused into the multi-output kernel: not a node of the optimized graph
+    inner_mul = g.nodes[5]  # y*y, rebuilt inside the multi-output kernel: not a node of the optimized graph
+    assert all(inner_mul is not n for n in fused.all_nodes())
     ex = Explanation(ex.refusals + [Refusal("fusion", "r", "m", (g.nodes[4], inner_mul))], ex.stages, "dense")
     line = str(ex).splitlines()[-3]  # the new fusion refusal is listed last under "not fused"
-    assert line.split()[:7] == ["tanh", "d", "->", "mul", "i", "(as", "in"]
-    assert "'after dce')" in line and line.endswith("m [r]")
+    assert line.split()[:5] == ["tanh", "d", "->", "mul", "k"] and line.endswith("m [r]")
+    from ember.viz.text import stage_text
+
+    assert "        k:f32[3,3] = mul d d" in stage_text(ex.stages[-1])
+
+
+def dead(x):
+    unused = jnp.exp(x)  # noqa: F841
+    return jnp.sum(x)
+
+
+def test_a_node_the_optimizer_removed_is_named_in_the_stage_that_has_it():
+    low = ember.jit(dead).lower(np.ones(3, np.float32))
+    exp = next(n for n in low.graph.nodes if n.prim.name == "exp")
+    assert all(n.prim.name != "exp" for n in low.optimized.nodes)
+    ex = Explanation([Refusal("fusion", "r", "m", (exp,))], low.stages, "dead")
+    assert str(ex).splitlines()[-2].split() == ["exp", "b", "(as", "in", "'after", "cse')", _line(dead, 1),
+                                                "m", "[r]"]
 
 
 def probe(graph: Graph) -> Graph:
@@ -194,3 +211,19 @@ def test_lookups_on_an_explanation_without_stages(what):
     assert (ex.by_rule("cycle") if what == "rule" else ex.by_pass("fusion")) == [r]
     assert str(ex).splitlines() == ["explain function", "not fused: 1 edge, each with its line, the reason and [rule]",
                                     "  -  (no line)  would create a cycle through add n17 [cycle]"]
+
+
+def test_repr_is_the_report_and_the_headline_names_the_passes_run():
+    ex, _, _ = _hand_made()
+    assert repr(ex) == str(ex)
+    head = str(ex).splitlines()[0]
+    assert head == "explain dense: passes run: dce, fusion, inplace. Names are those of lowered.text()."
+
+
+def test_in_place_into_a_donated_input_says_so():
+    g = ember.make_graph(lambda x: jnp.exp(x) * 2.0)(np.ones(3, np.float32))
+    plan = _with_inplace(plan_memory(g, donate=(0,)), {g.nodes[0].outputs[0]: g.inputs[0]})
+    ex = Explanation.of([Stage("after fusion", g), Stage("after memory", g, plan=plan)], "f")
+    rows = [line for line in str(ex).splitlines() if "writes into" in line]
+    assert [r.split()[:7] for r in rows] == [["exp", "b", "writes", "into", "a's", "buffer", "(a"]]
+    assert "(a donated input)" in rows[0] and "12 bytes not allocated" in str(ex)
