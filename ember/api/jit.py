@@ -25,6 +25,7 @@ from ember.api.tracing import ARRAY_LEAF_TYPES, fun_name, is_hashable, leaf_aval
 from ember.backends import default_backend, get_backend
 from ember.backends.compile import compile_graph
 from ember.errors import ArgumentError, ArgumentValueError, TracerEscapeError, user_location
+from ember.passes.explain import Explanation
 from ember.passes.memory import MemoryReport
 from ember.passes.pipeline import disabled_passes
 from ember.passes.pipeline import optimize as run_pipeline
@@ -49,8 +50,9 @@ class Lowered:
     """A traced and optimized function: its stages, graphs, text, dumps, and `compile()`."""
 
     def __init__(self, name: str, stages: list[Stage], in_tree: PyTreeDef, out_tree: PyTreeDef,
-                 backend: str, statics: _Statics):
+                 backend: str, statics: _Statics, disabled: tuple[str, ...] = ()):
         self.name = name
+        self.disabled = disabled  # the optional passes switched off (all of them with optimize=False)
         self.stages = stages
         self.in_tree = in_tree
         self.out_tree = out_tree
@@ -102,6 +104,11 @@ class Lowered:
     def memory(self) -> MemoryReport:
         """The memory plan's totals: peak bytes, buffers, bytes saved by in-place reuse."""
         return MemoryReport.of(self.stages[-1].plan)
+
+    def explain(self) -> Explanation:
+        """Why each edge was not fused and each value not written in place (rule, nodes, user's line),
+        with the fusions and in-place writes that were made; print it to read the report."""
+        return Explanation.of(self.stages, self.name, self.disabled)
 
     def compile(self) -> Compiled:
         if self._executable is None:
@@ -426,7 +433,8 @@ class Jitted:
         static_pos, static_kw = statics or ((), ())
         info = _Statics(tuple(i for i, _ in static_pos), frozenset(k for k, _ in static_kw) | self._static_names,
                         len(dyn_args))
-        return Lowered(fun_name(self._fun), rec.stages, in_tree, out_tree, self._backend or default_backend(), info)
+        return Lowered(fun_name(self._fun), rec.stages, in_tree, out_tree, self._backend or default_backend(), info,
+                       self._disabled)
 
     def _flat_donate(self, args: tuple) -> list[int]:
         """donate_argnums as indices into the flat inputs (the leaves of the dynamic arguments)."""
