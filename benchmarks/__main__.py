@@ -2,7 +2,7 @@
 
 Runs the seed workloads on every Ember backend and every installed peer, prints the Markdown table to
 stdout (progress goes to stderr) and writes it, a JSON file and PNG plots. Exit status 1 if any
-implementation failed its result check or raised.
+implementation failed its result check or raised (or an entry of a workload's extra table did).
 """
 
 from __future__ import annotations
@@ -105,8 +105,12 @@ def main(argv: list[str] | None = None) -> int:
     sections, derived = [], []
     for name in args.workloads or list(WORKLOADS):
         mod = WORKLOADS[name]
-        section = report.Section(name, mod.TITLE, mod.DESCRIPTION, mod.MEASURE_MEMORY)
+        section = report.Section(name, mod.TITLE, mod.DESCRIPTION, mod.MEASURE_MEMORY,
+                                 hide_columns=getattr(mod, "HIDE_COLUMNS", ()))
         section.rows = list(run_cases(mod.cases(cfg), settings))
+        if hasattr(mod, "tables"):
+            log(f"[{name}] tables")
+            section.tables = list(mod.tables(cfg))
         sections.append(section)
         derived += mod.derived(section.rows)
     meta["wall_s"] = round(time.perf_counter() - t0, 1)
@@ -125,7 +129,9 @@ def main(argv: list[str] | None = None) -> int:
         log(plots if isinstance(plots, str) else f"wrote {', '.join(plots)}")
     for row in results.failed:
         log(f"FAILED: {row.workload} / {row.case} / {row.impl}: {row.status}")
-    return 1 if results.failed else 0
+    for error in results.table_errors:
+        log(f"FAILED: {error}")
+    return 1 if results.failed or results.table_errors else 0
 
 
 def threads_description(args: argparse.Namespace, found: dict[str, peers.Peer]) -> str:
