@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.workloads or list(WORKLOADS):
         mod = WORKLOADS[name]
         section = report.Section(name, mod.TITLE, mod.DESCRIPTION, mod.MEASURE_MEMORY,
-                                 hide_columns=getattr(mod, "HIDE_COLUMNS", ()))
+                                 hide_columns=getattr(mod, "HIDE_COLUMNS", ()), x_label=getattr(mod, "X_LABEL", "n"))
         section.rows = list(run_cases(mod.cases(cfg), settings))
         if hasattr(mod, "tables"):
             log(f"[{name}] tables")

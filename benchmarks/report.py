@@ -61,6 +61,7 @@ class Section:
     measure_memory: bool
     rows: list[Row] = field(default_factory=list)
     hide_columns: tuple[str, ...] = ()     # columns that mean nothing for this workload
+    x_label: str = "n"                     # the plots' abscissa
     tables: list[Table] = field(default_factory=list)
 
 
@@ -230,7 +231,7 @@ def write_plots(results: Results, directory: str) -> list[str] | str:
                 xs, ys = [r.x for r in pts], [r.median_s for r in pts]
                 err = [[r.median_s - r.q1_s for r in pts], [r.q3_s - r.median_s for r in pts]]
                 ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=impl)
-            ax.set(xscale="log", yscale="log", xlabel="n", ylabel="time per call (s)", title=name)
+            ax.set(xscale="log", yscale="log", xlabel=sec.x_label, ylabel="time per call (s)", title=name)
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=8)
         for ax in list(axes.flat)[len(series):]:

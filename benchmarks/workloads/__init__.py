@@ -5,7 +5,8 @@
 - `cases(cfg: RunConfig) -> Iterator[Case]`, generated lazily so large inputs live one case at a time;
 - `derived(rows: list[Row]) -> list[Derived]`: ratios the seeds ask about (may return []);
 - optionally `tables(cfg: RunConfig) -> list[report.Table]`: extra tables that are not timings (memory plans),
-  and `HIDE_COLUMNS`: columns of the timing table that mean nothing for the workload.
+  `HIDE_COLUMNS`: columns of the timing table that mean nothing for the workload, and `X_LABEL`: the plots'
+  abscissa (default "n").
 """
 
 from __future__ import annotations

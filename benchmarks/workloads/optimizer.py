@@ -23,6 +23,7 @@ NAME = "optimizer"
 TITLE = "trace, optimize and compile the naive-loop cosine gradient (seed 000), by number of updates"
 MEASURE_MEMORY = False
 HIDE_COLUMNS = ("compile/trace", "× numpy", "× JAX")
+X_LABEL = "scatter updates"
 FULL_SHAPE = dict(R=4, N=16, W=64)
 QUICK_SHAPE = dict(R=2, N=4, W=8)
 FULL_BATCHES = (4, 8, 16)    # B·R·N = 256, 512, 1024 updates (the cosine workload's naive loops: B=16)
