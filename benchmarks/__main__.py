@@ -11,7 +11,8 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from types import ModuleType
 
 from benchmarks import environment, frameworks, peers, report
 from benchmarks.harness import Settings, log, run_cases
@@ -78,6 +79,16 @@ def settings_for(args: argparse.Namespace) -> Settings:
     return s
 
 
+def workload_settings(settings: Settings, mod: ModuleType, args: argparse.Namespace) -> Settings:
+    """`settings` with the workload's own `SETTINGS` (full runs only; the command line's options win)."""
+    own = {} if args.quick else dict(getattr(mod, "SETTINGS", {}))
+    if args.min_reps is not None:
+        own.pop("min_reps", None)
+    if args.budget is not None:
+        own.pop("budget_s", None)
+    return replace(settings, **own)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the selected workloads and write the reports; returns the exit status."""
     args = parse_args(argv)
@@ -107,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         mod = WORKLOADS[name]
         section = report.Section(name, mod.TITLE, mod.DESCRIPTION, mod.MEASURE_MEMORY,
                                  hide_columns=getattr(mod, "HIDE_COLUMNS", ()), x_label=getattr(mod, "X_LABEL", "n"))
-        section.rows = list(run_cases(mod.cases(cfg), settings))
+        section.rows = list(run_cases(mod.cases(cfg), workload_settings(settings, mod, args)))
         if hasattr(mod, "tables"):
             log(f"[{name}] tables")
             section.tables = list(mod.tables(cfg))

@@ -39,6 +39,7 @@ class Prepared:
     subset: tuple[Callable[[], Any], float, str] | None = None  # (cheaper run, time scale, note) for slow loops
     note: str = ""
     keep_gc: bool = False                    # time with the GC running: collecting is part of building graphs
+    calibrate: bool = True                   # False: the first call is already warm and estimates the time
 
 
 @dataclass
@@ -213,9 +214,11 @@ def _prepare(case: Case, impl: Impl, row: Row, ref: Any, settings: Settings) -> 
         row.first_call_s = time.perf_counter() - t0
         if ref is not None:
             row.max_abs_err = check_close(out, ref, case.rtol, case.atol)
-        t0 = time.perf_counter()
-        prepared.run()                        # warm-up and calibration
-        t_est = time.perf_counter() - t0
+        t_est = row.first_call_s
+        if prepared.calibrate:
+            t0 = time.perf_counter()
+            prepared.run()                    # warm-up and calibration
+            t_est = time.perf_counter() - t0
     except Exception as e:  # any failure becomes a loud FAILED row
         row.status = f"{FAILED}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
         log(f"  !!! {impl.name}: {row.status}")

@@ -5,8 +5,9 @@
 - `cases(cfg: RunConfig) -> Iterator[Case]`, generated lazily so large inputs live one case at a time;
 - `derived(rows: list[Row]) -> list[Derived]`: ratios the seeds ask about (may return []);
 - optionally `tables(cfg: RunConfig) -> list[report.Table]`: extra tables that are not timings (memory plans),
-  `HIDE_COLUMNS`: columns of the timing table that mean nothing for the workload, and `X_LABEL`: the plots'
-  abscissa (default "n").
+  `HIDE_COLUMNS`: columns of the timing table that mean nothing for the workload, `X_LABEL`: the plots'
+  abscissa (default "n"), and `SETTINGS`: overrides of the full run's timing Settings (e.g. fewer repetitions
+  for phases that take seconds).
 """
 
 from __future__ import annotations

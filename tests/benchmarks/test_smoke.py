@@ -11,9 +11,10 @@ import json
 import numpy as np
 import pytest
 
-from benchmarks.__main__ import main
+from benchmarks.__main__ import FULL, main, parse_args, workload_settings
 from benchmarks.frameworks import Loop, NumpyHand, RunConfig, Unavailable
-from benchmarks.harness import FAILED, Case, MismatchError, Settings, _timed_sample, check_close, measure_case
+from benchmarks.harness import FAILED, Case, Impl, MismatchError, Prepared, Settings, check_close, measure_case
+from benchmarks.harness import _timed_sample as timed_sample
 from benchmarks.report import COLUMNS, MEMORY_COLUMN
 from benchmarks.workloads import WORKLOADS, cosine, dense_bias_act, optimizer
 
@@ -186,6 +187,21 @@ def test_optimizer_compile_is_checked(tmp_path, monkeypatch):
 
 def test_keep_gc_times_with_the_collector_running():
     seen = []
-    _timed_sample(lambda: seen.append(gc.isenabled()), 2)
-    _timed_sample(lambda: seen.append(gc.isenabled()), 2, keep_gc=True)
+    timed_sample(lambda: seen.append(gc.isenabled()), 2)
+    timed_sample(lambda: seen.append(gc.isenabled()), 2, keep_gc=True)
     assert seen == [False, False, True, True] and gc.isenabled()
+
+
+def test_uncalibrated_implementations_are_estimated_by_their_first_call():
+    calls = []
+    case = Case("t", "c", [Impl("warm", "ember", lambda: Prepared(lambda: calls.append(1), calibrate=False))])
+    (row,) = measure_case(case, Settings(budget_s=0, min_reps=2, max_reps=2, sample_s=0, measure_memory=False))
+    assert row.reps == 2 and row.number == 1 and len(calls) == 1 + 2
+
+
+def test_workload_settings_apply_to_full_runs_unless_the_command_line_says():
+    own = workload_settings(FULL, optimizer, parse_args([]))
+    assert own.min_reps == optimizer.SETTINGS["min_reps"] != FULL.min_reps
+    assert workload_settings(FULL, optimizer, parse_args(["--min-reps", "7"])).min_reps == FULL.min_reps
+    assert workload_settings(FULL, optimizer, parse_args(["--quick"])) == FULL
+    assert workload_settings(FULL, cosine, parse_args([])) == FULL
