@@ -2,7 +2,7 @@
 
 Runs the seed workloads on every Ember backend and every installed peer, prints the Markdown table to
 stdout (progress goes to stderr) and writes it, a JSON file and PNG plots. Exit status 1 if any
-implementation failed its result check or raised.
+implementation failed its result check or raised (or an entry of a workload's extra table did).
 """
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from types import ModuleType
 
 from benchmarks import environment, frameworks, peers, report
 from benchmarks.harness import Settings, log, run_cases
@@ -78,6 +79,16 @@ def settings_for(args: argparse.Namespace) -> Settings:
     return s
 
 
+def workload_settings(settings: Settings, mod: ModuleType, args: argparse.Namespace) -> Settings:
+    """`settings` with the workload's own `SETTINGS` (full runs only; the command line's options win)."""
+    own = {} if args.quick else dict(getattr(mod, "SETTINGS", {}))
+    if args.min_reps is not None:
+        own.pop("min_reps", None)
+    if args.budget is not None:
+        own.pop("budget_s", None)
+    return replace(settings, **own)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the selected workloads and write the reports; returns the exit status."""
     args = parse_args(argv)
@@ -105,8 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     sections, derived = [], []
     for name in args.workloads or list(WORKLOADS):
         mod = WORKLOADS[name]
-        section = report.Section(name, mod.TITLE, mod.DESCRIPTION, mod.MEASURE_MEMORY)
-        section.rows = list(run_cases(mod.cases(cfg), settings))
+        section = report.Section(name, mod.TITLE, mod.DESCRIPTION, mod.MEASURE_MEMORY,
+                                 hide_columns=getattr(mod, "HIDE_COLUMNS", ()), x_label=getattr(mod, "X_LABEL", "n"))
+        section.rows = list(run_cases(mod.cases(cfg), workload_settings(settings, mod, args)))
+        if hasattr(mod, "tables"):
+            log(f"[{name}] tables")
+            section.tables = list(mod.tables(cfg))
         sections.append(section)
         derived += mod.derived(section.rows)
     meta["wall_s"] = round(time.perf_counter() - t0, 1)
@@ -125,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
         log(plots if isinstance(plots, str) else f"wrote {', '.join(plots)}")
     for row in results.failed:
         log(f"FAILED: {row.workload} / {row.case} / {row.impl}: {row.status}")
-    return 1 if results.failed else 0
+    for error in results.table_errors:
+        log(f"FAILED: {error}")
+    return 1 if results.failed or results.table_errors else 0
 
 
 def threads_description(args: argparse.Namespace, found: dict[str, peers.Peer]) -> str:

@@ -24,8 +24,6 @@ from benchmarks.harness import Impl, Prepared
 from benchmarks.peers import Peer
 from ember.tree import tree_leaves, tree_map, tree_structure, tree_unflatten
 
-EMBER_MEMORY_NOTE = "n/a (memory plan not yet implemented)"
-
 
 @dataclass(frozen=True)
 class Ops:
@@ -195,12 +193,17 @@ class Ember(Framework):
         """ember.jit on this framework's backend."""
         return self.ember.jit(fn, backend=self.backend)
 
+    def lower(self, fn: Callable, args: tuple, optimize: bool = True) -> Any:
+        """`ember.jit(fn, optimize=...).lower(*args)` on this backend: the stages and the memory plan."""
+        return self.ember.jit(fn, backend=self.backend, optimize=optimize).lower(*args)
+
     def memory(self, jitted: Callable, args: tuple, run: Callable[[], Any]) -> tuple[Callable | None, str]:
-        """The memory plan's peak bytes, once Lowered.memory() exists."""
-        # The graph optimizer's memory plan (a later issue) adds Lowered.memory(); this row picks it up then.
-        if not hasattr(self.ember.Lowered, "memory"):
-            return None, EMBER_MEMORY_NOTE
-        return (lambda: int(jitted.lower(*args).memory().peak_bytes)), ""
+        """Outputs + peak intermediates of the memory plan (like JAX's output + temp bytes)."""
+        def peak() -> int:
+            report = jitted.lower(*args).memory()
+            return int(report.peak_bytes + report.output_bytes)
+
+        return peak, ""
 
 
 class Jax(Framework):
@@ -236,8 +239,13 @@ class Jax(Framework):
         """jax.block_until_ready."""
         return self.jax.block_until_ready(out)
 
+    def memory_analysis(self, fn: Callable, args: tuple) -> Any:
+        """`jax.jit(fn).lower(*args).compile().memory_analysis()`: XLA's buffer assignment, by kind."""
+        return self.jax.jit(fn).lower(*args).compile().memory_analysis()
+
     def memory(self, jitted: Callable, args: tuple, run: Callable[[], Any]) -> tuple[Callable | None, str]:
-        """Output + temp bytes of the compiled executable's memory analysis."""
+        """Output + temp bytes of the compiled executable's memory analysis (outputs aliasing donated
+        inputs are not new memory)."""
         def peak() -> int:
             m = jitted.lower(*args).compile().memory_analysis()
             return int(m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)

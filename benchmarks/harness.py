@@ -38,6 +38,8 @@ class Prepared:
     memory_note: str = ""                    # shown instead of a number when memory is None
     subset: tuple[Callable[[], Any], float, str] | None = None  # (cheaper run, time scale, note) for slow loops
     note: str = ""
+    keep_gc: bool = False                    # time with the GC running: collecting is part of building graphs
+    calibrate: bool = True                   # False: the first call is already warm and estimates the time
 
 
 @dataclass
@@ -172,10 +174,14 @@ def check_close(out: Any, ref: Any, rtol: float | None = None, atol: float | Non
 
 # -- timing --------------------------------------------------------------------------------------------
 
-def _timed_sample(fn: Callable[[], Any], number: int) -> float:
-    """Seconds per call of `number` back-to-back calls, with the garbage collector paused."""
+def _timed_sample(fn: Callable[[], Any], number: int, keep_gc: bool = False) -> float:
+    """Seconds per call of `number` back-to-back calls, with the garbage collector paused unless `keep_gc`
+    (then a collection first, so no sample inherits another's garbage)."""
     gc_was = gc.isenabled()
-    gc.disable()
+    if keep_gc:
+        gc.collect()
+    else:
+        gc.disable()
     try:
         t0 = time.perf_counter()
         for _ in range(number):
@@ -196,6 +202,7 @@ class _Live:
     t_est: float = 0.0
     number: int = 1
     samples: list[float] = field(default_factory=list)
+    keep_gc: bool = False
 
 
 def _prepare(case: Case, impl: Impl, row: Row, ref: Any, settings: Settings) -> tuple[_Live | None, Any]:
@@ -207,9 +214,11 @@ def _prepare(case: Case, impl: Impl, row: Row, ref: Any, settings: Settings) -> 
         row.first_call_s = time.perf_counter() - t0
         if ref is not None:
             row.max_abs_err = check_close(out, ref, case.rtol, case.atol)
-        t0 = time.perf_counter()
-        prepared.run()                        # warm-up and calibration
-        t_est = time.perf_counter() - t0
+        t_est = row.first_call_s
+        if prepared.calibrate:
+            t0 = time.perf_counter()
+            prepared.run()                    # warm-up and calibration
+            t_est = time.perf_counter() - t0
     except Exception as e:  # any failure becomes a loud FAILED row
         row.status = f"{FAILED}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
         log(f"  !!! {impl.name}: {row.status}")
@@ -219,7 +228,7 @@ def _prepare(case: Case, impl: Impl, row: Row, ref: Any, settings: Settings) -> 
     else:
         row.compile_kind = "first call - steady"  # compile_s is filled in from the median
     row.note = prepared.note
-    live = _Live(row, prepared.run, t_est=t_est)
+    live = _Live(row, prepared.run, t_est=t_est, keep_gc=prepared.keep_gc)
     if prepared.subset is not None and t_est > settings.slow_call_s:
         fn, scale, note = prepared.subset
         live.fn, live.scale = fn, scale
@@ -266,7 +275,7 @@ def measure_case(case: Case, settings: Settings) -> list[Row]:
     for r in range(reps):
         k = r % len(live)
         for e in live[k:] + live[:k]:        # rotate the order: no implementation always runs first
-            e.samples.append(_timed_sample(e.fn, e.number) * e.scale)
+            e.samples.append(_timed_sample(e.fn, e.number, e.keep_gc) * e.scale)
     for e in live:
         _summarize(e)
     _ratios(rows)

@@ -6,27 +6,30 @@ derivative can be written in terms of its output.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
 from benchmarks.derived import Derived
-from benchmarks.frameworks import EMBER_MEMORY_NOTE, Ops, RunConfig
-from benchmarks.harness import Case, Row
+from benchmarks.frameworks import Ember, Framework, Jax, Ops, RunConfig
+from benchmarks.harness import Case, Row, log
+from benchmarks.report import Table, fmt_bytes, fmt_ratio
 
 NAME = "dense_bias_act"
 TITLE = "dense + bias + tanh gradient, time and memory (seed 004)"
 MEASURE_MEMORY = True
 FULL_SIZES = (100, 1024)
 QUICK_SIZES = (100, 256)
-DESCRIPTION = f"""\
+DESCRIPTION = """\
 `sum(tanh(w @ x + b[:, None])**2)`, gradient w.r.t. (w, x, b), w and x n x n, b of length n, float32,
 n = 100 and 1024 (`--quick`: 100 and 256). Peak memory is the memory one call allocates beyond its
-inputs, where a tool reports it: for JAX the compiled executable's `memory_analysis()` (output + temp
+inputs, where a tool reports it: for Ember the memory plan (`Lowered.memory()`: `peak_bytes` of the
+intermediates + `output_bytes`), for JAX the compiled executable's `memory_analysis()` (output + temp
 bytes), for NumPy `tracemalloc`'s peak during one call. PyTorch reports no CPU allocator statistics.
-Ember: {EMBER_MEMORY_NOTE}; the column fills in from `Lowered.memory().peak_bytes` when the graph
-optimizer's memory plan lands."""
+The table after the timings sets Ember's plan for the optimized and the `optimize=False` graph beside
+JAX's, like for like: intermediates against JAX's temp bytes, outputs + intermediates against JAX's
+output + temp bytes."""
 
 
 def loss(ops: Ops, w: Any, x: Any, b: Any) -> Any:
@@ -61,3 +64,76 @@ def cases(cfg: RunConfig) -> Iterator[Case]:
 def derived(rows: list[Row]) -> list[Derived]:
     """Nothing beyond the table."""
     return []
+
+
+MEMORY_COLUMNS = ["function", "n", "bytes", "{ember} optimized", "{ember} optimize=False",
+                  "optimized / optimize=False", "jax.jit", "{ember} optimized / JAX"]
+MEASURES = (("intermediates", "intermediates (JAX: temp)"),
+            ("outputs + intermediates", "outputs + intermediates (JAX: output + temp)"))
+
+
+def functions(fw: Framework) -> list[tuple[str, Callable]]:
+    """The functions whose memory is compared: the gradient the timings run, and the forward loss."""
+    return [("grad w, x, b", fw.grad(lambda w, x, b: loss(fw.ops, w, x, b), argnums=(0, 1, 2))),
+            ("forward", lambda w, x, b: loss(fw.ops, w, x, b))]
+
+
+def ember_bytes(fw: Ember, fn: Callable, args: tuple, optimize: bool) -> dict[str, int]:
+    """The plan's intermediates (`peak_bytes`) and outputs + intermediates."""
+    report = fw.lower(fn, args, optimize).memory()
+    return {"intermediates": report.peak_bytes, "outputs + intermediates": report.peak_bytes + report.output_bytes}
+
+
+def jax_bytes(fw: Jax, fn: Callable, args: tuple) -> dict[str, int]:
+    """XLA's temp bytes, and output + temp bytes (less outputs aliasing donated inputs: none here)."""
+    m = fw.memory_analysis(fn, args)
+    return {"intermediates": m.temp_size_in_bytes,
+            "outputs + intermediates": m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes}
+
+
+def _measured(table: Table, what: str, get: Callable[..., dict[str, int]], *args: Any) -> dict[str, int] | None:
+    """`get(*args)`, or None with the failure recorded in the table (the run then exits 1)."""
+    try:
+        return get(*args)
+    except Exception as e:  # reported loudly, the other entries still run
+        table.errors.append(f"{what}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300])
+        log(f"  !!! {table.errors[-1]}")
+        return None
+
+
+def _ratio(num: int | None, den: int | None) -> float | None:
+    return num / den if num is not None and den else None
+
+
+def memory_table(cfg: RunConfig, ember: Ember, jax: Framework) -> Table:
+    """Ember's memory plan, optimized and not, beside JAX's memory analysis, per function and size."""
+    table = Table(f"Memory: {ember.name}'s plan (`lower(...).memory()`) beside JAX's `memory_analysis()`",
+                  [c.format(ember=ember.name) for c in MEMORY_COLUMNS])
+    jax_ok = isinstance(jax, Jax)
+    for n in QUICK_SIZES if cfg.quick else FULL_SIZES:
+        args = inputs(n)
+        log(f"  memory plans, n={n} ...")
+        for (label, fn), (_, jfn) in zip(functions(ember), functions(jax) if jax_ok else functions(ember)):
+            opt = _measured(table, f"{label}, n={n}, optimized", ember_bytes, ember, fn, args, True)
+            naive = _measured(table, f"{label}, n={n}, optimize=False", ember_bytes, ember, fn, args, False)
+            peer = _measured(table, f"{label}, n={n}, jax.jit", jax_bytes, jax, jfn, args) if jax_ok else None
+            for key, measure in MEASURES:
+                o, u, j = ((d or {}).get(key) for d in (opt, naive, peer))
+                table.rows.append([label, f"{n:,}", measure, fmt_bytes(o), fmt_bytes(u), fmt_ratio(_ratio(o, u)),
+                                   fmt_bytes(j) if jax_ok else jax.status, fmt_ratio(_ratio(o, j))])
+                table.records.append({"function": label, "n": n, "bytes": key, "ember_optimized": o,
+                                      "ember_unoptimized": u, "jax": j, "optimized_over_unoptimized": _ratio(o, u),
+                                      "optimized_over_jax": _ratio(o, j)})
+    table.note = ("Bytes beyond the inputs. *intermediates*: Ember's `memory().peak_bytes`, the most bytes of "
+                  "intermediate values live at once under the plan, against XLA's `temp_size_in_bytes`; "
+                  "*outputs + intermediates*: `peak_bytes + output_bytes` against XLA's `output_size_in_bytes + "
+                  "temp_size_in_bytes`. *optimize=False* is the naive plan (every value its own buffer, freed "
+                  "after its last use).")
+    return table
+
+
+def tables(cfg: RunConfig) -> list[Table]:
+    """The memory table, on the first Ember backend (the plan does not depend on the backend)."""
+    ember = next(fw for fw in cfg.frameworks if isinstance(fw, Ember))
+    jax = next(fw for fw in cfg.frameworks if fw.kind == "jax")
+    return [memory_table(cfg, ember, jax)]

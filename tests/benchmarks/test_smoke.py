@@ -2,26 +2,36 @@
 
 Structure only (rows, columns, files), never timing numbers."""
 
+import contextlib
+import gc
 import importlib.util
+import io
 import json
 
 import numpy as np
 import pytest
 
-from benchmarks.__main__ import main
+from benchmarks.__main__ import FULL, main, parse_args, workload_settings
 from benchmarks.frameworks import Loop, NumpyHand, RunConfig, Unavailable
-from benchmarks.harness import FAILED, Case, MismatchError, Settings, check_close, measure_case
+from benchmarks.harness import FAILED, Case, Impl, MismatchError, Prepared, Settings, check_close, measure_case
+from benchmarks.harness import _timed_sample as timed_sample
 from benchmarks.report import COLUMNS, MEMORY_COLUMN
-from benchmarks.workloads import WORKLOADS
+from benchmarks.workloads import WORKLOADS, cosine, dense_bias_act, optimizer
 
 
 def _run(tmp_path, *extra):
+    """(exit status, the JSON plus the stdout and the plot files written, the Markdown)."""
     paths = ["--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md"), "--plots", str(tmp_path)]
-    rc = main(["--quick", "--backend", "numpy", "--budget", "0", "--min-reps", "1", *paths, *extra])
-    return rc, json.loads((tmp_path / "r.json").read_text()), (tmp_path / "r.md").read_text()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = main(["--quick", "--backend", "numpy", "--budget", "0", "--min-reps", "1", *paths, *extra])
+    data = json.loads((tmp_path / "r.json").read_text())
+    data["stdout"], data["plots"] = out.getvalue(), sorted(p.name for p in tmp_path.glob("*.png"))
+    return rc, data, (tmp_path / "r.md").read_text()
 
 
-def test_every_workload_quick_numpy_backend(tmp_path, capsys):
+def test_every_workload_quick_numpy_backend(tmp_path):
+    """One run of everything (the slowest test: the memory table and optimizer rows are checked on it)."""
     rc, data, md = _run(tmp_path, "--no-peers")
     assert rc == 0
     rows = data["rows"]
@@ -29,19 +39,25 @@ def test_every_workload_quick_numpy_backend(tmp_path, capsys):
     for name in WORKLOADS:
         mine = [r for r in rows if r["workload"] == name]
         measured = {r["framework"] for r in mine if r["median_s"] is not None}
-        assert measured == {"numpy", "ember"}, (name, measured)
+        assert measured == ({"ember"} if name == "optimizer" else {"numpy", "ember"}), (name, measured)
         assert all(r["status"].startswith("disabled") for r in mine if r["framework"] in ("jax", "torch"))
-        assert all(r["vs_baseline"] is not None for r in mine if r["median_s"] is not None)
+        assert all((r["vs_baseline"] is not None) == (name != "optimizer") for r in mine if r["median_s"] is not None)
         assert f"## {name}:" in md
     header = "| " + " | ".join(COLUMNS) + " |"
     memory_header = "| " + " | ".join(COLUMNS[:8] + [MEMORY_COLUMN] + COLUMNS[8:]) + " |"
-    assert md.count(header) == len(WORKLOADS) - 1 and md.count(memory_header) == 1
-    assert "n/a (memory plan not yet implemented)" in md
-    assert {d["workload"] for d in data["derived"]} == {"per_sample", "dead_gradient"}
+    optimizer_header = "| " + " | ".join(c for c in COLUMNS if c not in optimizer.HIDE_COLUMNS) + " |"
+    assert md.count(header) == len(WORKLOADS) - 2 and md.count(memory_header) == 1
+    assert md.count(optimizer_header) == 1
+    ember_dense = [r for r in rows if r["workload"] == "dense_bias_act" and r["framework"] == "ember"]
+    assert all(r["memory_bytes"] > 0 for r in ember_dense)
+    assert "**Memory: ember[numpy]'s plan" in md
+    assert {d["workload"] for d in data["derived"]} == {"per_sample", "dead_gradient", "optimizer"}
     assert data["meta"]["versions"]["ember"] and data["meta"]["machine"]
-    assert header in capsys.readouterr().out  # the table also goes to stdout
+    assert header in data["stdout"]  # the table also goes to stdout
     if importlib.util.find_spec("matplotlib"):
-        assert (tmp_path / "eam.png").exists() and (tmp_path / "dead_gradient.png").exists()
+        assert {"eam.png", "dead_gradient.png", "optimizer.png"} <= set(data["plots"])
+    check_dense_memory_table_without_peers(data, md)
+    check_optimizer_rows_and_scaling_ratios(data, md)
 
 
 @pytest.mark.parametrize("module, impls", [("jax", ("jax.jit",)), ("torch", ("torch eager", "torch.func"))])
@@ -90,3 +106,102 @@ def test_check_close():
 def test_config_selection():
     cfg = RunConfig(True, [NumpyHand(), Unavailable(NumpyHand, "torch", "disabled")])
     assert cfg.baseline.kind == "numpy" and cfg.peers_and_ember(vmap=True) == []
+
+
+def _dense_memory_records(data):
+    (table,) = data["tables"]["dense_bias_act"]
+    assert not table["errors"]
+    return table["records"]
+
+
+def check_dense_memory_table_without_peers(data, md):
+    records = _dense_memory_records(data)
+    keys = {(r["function"], r["n"], r["bytes"]) for r in records}
+    assert keys == {(f, n, b) for f in ("grad w, x, b", "forward") for n in dense_bias_act.QUICK_SIZES
+                    for b in ("intermediates", "outputs + intermediates")}
+    for r in records:
+        assert r["ember_optimized"] > 0 and r["ember_unoptimized"] > 0 and r["jax"] is None
+        assert r["optimized_over_unoptimized"] == pytest.approx(r["ember_optimized"] / r["ember_unoptimized"])
+    # the timing table's memory column is the plan's outputs + intermediates of the optimized gradient
+    mem = {r["params"]["n"]: r["memory_bytes"] for r in data["rows"]
+           if r["workload"] == "dense_bias_act" and r["framework"] == "ember"}
+    assert mem == {r["n"]: r["ember_optimized"] for r in records
+                   if r["function"] == "grad w, x, b" and r["bytes"] == "outputs + intermediates"}
+    assert "optimized / optimize=False" in md and "disabled" in md
+
+
+def test_dense_memory_table_beside_jax(tmp_path):
+    jax = pytest.importorskip("jax")
+    rc, data, md = _run(tmp_path, "dense_bias_act", "--no-plots", "--peers", "jax")
+    assert rc == 0
+    for r in _dense_memory_records(data):
+        assert r["jax"] is not None
+        want = pytest.approx(r["ember_optimized"] / r["jax"]) if r["jax"] else None
+        assert r["optimized_over_jax"] == want
+    n = dense_bias_act.QUICK_SIZES[-1]
+    args = dense_bias_act.inputs(n)
+    m = jax.jit(jax.grad(lambda w, x, b: jax.numpy.sum(jax.numpy.tanh(w @ x + b[:, None]) ** 2),
+                         argnums=(0, 1, 2))).lower(*args).compile().memory_analysis()
+    temp = next(r["jax"] for r in _dense_memory_records(data)
+                if (r["function"], r["n"], r["bytes"]) == ("grad w, x, b", n, "intermediates"))
+    assert temp == m.temp_size_in_bytes
+
+
+def test_memory_table_errors_fail_the_run(tmp_path, monkeypatch):
+    def broken(*args):
+        raise RuntimeError("no plan")
+
+    monkeypatch.setattr(dense_bias_act, "ember_bytes", broken)
+    rc, data, md = _run(tmp_path, "dense_bias_act", "--no-plots", "--no-peers")
+    (table,) = data["tables"]["dense_bias_act"]
+    assert rc == 1 and len(table["errors"]) == 2 * 2 * len(dense_bias_act.QUICK_SIZES)
+    assert "RuntimeError: no plan" in table["errors"][0] and "FAILED" in md
+
+
+def check_optimizer_rows_and_scaling_ratios(data, md):
+    rows = [r for r in data["rows"] if r["workload"] == "optimizer"]
+    sizes = [b * optimizer.QUICK_SHAPE["R"] * optimizer.QUICK_SHAPE["N"] for b in optimizer.QUICK_BATCHES]
+    assert {(r["impl"], r["params"]["updates"]) for r in rows} == {
+        (f"ember[numpy] {p}", u) for p in optimizer.PHASES for u in sizes}
+    assert all(r["median_s"] > 0 and r["x"] == r["params"]["updates"] for r in rows)
+    traced = {r["params"]["updates"]: r["note"] for r in rows if r["impl"].endswith("trace")}
+    assert all("nodes traced" in note for note in traced.values())
+    assert all("after inline" in r["note"] for r in rows if r["impl"].endswith("optimize"))
+    ratios = {d["what"]: d["value"] for d in data["derived"] if d["workload"] == "optimizer"}
+    assert set(ratios) == {f"{p}: t({u:,} updates) / t({u // 2:,})" for p in optimizer.PHASES for u in sizes[1:]}
+    by = {(r["impl"], r["params"]["updates"]): r["median_s"] for r in rows}
+    u = sizes[-1]
+    assert ratios[f"optimize: t({u:,} updates) / t({u // 2:,})"] == pytest.approx(
+        by["ember[numpy] optimize", u] / by["ember[numpy] optimize", u // 2])
+    assert "naive-loop cosine gradient, 32 updates" in md
+
+
+def test_optimizer_compile_is_checked(tmp_path, monkeypatch):
+    monkeypatch.setattr(optimizer, "QUICK_BATCHES", (1,))
+    monkeypatch.setattr(cosine, "numpy_grad", lambda a, b, w: (np.zeros_like(a), np.zeros_like(b)))
+    rc, data, md = _run(tmp_path, "optimizer", "--no-peers", "--no-plots")
+    assert rc == 1
+    failed = [r for r in data["rows"] if r["status"].startswith(FAILED)]
+    assert failed and all(r["impl"].endswith("compile") and "exceeds" in r["status"] for r in failed)
+
+
+def test_keep_gc_times_with_the_collector_running():
+    seen = []
+    timed_sample(lambda: seen.append(gc.isenabled()), 2)
+    timed_sample(lambda: seen.append(gc.isenabled()), 2, keep_gc=True)
+    assert seen == [False, False, True, True] and gc.isenabled()
+
+
+def test_uncalibrated_implementations_are_estimated_by_their_first_call():
+    calls = []
+    case = Case("t", "c", [Impl("warm", "ember", lambda: Prepared(lambda: calls.append(1), calibrate=False))])
+    (row,) = measure_case(case, Settings(budget_s=0, min_reps=2, max_reps=2, sample_s=0, measure_memory=False))
+    assert row.reps == 2 and row.number == 1 and len(calls) == 1 + 2
+
+
+def test_workload_settings_apply_to_full_runs_unless_the_command_line_says():
+    own = workload_settings(FULL, optimizer, parse_args([]))
+    assert own.min_reps == optimizer.SETTINGS["min_reps"] != FULL.min_reps
+    assert workload_settings(FULL, optimizer, parse_args(["--min-reps", "7"])).min_reps == FULL.min_reps
+    assert workload_settings(FULL, optimizer, parse_args(["--quick"])) == FULL
+    assert workload_settings(FULL, cosine, parse_args([])) == FULL
