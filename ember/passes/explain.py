@@ -137,7 +137,7 @@ class Computations:
         numbers: dict[Node, int] = {}
 
         def atom(a):
-            return value[a] if isinstance(a, Var) else ("literal", a.key)
+            return value.get(a, ("var", id(a))) if isinstance(a, Var) else ("literal", a.key)
 
         def visit(nodes):
             for node in nodes:
