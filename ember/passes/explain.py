@@ -137,7 +137,7 @@ class Computations:
         numbers: dict[Node, int] = {}
 
         def atom(a):
-            return value[a] if isinstance(a, Var) else ("literal", a.key)
+            return value.get(a, ("var", id(a))) if isinstance(a, Var) else ("literal", a.key)
 
         def visit(nodes):
             for node in nodes:
@@ -334,7 +334,7 @@ class _Report:
                 continue
             results = " ".join(names(v) for v in node.outputs)
             prims = count_prims(body.nodes)
-            rows.append((f"{results} = {node.params['kind']}:", prims, compact_lines(n.loc for n in body.nodes)))
+            rows.append((f"{results} = {node.params['kind']}:", compact_lines(n.loc for n in body.nodes), prims))
         if not rows:
             return ["fused: nothing (no two nodes could share a kernel)"]
         nodes = sum(len(fusion_body(n).nodes) for n in self.final.graph.nodes if fusion_body(n) is not None)
