@@ -99,6 +99,9 @@ class NumpyExecutable:
         return self._run(*args)
 
 
+_READ_ONLY = {INPUT: "a user input that is not donated", CONST: "a const (a closed-over array)"}
+
+
 def checked_inplace(graph: Graph, plan: Plan) -> dict[Var, Var]:
     """`plan.inplace`, checked against the contract: each entry maps a node's output to an operand of
     that node of the same shape and dtype, which is neither a user input nor a const."""
@@ -106,15 +109,17 @@ def checked_inplace(graph: Graph, plan: Plan) -> dict[Var, Var]:
     producer = {v: node for node in graph.nodes for v in node.outputs}
     for out, operand in inplace.items():
         node = producer.get(out)
-        where = f"{node.prim.name} at {node.loc}" if node is not None else "a value no node of the graph makes"
-        if node is None or operand not in node.inputs:
-            raise ValueError(f"the memory plan writes the result of {where} into a value that is not its operand")
+        if node is None:
+            raise ValueError(f"the memory plan writes a {out.aval.str_short()} in place that no node makes")
+        where = f"the result of {node.prim.name} at {node.loc}"
+        if operand not in node.inputs:
+            raise ValueError(f"the memory plan writes {where} into a value that is not its operand")
         if (out.aval.shape, out.aval.dtype) != (operand.aval.shape, operand.aval.dtype):
-            raise ValueError(f"the memory plan writes {out.aval.str_short()} result of {where} into an operand "
-                             f"of type {operand.aval.str_short()}")
-        if plan.buffer_class.get(operand) in (INPUT, CONST):
-            raise ValueError(f"the memory plan writes the result of {where} into a {plan.buffer_class[operand]} "
-                             "buffer, which is read-only")
+            raise ValueError(f"the memory plan writes {where}, {out.aval.str_short()}, into an operand of type "
+                             f"{operand.aval.str_short()}")
+        if plan.buffer_class.get(operand) in _READ_ONLY:
+            raise ValueError(f"the memory plan writes {where} into {_READ_ONLY[plan.buffer_class[operand]]}, "
+                             "which is read-only")
     return inplace
 
 
@@ -127,7 +132,7 @@ def _views_to_own(graph: Graph, written) -> set[Var]:
             src = node.inputs[0]
             root[node.outputs[0]] = root.get(src, src)
     hot = {root.get(v, v) for v in written}
-    return {v for v, r in root.items() if r in hot or v in hot}
+    return {v for v, r in root.items() if r in hot}
 
 
 def _last_uses(nodes, outputs) -> dict[Var, int]:

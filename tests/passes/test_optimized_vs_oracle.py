@@ -1,8 +1,10 @@
 """The optimized path against the oracle: random programs (the generator of
 tests/test_random_programs.py) give the same values and gradients with the pipeline on as with
-`optimize=False` on the numpy backend, in float32 and float64; the user's inputs are unchanged after
-every call and no output aliases an input or another output. CI runs 20 programs per dtype,
-derandomized (the `ci` hypothesis profile)."""
+`optimize=False` on the numpy backend, in float32 and float64; every stage of the pipeline verifies;
+the user's inputs are unchanged after every call unless donated (a donated input may change) and no
+output aliases an input or another output. CI runs 20 programs per dtype, derandomized (the `ci`
+hypothesis profile). (The suite also runs with ember.config.check_oracle on, so each optimized call
+here is compared with the oracle a second time, by the backend's checked wrapper.)"""
 
 from __future__ import annotations
 
@@ -38,7 +40,15 @@ def _no_aliasing(outs, inputs):
         assert not any(np.shares_memory(o, p) for p in outs[:i]), f"output {i} aliases another output"
 
 
-def _check(prog, seed, dtype):
+def _every_stage_verifies(fn, inputs, what):
+    for stage in fn.lower(*inputs).stages:
+        try:
+            stage.graph.verify()
+        except Exception as e:
+            raise AssertionError(f"{what}: the graph {stage.name} does not verify: {e}") from e
+
+
+def _check(prog, seed, dtype, donate=()):
     inputs = _inputs(prog, seed, dtype)
     saved = [x.copy() for x in inputs]
     rng = np.random.default_rng(seed + 1)
@@ -53,17 +63,20 @@ def _check(prog, seed, dtype):
         return sum(ember.numpy.sum(o * w) for o, w in zip(run(EMBER, prog, xs), weights))
 
     argnums = tuple(range(len(inputs)))
+    donate = tuple(i for i in donate if i < len(inputs))
     for opt_fn, oracle_fn, what in [
-        (ember.jit(f), ember.jit(f, optimize=False), "value"),
-        (ember.jit(ember.grad(loss, argnums=argnums)), ember.jit(ember.grad(loss, argnums=argnums), optimize=False),
-         "grad"),
+        (ember.jit(f, donate_argnums=donate), ember.jit(f, optimize=False), "value"),
+        (ember.jit(ember.grad(loss, argnums=argnums), donate_argnums=donate),
+         ember.jit(ember.grad(loss, argnums=argnums), optimize=False), "grad"),
     ]:
-        got = opt_fn(*inputs)
-        got = list(got) if isinstance(got, (list, tuple)) else [got]
-        _compare(got, _as_list(oracle_fn(*inputs)), dtype, what)
-        _no_aliasing(got, inputs)
-        for x, s in zip(inputs, saved):
-            np.testing.assert_array_equal(x, s, err_msg=f"{what}: an input was written")
+        _every_stage_verifies(opt_fn, inputs, what)
+        expected = _as_list(oracle_fn(*inputs))
+        args = [x.copy() if i in donate else x for i, x in enumerate(inputs)]  # a donated input may change
+        got = _as_list(opt_fn(*args))
+        _compare(got, expected, dtype, what)
+        _no_aliasing(got, args)
+        for i, (x, s) in enumerate(zip(inputs, saved)):
+            np.testing.assert_array_equal(x, s, err_msg=f"{what}: input {i} was written")
 
 
 def _as_list(x):
@@ -78,10 +91,10 @@ _SETTINGS = settings(max_examples=int(os.environ.get("ORACLE_EXAMPLES", "20")), 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_optimized_programs_match_the_oracle(dtype):
     @_SETTINGS
-    @given(prog=programs(), seed=st.integers(0, 2**16))
-    def check(prog, seed):
+    @given(prog=programs(), seed=st.integers(0, 2**16), donate=st.sets(st.integers(0, 3), max_size=2))
+    def check(prog, seed, donate):
         with np.errstate(all="ignore"):
-            _check(prog, seed, dtype)
+            _check(prog, seed, dtype, tuple(sorted(donate)))
 
     check()
 
