@@ -1,0 +1,500 @@
+"""A fusion body lowered to the loop-level description every renderer shares (LLVM IR, CUDA C).
+
+`lower_kernel(body, kind)` gives a `Kernel`: buffers (inputs, outputs, temps) and steps run in
+order. A `Loop` walks an iteration space, computes a scalar op DAG per point (loads through index
+maps, the primitives' scalar ops, shared subexpressions once), folds values into reductions over
+some of its axes and stores values at the identity index; a `Contraction` is a dot_general into a
+buffer (an epilogue's loop then runs over that buffer). Layout ops never appear as ops: broadcast,
+reshape, transpose, slice, pad, rev, concatenate, iota and gather become index arithmetic
+(kernel_index) and selects. Reductions and dots are the only values held in buffers between steps,
+so consumers of a reduced value run in a later loop over the reduced space. `evaluate` runs a
+kernel with NumPy, vectorized over the space: the proof that the description means the body.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ember.backends import kernel_index as ix
+from ember.backends.kernel_index import Ix
+from ember.errors import EmberError
+from ember.tracer import prims as P
+from ember.tracer.ir import Graph, Literal
+from ember.tracer.primitive import impl_rules
+from ember.tracer.prims.reduce import _identity
+
+
+class KernelError(EmberError, ValueError):
+    """A fusion body holds something no kernel can compute (a primitive outside the fusible set)."""
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str  # in<k>, out<k> or t<k>
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class Op:
+    """One scalar op of a loop's DAG; `args` are ids of earlier ops of the same loop. `prim` is a
+    primitive's name (params as sorted pairs), or load (buffer, index), const (value) or index (an
+    index expression as a value: iota, pad predicates)."""
+
+    prim: str
+    args: tuple[int, ...]
+    dtype: np.dtype
+    params: tuple = ()
+
+    def param(self, name: str):
+        return dict(self.params)[name]
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """`out`[kept loop vars] = fold of op `value` with `combine` over the loop's reduce axes,
+    accumulated in `acc_dtype` from `init`, then converted to the buffer's dtype."""
+
+    combine: str  # add, mul, max, min
+    value: int
+    acc_dtype: np.dtype
+    init: object
+    out: str
+
+
+@dataclass(frozen=True)
+class Store:
+    buffer: str
+    value: int
+    index: tuple[Ix, ...]
+
+
+@dataclass(frozen=True)
+class Loop:
+    space: tuple[int, ...]
+    reduce_axes: tuple[int, ...]
+    ops: tuple[Op, ...]
+    reductions: tuple[Reduce, ...]
+    stores: tuple[Store, ...]
+
+
+@dataclass(frozen=True)
+class Contraction:
+    """out = dot_general(lhs, rhs) with the prim's dimension_numbers (output: batch, lhs free, rhs free)."""
+
+    lhs: str
+    rhs: str
+    dimension_numbers: tuple
+    out: str
+
+
+@dataclass(frozen=True)
+class Kernel:
+    kind: str
+    inputs: tuple[Buffer, ...]
+    outputs: tuple[Buffer, ...]
+    temps: tuple[Buffer, ...]
+    steps: tuple[Loop | Contraction, ...]
+
+    def __str__(self) -> str:
+        return kernel_text(self)
+
+
+_COMBINE = {P.reduce_sum_p: "add", P.reduce_prod_p: "mul", P.reduce_max_p: "max", P.reduce_min_p: "min"}
+_WIDENED = {np.dtype(np.float16): np.dtype(np.float32)}
+
+
+def acc_dtype(combine: str, dtype: np.dtype) -> np.dtype:
+    """float16 sums and products accumulate in float32; ints as their numpy reference (own dtype)."""
+    return _WIDENED.get(dtype, dtype) if combine in ("add", "mul") else dtype
+
+
+# --- lowering ---------------------------------------------------------------------------------------
+
+def lower_kernel(body: Graph, kind: str) -> Kernel:
+    """The loop description of fusion body `body` (made by fusion rule `kind`)."""
+    return _Lowering(body, kind).kernel()
+
+
+class _Lowering:
+    def __init__(self, body: Graph, kind: str):
+        self.body, self.kind = body, kind
+        self.producer = {v: n for n in body.nodes for v in n.outputs}
+        for n in body.nodes:
+            if n.prim not in _EMIT and n.prim not in _COMBINE and n.prim is not P.dot_general_p \
+                    and n.prim.kind != "elementwise":
+                raise KernelError(f"a kernel cannot compute {n.prim.name}: it is not a fusible primitive")
+        self.inputs = tuple(Buffer(f"in{k}", v.aval.shape, v.aval.dtype) for k, v in enumerate(body.inputs))
+        self.outputs = tuple(Buffer(f"out{k}", v.aval.shape, v.aval.dtype) for k, v in enumerate(body.outputs))
+        self.buffer = {v: b.name for v, b in zip(body.inputs, self.inputs)}
+        self.temps: list[Buffer] = []
+        self.level: dict = {}
+        self._reads: dict = {}
+
+    def materialized(self, v) -> bool:
+        node = self.producer.get(v)
+        return node is not None and (node.prim in _COMBINE or node.prim is P.dot_general_p)
+
+    def reads(self, v) -> frozenset:
+        """Materialized values whose buffers computing `v` elementwise reads."""
+        if isinstance(v, Literal) or v not in self.producer:
+            return frozenset()
+        if v not in self._reads:
+            if self.materialized(v):
+                self._reads[v] = frozenset([v])
+            else:
+                node = self.producer[v]
+                self._reads[v] = frozenset().union(*(self.reads(a) for a in node.inputs))
+        return self._reads[v]
+
+    def level_of(self, deps) -> int:
+        return 1 + max((self.level[d] for d in deps), default=-1)
+
+    def assign(self, v, name: str | None = None) -> str:
+        if v not in self.buffer:
+            if name is None:
+                name = f"t{len(self.temps)}"
+                self.temps.append(Buffer(name, v.aval.shape, v.aval.dtype))
+            self.buffer[v] = name
+        return self.buffer[v]
+
+    def jobs(self) -> list:
+        """(level, what, var, buffer name) for every reduction, contraction and store, producers first."""
+        out_names = {}
+        for v, b in zip(self.body.outputs, self.outputs):
+            if self.materialized(v) and v not in out_names:
+                out_names[v] = b.name
+        jobs = []
+        for node in self.body.nodes:
+            v = node.outputs[0]
+            if not self.materialized(v):
+                continue
+            if node.prim is P.dot_general_p:
+                after = [self.level.get(a, -1) for a in node.inputs]
+                for a in node.inputs:
+                    if a not in self.buffer:
+                        jobs.append((self.level_of(self.reads(a)), "store", a, self.assign(a)))
+                        after.append(jobs[-1][0])
+                self.level[v] = 1 + max(after)
+                jobs.append((self.level[v], "dot", v, self.assign(v, out_names.get(v))))
+            else:
+                self.level[v] = self.level_of(self.reads(node.inputs[0]))
+                jobs.append((self.level[v], "reduce", v, self.assign(v, out_names.get(v))))
+        for v, b in zip(self.body.outputs, self.outputs):
+            if out_names.get(v) != b.name:
+                jobs.append((self.level_of(self.reads(v)), "store", v, b.name))
+        return sorted(jobs, key=lambda j: j[0])
+
+    def kernel(self) -> Kernel:
+        steps: list = []
+        loops: dict = {}  # (level, space, reduce axes) -> [jobs]
+        for job in self.jobs():
+            lvl, what, v, _ = job
+            if what == "dot":
+                steps.append((lvl, job))
+                continue
+            if what == "reduce":
+                node = self.producer[v]
+                key = (lvl, node.inputs[0].aval.shape, node.params["axes"])
+            else:
+                space = v.aval.shape
+                key = next((k for k in loops if k[:2] == (lvl, space)), (lvl, space, ()))
+            if key not in loops:
+                loops[key] = []
+                steps.append((lvl, key))
+            loops[key].append(job)
+        built = [self.contraction(s[1]) if s[1][1] == "dot" else self.loop(s[1], loops[s[1]])
+                 for s in sorted(steps, key=lambda s: s[0])]
+        return _alias_epilogues(Kernel(self.kind, self.inputs, self.outputs, tuple(self.temps), tuple(built)))
+
+    def contraction(self, job) -> Contraction:
+        _, _, v, name = job
+        node = self.producer[v]
+        lhs, rhs = (self.buffer[a] for a in node.inputs)
+        return Contraction(lhs, rhs, node.params["dimension_numbers"], name)
+
+    def loop(self, key, jobs) -> Loop:
+        _, space, axes = key
+        b = _LoopBuilder(self, space)
+        idx = tuple(ix.var(a, n) for a, n in enumerate(space))
+        reductions, stores = [], []
+        for _, what, v, name in jobs:
+            if what == "reduce":
+                node = self.producer[v]
+                combine, dt = _COMBINE[node.prim], node.inputs[0].aval.dtype
+                value = b.emit(node.inputs[0], idx)
+                init = _identity(node.prim, dt)
+                reductions.append(Reduce(combine, value, acc_dtype(combine, dt), init, name))
+            else:
+                own = self.buffer.get(v) == name  # a dot operand materialized here: compute, not load
+                stores.append(Store(name, b.emit(v, idx, compute=own), idx))
+        return Loop(space, axes, tuple(b.ops), tuple(reductions), tuple(stores))
+
+
+class _LoopBuilder:
+    """Emits the scalar ops of one loop: `emit(v, index)` gives the op id of `v`'s element at `index`,
+    hash-consed so a subexpression is computed once."""
+
+    def __init__(self, lowering: _Lowering, space):
+        self.lowering, self.space = lowering, space
+        self.ops: list[Op] = []
+        self.ids: dict = {}
+        self.memo: dict = {}
+
+    def op(self, prim: str, args, dtype, params=()) -> int:
+        o = Op(prim, tuple(args), np.dtype(dtype), tuple(params))
+        if o not in self.ids:
+            self.ids[o] = len(self.ops)
+            self.ops.append(o)
+        return self.ids[o]
+
+    def const(self, value, dtype) -> int:
+        return self.op("const", (), dtype, (("value", np.asarray(value, dtype)[()].item()),))
+
+    def index(self, expr: Ix, dtype=np.int64) -> int:
+        if expr.op == "const":
+            return self.const(expr.args[0], dtype)
+        return self.op("index", (), dtype, (("index", expr),))
+
+    def emit(self, v, index: tuple, compute: bool = False) -> int:
+        if isinstance(v, Literal):
+            return self.const(v.val, v.dtype)
+        key = (v, index)
+        if key not in self.memo:
+            name = self.lowering.buffer.get(v)
+            if name is not None and not compute:
+                self.memo[key] = self.op("load", (), v.aval.dtype, (("buffer", name), ("index", index)))
+            else:
+                node = self.lowering.producer[v]
+                rule = _EMIT.get(node.prim, _elementwise)
+                self.memo[key] = rule(self, node, index, **node.params)
+        return self.memo[key]
+
+    def select(self, pred: Ix, on_true, on_false) -> int:
+        """select over an index predicate, folded when the predicate is decided (operands are thunks)."""
+        if pred == ix.TRUE:
+            return on_true()
+        if pred == ix.FALSE:
+            return on_false()
+        t, f = on_true(), on_false()
+        return self.op("select", (self.index(pred, bool), t, f), self.ops[t].dtype)
+
+
+# --- emit rules: a node's element at an index, keyed by primitive -----------------------------------
+
+def _elementwise(b: _LoopBuilder, node, index, **params) -> int:
+    args = [b.emit(a, index if a.aval.shape else ()) for a in node.inputs]
+    return b.op(node.prim.name, args, node.outputs[0].aval.dtype, sorted(params.items()))
+
+
+def _broadcast(b, node, index, *, shape, broadcast_dimensions):
+    x = node.inputs[0]
+    inner = tuple(ix.const(0) if n == 1 else index[d] for n, d in zip(x.aval.shape, broadcast_dimensions))
+    return b.emit(x, inner)
+
+
+def _strides(shape) -> list[int]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return out[::-1]
+
+
+def _reshape(b, node, index, *, new_sizes):
+    x = node.inputs[0]
+    linear = ix.add(*(ix.mul(i, s) for i, s in zip(index, _strides(new_sizes))))
+    inner = tuple(ix.mod(ix.floordiv(linear, s), n) for s, n in zip(_strides(x.aval.shape), x.aval.shape))
+    return b.emit(x, inner)
+
+
+def _transpose(b, node, index, *, permutation):
+    inner = [None] * len(index)
+    for k, p in enumerate(permutation):
+        inner[p] = index[k]
+    return b.emit(node.inputs[0], tuple(inner))
+
+
+def _slice(b, node, index, *, start_indices, limit_indices, strides):
+    inner = tuple(ix.add(ix.mul(i, st), s) for i, s, st in zip(index, start_indices, strides))
+    return b.emit(node.inputs[0], inner)
+
+
+def _rev(b, node, index, *, dimensions):
+    shape = node.inputs[0].aval.shape
+    inner = tuple(ix.add(ix.mul(i, -1), shape[k] - 1) if k in dimensions else i for k, i in enumerate(index))
+    return b.emit(node.inputs[0], inner)
+
+
+def _pad(b, node, index, *, padding_config):
+    """Inside the operand's region (in range and on the interior stride) load it, else the padding value.
+    The operand index is clamped, so renderers may load it unconditionally."""
+    x, value = node.inputs
+    inner, preds = [], []
+    for i, n, (lo, _, interior) in zip(index, x.aval.shape, padding_config):
+        step = interior + 1
+        last = lo + max(n - 1, 0) * step
+        offset = ix.clamp(ix.add(i, -lo), 0, last - lo)
+        inner.append(ix.floordiv(offset, step))
+        preds += [ix.ge(i, lo), ix.lt(i, last + 1), ix.eq(ix.mod(offset, step), 0)]
+    return b.select(ix.and_(*preds), lambda: b.emit(x, tuple(inner)), lambda: b.emit(value, ()))
+
+
+def _iota(b, node, index, *, dtype, shape, dimension):
+    return b.index(index[dimension], dtype)
+
+
+def _concatenate(b, node, index, *, dimension):
+    offsets = np.cumsum([0] + [a.aval.shape[dimension] for a in node.inputs]).tolist()
+
+    def part(k):
+        i = index[dimension]
+        local = ix.clamp(ix.add(i, -offsets[k]), 0, node.inputs[k].aval.shape[dimension] - 1)
+        inner = index[:dimension] + (local,) + index[dimension + 1:]
+        if k == len(node.inputs) - 1:
+            return b.emit(node.inputs[k], inner)
+        return b.select(ix.lt(i, offsets[k + 1]), lambda: b.emit(node.inputs[k], inner), lambda: part(k + 1))
+
+    return part(0)
+
+
+def _gather(b, node, index, *, batch_dims):
+    """operand[batch, clamp(indices[batch, n, j]), slice]: a data-dependent load (clamped as the prim)."""
+    operand, indices = node.inputs
+    nb, k = batch_dims, indices.aval.shape[-1]
+    n_rank = indices.aval.ndim - 1 - nb
+    lead = index[:nb + n_rank]
+    inner = list(index[:nb])
+    for j in range(k):
+        size = operand.aval.shape[nb + j]
+        read = b.emit(indices, lead + (ix.const(j),))
+        inner.append(ix.clamp(ix.value(read), 0, max(size - 1, 0)))
+    return b.emit(operand, tuple(inner) + index[nb + n_rank:])
+
+
+_EMIT = {P.broadcast_in_dim_p: _broadcast, P.reshape_p: _reshape, P.transpose_p: _transpose,
+         P.slice_p: _slice, P.rev_p: _rev, P.pad_p: _pad, P.iota_p: _iota,
+         P.concatenate_p: _concatenate, P.gather_p: _gather}
+
+
+def _alias_epilogues(k: Kernel) -> Kernel:
+    """A contraction whose temp is read only by the loop storing an output of its shape and dtype,
+    at the identity index, writes that output instead: the epilogue then runs in place over it."""
+    steps = list(k.steps)
+    temps = {t.name: t for t in k.temps}
+    for s, c in enumerate(steps):
+        if not isinstance(c, Contraction) or c.out not in temps:
+            continue
+        readers = [n for n, st in enumerate(steps) if isinstance(st, Loop) and _loads_of(st, c.out)]
+        if len(readers) != 1 or any(isinstance(st, Contraction) and c.out in (st.lhs, st.rhs) for st in steps):
+            continue
+        loop = steps[readers[0]]
+        identity = tuple(ix.var(a, n) for a, n in enumerate(loop.space))
+        if loop.reduce_axes or any(o.param("index") != identity for o in _loads_of(loop, c.out)):
+            continue
+        t = temps[c.out]
+        target = next((st.buffer for st in loop.stores if st.index == identity and any(
+            o.name == st.buffer and o.shape == t.shape and o.dtype == t.dtype for o in k.outputs)), None)
+        if target is None:
+            continue
+        steps[s] = replace(c, out=target)
+        steps[readers[0]] = replace(loop, ops=tuple(
+            replace(o, params=(("buffer", target), ("index", o.param("index")))) if o in _loads_of(loop, c.out)
+            else o for o in loop.ops))
+        del temps[c.out]
+    return replace(k, temps=tuple(temps.values()), steps=tuple(steps))
+
+
+def _loads_of(loop: Loop, name: str) -> list[Op]:
+    return [o for o in loop.ops if o.prim == "load" and o.param("buffer") == name]
+
+
+# --- printing ---------------------------------------------------------------------------------------
+
+def _buf_text(b: Buffer) -> str:
+    return f"{b.name}: {b.dtype.name}[{','.join(map(str, b.shape))}]"
+
+
+def _index_text(index) -> str:
+    return "[" + ", ".join(map(str, index)) + "]"
+
+
+def _op_text(o: Op) -> str:
+    if o.prim == "load":
+        rhs = f"load {o.param('buffer')}{_index_text(o.param('index'))}"
+    elif o.prim == "const":
+        rhs = f"const {o.param('value')!r}"
+    elif o.prim == "index":
+        rhs = f"index {o.param('index')}"
+    else:
+        params = "".join(f" {k}={v}" for k, v in o.params)
+        rhs = f"{o.prim}{params} " + " ".join(f"%{a}" for a in o.args)
+    return f"{rhs} : {o.dtype.name}"
+
+
+def kernel_text(k: Kernel) -> str:
+    """Readable pseudo-code, one line per op, for dumps."""
+    lines = [f"kernel {k.kind} ({', '.join(map(_buf_text, k.inputs))}) -> ({', '.join(map(_buf_text, k.outputs))})"]
+    if k.temps:
+        lines.append("  temps " + ", ".join(map(_buf_text, k.temps)))
+    for step in k.steps:
+        if isinstance(step, Contraction):
+            lines.append(f"  {step.out} = dot_general {step.lhs} {step.rhs} "
+                         f"dimension_numbers={step.dimension_numbers}")
+            continue
+        space = ", ".join(f"i{a}<{n}" for a, n in enumerate(step.space))
+        red = f" reduce ({', '.join(f'i{a}' for a in step.reduce_axes)})" if step.reduce_axes else ""
+        lines.append(f"  loop [{space}]{red}:")
+        lines += [f"    %{n} = {_op_text(o)}" for n, o in enumerate(step.ops)]
+        kept = tuple(ix.var(a, n) for a, n in enumerate(step.space) if a not in step.reduce_axes)
+        lines += [f"    {r.out}{_index_text(kept)} = {r.combine}-reduce %{r.value} "
+                  f"(acc {r.acc_dtype.name}, init {r.init!r})" for r in step.reductions]
+        lines += [f"    {s.buffer}{_index_text(s.index)} = %{s.value}" for s in step.stores]
+    return "\n".join(lines)
+
+
+# --- the reference evaluator ------------------------------------------------------------------------
+
+_PRIMS = {p.name: p for p in impl_rules}
+_UFUNC = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def evaluate(kernel: Kernel, *arrays) -> tuple[np.ndarray, ...]:
+    """Run `kernel` on NumPy arrays, vectorized over each loop's space (np.indices, no Python loop per
+    element): what every renderer's code must compute."""
+    bufs = {b.name: np.asarray(a) for b, a in zip(kernel.inputs, arrays)}
+    for b in kernel.outputs + kernel.temps:
+        bufs[b.name] = np.empty(b.shape, b.dtype)
+    for step in kernel.steps:
+        if isinstance(step, Contraction):
+            impl = impl_rules[P.dot_general_p]
+            bufs[step.out][...] = impl(bufs[step.lhs], bufs[step.rhs], dimension_numbers=step.dimension_numbers)
+        else:
+            _run_loop(step, bufs)
+    return tuple(bufs[b.name] for b in kernel.outputs)
+
+
+def _run_loop(loop: Loop, bufs: dict) -> None:
+    loop_vars = np.indices(loop.space, sparse=True) if loop.space else ()
+    values: list = []
+    for o in loop.ops:
+        values.append(_eval_op(o, values, loop_vars, bufs))
+    for r in loop.reductions:
+        full = np.broadcast_to(values[r.value], loop.space).astype(r.acc_dtype)
+        folded = _UFUNC[r.combine].reduce(full, axis=loop.reduce_axes, initial=r.init)
+        bufs[r.out][...] = np.asarray(folded).astype(bufs[r.out].dtype)
+    for s in loop.stores:
+        bufs[s.buffer][...] = np.broadcast_to(values[s.value], loop.space)
+
+
+def _eval_op(o: Op, values: list, loop_vars, bufs: dict):
+    if o.prim == "load":
+        where = tuple(ix.evaluate(i, loop_vars, values) for i in o.param("index"))
+        return bufs[o.param("buffer")][where]
+    if o.prim == "const":
+        return np.asarray(o.param("value"), o.dtype)[()]
+    if o.prim == "index":
+        return np.asarray(ix.evaluate(o.param("index"), loop_vars, values)).astype(o.dtype)
+    return impl_rules[_PRIMS[o.prim]](*(values[a] for a in o.args), **dict(o.params))
