@@ -26,6 +26,16 @@ VIEW_PRIMS = frozenset({P.broadcast_in_dim_p, P.reshape_p, P.transpose_p, P.slic
                         P.stop_gradient_p})
 
 
+def _may_view(node, v) -> bool:
+    """Whether `node`'s output `v` may be a view of another array (a fusion's, when its body makes it so)."""
+    if node.prim is not P.fusion_p:
+        return node.prim in VIEW_PRIMS
+    body = node.params["body"]
+    out = body.outputs[node.outputs.index(v)]
+    inner = next((n for n in body.nodes if out in n.outputs), None)
+    return inner is None or _may_view(inner, out)
+
+
 class NumpyExecutable:
     """A graph compiled to a Python function over NumPy arrays."""
 
@@ -79,7 +89,7 @@ class NumpyExecutable:
         producer = {v: node for node in graph.nodes for v in node.outputs}
         rets = []
         for i, a in enumerate(graph.outputs):
-            copy = (isinstance(a, Literal) or a in external or (a in producer and producer[a].prim in VIEW_PRIMS)
+            copy = (isinstance(a, Literal) or a in external or (a in producer and _may_view(producer[a], a))
                     or a in graph.outputs[:i])
             rets.append(f"{'_array' if copy else '_asarray'}({ref(a)})")
         lines.append(f"    return [{', '.join(rets)}]")
