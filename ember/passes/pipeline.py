@@ -16,17 +16,19 @@ from collections.abc import Callable, Iterable
 from ember.passes.cse import cse
 from ember.passes.dce import dce
 from ember.passes.explain import collecting
+from ember.passes.fusion import fusion
 from ember.passes.inline import inline
 from ember.passes.memory import Plan, plan_memory
 from ember.passes.simplify import simplify
 from ember.passes.stages import record
 from ember.tracer.ir import Graph, verified
 
-# The optimizations, in order; `fusion` and `inplace` are accepted names before they exist.
+# The optimizations, in order; `inplace` is an accepted name before it exists.
 PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("simplify", simplify),
     ("cse", cse),
     ("dce", dce),
+    ("fusion", fusion),
 ]
 OPTIONAL = ("simplify", "cse", "dce", "fusion", "inplace")
 
