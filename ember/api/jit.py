@@ -102,8 +102,9 @@ class Lowered:
         return src
 
     def memory(self) -> MemoryReport:
-        """The memory plan's totals: peak bytes, buffers, bytes saved by in-place reuse."""
-        return MemoryReport.of(self.stages[-1].plan)
+        """The memory plan as a report: peak bytes of intermediates, buffers, bytes saved by in-place
+        reuse and by donation, a per-buffer table (`print` it) and `.plot(path)` of the timeline."""
+        return MemoryReport.of(self.stages[-1].plan, self.optimized)
 
     def explain(self) -> Explanation:
         """Why each edge was not fused and each value not written in place (rule, nodes, user's line),

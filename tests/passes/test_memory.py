@@ -34,16 +34,22 @@ def test_liveness_and_frees_of_a_diamond():
     assert plan.frees == ((), (), (a, b))
     assert plan.nbytes[a] == 4 * N
     assert [plan.buffer_class[v] for v in (x, a, b, c)] == ["input", "workspace", "workspace", "output"]
-    # x throughout; a, b and c coexist while the add runs
-    assert plan.peak_bytes == 4 * 4 * N
+    # intermediates only: a, then a and b (a is read again by the add, so sin cannot write into it)
+    assert plan.live_bytes == (4 * N, 8 * N, 8 * N) and plan.peak_bytes == 8 * N
+    assert not plan.inplace and len(set(plan.buffer.values())) == 4
 
 
 def test_chain_frees_each_value_after_its_consumer():
     g = _graph(lambda x: [jnp.cos(jnp.sin(jnp.exp(x)))], (N,))
-    plan = plan_memory(g)
-    assert [len(f) for f in plan.frees] == [0, 1, 1]
-    assert plan.peak_bytes == 3 * 4 * N  # input + operand + result, never more
-    assert plan.buffers == 4 and plan.saved_bytes == 0
+    naive = plan_memory(g, inplace=False)
+    assert [len(f) for f in naive.frees] == [0, 1, 1]
+    assert naive.peak_bytes == 2 * 4 * N  # operand + result, never more
+    assert naive.buffers == 4 and naive.saved_bytes == 0 and not naive.inplace
+    plan = plan_memory(g)  # sin writes into exp's buffer; cos is the output, fresh
+    exp_, sin_, cos_ = g.nodes
+    assert plan.inplace == {sin_.outputs[0]: exp_.outputs[0]} and plan.frees == naive.frees
+    assert plan.peak_bytes == 4 * N and plan.naive_peak_bytes == 8 * N
+    assert plan.buffers == 3 and plan.saved_bytes == plan.inplace_saved_bytes == 4 * N
 
 
 def test_buffer_classes_consts_donation_and_unused_values():
@@ -78,22 +84,74 @@ def test_numpy_backend_frees_what_the_plan_frees():
 
 
 def test_lowered_memory_report():
-    f = ember.jit(lambda x: jnp.cos(jnp.sin(jnp.exp(x))), disable_passes=("fusion",))
-    report = f.lower(np.ones(N, np.float32)).memory()
-    assert report.peak_bytes == 3 * 4 * N
-    assert report.buffers == 4 and report.saved_bytes == 0
-    assert report.input_bytes == 4 * N and report.output_bytes == 4 * N and report.workspace_bytes == 8 * N
+    f = lambda x: jnp.cos(jnp.sin(jnp.exp(x)))  # noqa: E731
+    report = ember.jit(f, disable_passes=("fusion",)).lower(np.ones(N, np.float32)).memory()
+    assert report.peak_bytes == 4 * N and report.naive_peak_bytes == 8 * N
+    assert report.buffers == 3 and report.saved_bytes == report.inplace_saved_bytes == 4 * N
+    assert report.donation_saved_bytes == 0
+    assert report.input_bytes == 4 * N and report.output_bytes == 4 * N and report.workspace_bytes == 4 * N
+    naive = ember.jit(f, optimize=False).lower(np.ones(N, np.float32)).memory()
+    assert naive.peak_bytes == 8 * N and naive.buffers == 4 and naive.saved_bytes == 0
+    assert naive.workspace_bytes == 8 * N and not naive.reuse
+
+
+def test_memory_report_table_names_values_as_the_text_does():
+    def f(x):
+        y = jnp.exp(x)
+        return jnp.sum(jnp.sin(y) * 2.0)
+
+    low = ember.jit(f, donate_argnums=0, disable_passes=("fusion",)).lower(np.ones(N, np.float32))
+    report = low.memory()
+    text = str(report)
+    # exp, sin and mul all write into the donated argument: no intermediate buffer at all
+    assert text.startswith(f"memory plan (in place and pooled): peak 0 bytes of intermediates (naive plan {8 * N})")
+    assert f"saved {12 * N} bytes: 0 by in-place reuse, {12 * N} by donation" in text
+    (row,) = [r for r in report.table if r.cls == "donated"]
+    line = f"{f.__code__.co_filename.rsplit('/', 1)[-1]}:{f.__code__.co_firstlineno + 1}"
+    assert [(name, prim) for name, prim, _ in row.values] == [("a", "donated"), ("b", "exp"), ("c", "sin"),
+                                                               ("d", "mul")]
+    assert row.values[1][2].endswith(line) and row.first is None and row.last == 3
+    assert "b:f32[1000] = exp a" in low.text()
+    assert f"#0     donated         4000  in-3      a donated, b exp {row.values[1][2]}, c sin" in text
+
+
+def test_memory_plot_writes_a_png(tmp_path, monkeypatch):
+    def f(x):
+        return jnp.sum(jnp.tanh(jnp.exp(x) * 2.0) + jnp.sin(x))
+
+    for opt in (True, False):
+        path = tmp_path / f"memory_{opt}.png"
+        out = ember.jit(f, optimize=opt).lower(np.ones(N, np.float32)).memory().plot(str(path))
+        assert out == str(path) and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    monkeypatch.setitem(__import__("sys").modules, "matplotlib", None)
+    with pytest.raises(ImportError, match=r"pip install ember\[plots\]"):
+        ember.jit(f).lower(np.ones(N, np.float32)).memory().plot(str(tmp_path / "x.png"))
 
 
 def test_plan_is_printed_in_text_and_dumps(tmp_path):
     low = ember.jit(lambda x: jnp.exp(x) * 2.0, disable_passes=("fusion",)).lower(np.ones(3, np.float32))
     text = low.text()
-    assert "# memory plan: peak 36 bytes, 3 buffers, in-place saved 0 bytes" in text
-    assert "alloc b:workspace:12B" in text and "free b" in text
+    assert "# memory plan: peak 12 bytes of intermediates (naive 12), 3 buffers, saved 0 bytes" in text
+    assert "b:workspace:12B #1 alloc" in text and "free b" in text
     assert "memory plan" not in low.text("after dce")
     low.dump(str(tmp_path), formats=["txt"])
     dumped = (tmp_path / f"{len(low.stages) - 1:02d}_after_memory.txt").read_text()
-    assert "# memory plan: peak 36 bytes" in dumped
+    assert "# memory plan: peak 12 bytes" in dumped
+    chain = ember.jit(lambda x: jnp.sum(jnp.sin(jnp.exp(x))), disable_passes=("fusion",)).lower(
+        np.ones(3, np.float32)).text()
+    assert "c:workspace:12B #1 in place of b  free b" in chain
+
+
+def test_plan_text_shows_pool_reuse():
+    def f(x):
+        a = jnp.exp(x)
+        b = jnp.sin(a) * a
+        return jnp.sum(jnp.cos(b) * b)
+
+    text = ember.jit(f, disable_passes=("fusion",)).lower(np.ones(3, np.float32)).text()
+    assert "d:workspace:12B #2 in place of c  free b c" in text  # c dies at the mul, b too
+    assert "e:workspace:12B #1 reuse" in text  # b's buffer, released after the mul
+    assert "peak 24 bytes of intermediates (naive 36), 4 buffers" in text
 
 
 def test_donate_argnums_become_flat_input_indices():
@@ -147,5 +205,7 @@ def test_plans_of_whole_programs_are_consistent(name):
     args = [np.ones(s) for s in shapes]
     for optimize_ in (True, False):
         low = ember.jit(fn, optimize=optimize_, donate_argnums=(0,)).lower(*args)
-        _check_plan(low.optimized, low.stages[-1].plan)
-        assert low.memory().peak_bytes >= low.memory().input_bytes + low.memory().output_bytes
+        plan = low.stages[-1].plan
+        _check_plan(low.optimized, plan)
+        assert plan.peak_bytes == max(plan.live_bytes, default=0) <= plan.naive_peak_bytes
+        assert plan.peak_bytes <= low.memory().workspace_bytes + plan.saved_bytes
