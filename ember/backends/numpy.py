@@ -80,6 +80,16 @@ def _copy_into(out, result):
     return out
 
 
+def _may_view(node: Node, v: Var) -> bool:
+    """Whether `node`'s output `v` may be a view of another array (for a fusion: when its body makes it one)."""
+    if node.prim is not P.fusion_p:
+        return node.prim in VIEW_PRIMS
+    body = node.params["body"]
+    out = body.outputs[node.outputs.index(v)]
+    inner = next((n for n in body.nodes if out in n.outputs), None)
+    return inner is None or _may_view(inner, out)
+
+
 class NumpyExecutable:
     """A graph compiled to a Python function over NumPy arrays."""
 
@@ -183,7 +193,7 @@ class _Codegen:
         producer = {v: node for node in graph.nodes for v in node.outputs}
         rets = []
         for i, a in enumerate(graph.outputs):
-            copy = (isinstance(a, Literal) or a in external or (a in producer and producer[a].prim in VIEW_PRIMS)
+            copy = (isinstance(a, Literal) or a in external or (a in producer and _may_view(producer[a], a))
                     or a in graph.outputs[:i])
             rets.append(f"{'_array' if copy else '_asarray'}({self.ref(a, names)})")
         return rets
