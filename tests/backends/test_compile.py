@@ -9,7 +9,6 @@ import ember.backends as backends
 import ember.numpy as jnp
 from ember.backends.compile import compile_graph
 from ember.passes.memory import Plan
-from ember.passes.pipeline import stage_names
 from ember.tracer import ShapedArray, trace_flat
 
 
