@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ember.tracer.ir import Graph, Namer, graph_text
+from ember.tracer.ir import Graph, Namer
 
 if TYPE_CHECKING:
     from ember.passes.memory import Plan
@@ -109,9 +109,9 @@ class MemoryReport:
 
 def _rows(plan: Plan, graph: Graph | None) -> tuple[BufferRow, ...]:
     """One row per buffer id, in id order."""
-    names = Namer()
-    if graph is not None:
-        graph_text(graph, names=names)  # the names `Lowered.text()` prints
+    from ember.passes.explain import GraphNames  # the names `Lowered.text()` prints, fusion bodies included
+
+    names = GraphNames(graph) if graph is not None else Namer()
     step = {v: j for j, node in enumerate(plan.schedule) for v in node.outputs}
     producer = {v: node for node in plan.schedule for v in node.outputs}
     members: dict[int, list] = {}
