@@ -183,7 +183,7 @@ class _Codegen:
         producer = {v: node for node in graph.nodes for v in node.outputs}
         rets = []
         for i, a in enumerate(graph.outputs):
-            copy = (isinstance(a, Literal) or a in external or (a in producer and producer[a].prim in VIEW_PRIMS)
+            copy = (isinstance(a, Literal) or a in external or (a in producer and _may_view(producer[a], a))
                     or a in graph.outputs[:i])
             rets.append(f"{'_array' if copy else '_asarray'}({self.ref(a, names)})")
         return rets
@@ -264,6 +264,17 @@ class _Codegen:
             self.lines.append(f"    {name} = {'_array(' + value + ')' if copy else value}")
         for k, operand in after.items():
             self.lines.append(f"    {outs[k]} = _copy_into({operand}, {self.ref(body.outputs[k], inner)})")
+
+
+def _may_view(node: Node, v: Var) -> bool:
+    """Whether `node`'s output `v` may be a view of another array (possibly read-only): a view prim's,
+    or a fusion's whose body makes it with one (outputs aliasing an operand are already copies)."""
+    if node.prim is not P.fusion_p:
+        return node.prim in VIEW_PRIMS
+    body = node.params["body"]
+    out = body.outputs[node.outputs.index(v)]
+    inner = next((n for n in body.nodes if out in n.outputs), None)
+    return inner is not None and _may_view(inner, out)
 
 
 def _body_aliases(body: Graph) -> dict[Var, Var]:
