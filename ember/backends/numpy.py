@@ -276,6 +276,17 @@ class _Codegen:
             self.lines.append(f"    {outs[k]} = _copy_into({operand}, {self.ref(body.outputs[k], inner)})")
 
 
+def _may_view(node: Node, v: Var) -> bool:
+    """Whether `node`'s output `v` may be a view of another array (possibly read-only): a view prim's,
+    or a fusion's whose body makes it with one (outputs aliasing an operand are already copies)."""
+    if node.prim is not P.fusion_p:
+        return node.prim in VIEW_PRIMS
+    body = node.params["body"]
+    out = body.outputs[node.outputs.index(v)]
+    inner = next((n for n in body.nodes if out in n.outputs), None)
+    return inner is not None and _may_view(inner, out)
+
+
 def _body_aliases(body: Graph) -> dict[Var, Var]:
     """body value -> the body input it may share memory with (through view prims), for those that do."""
     alias = {v: v for v in body.inputs}

@@ -107,6 +107,18 @@ def test_outputs_that_are_operands_or_views_of_them_are_copies(rng):
         np.testing.assert_array_equal(a, e)
 
 
+def test_outputs_that_are_views_made_in_the_body_are_writable_copies(rng):
+    """A body output broadcast from a body value is a read-only view in numpy: the caller gets a copy."""
+    x = rng.normal(size=(2, 3))
+    g = fused(lambda x: (jnp.broadcast_to(jnp.sum(x, axis=0), (4, 3)), jnp.sum(x, axis=1).reshape(2, 1)), x,
+              kind="reduction")
+    b, r = NumpyExecutable(g)(x)
+    for o in (b, r):
+        assert o.flags.writeable and o.base is None
+    b[...] = 0.0
+    np.testing.assert_array_equal(r, x.sum(1).reshape(2, 1))
+
+
 def test_body_intermediates_are_released_in_the_body(rng):
     x = rng.normal(size=(5, 6)).astype(np.float32)
     src = NumpyExecutable(fused(_eam, x, kind="reduction")).source
