@@ -80,16 +80,6 @@ def _copy_into(out, result):
     return out
 
 
-def _may_view(node: Node, v: Var) -> bool:
-    """Whether `node`'s output `v` may be a view of another array (for a fusion: when its body makes it one)."""
-    if node.prim is not P.fusion_p:
-        return node.prim in VIEW_PRIMS
-    body = node.params["body"]
-    out = body.outputs[node.outputs.index(v)]
-    inner = next((n for n in body.nodes if out in n.outputs), None)
-    return inner is None or _may_view(inner, out)
-
-
 class NumpyExecutable:
     """A graph compiled to a Python function over NumPy arrays."""
 
