@@ -38,6 +38,16 @@ _PASS_OF_ROLE = {"backward": "the backward pass (the gradient computation)", "ac
 ORACLE_RTOL = {np.dtype(np.float16): 4e-3, np.dtype(np.float32): 2e-5, np.dtype(np.float64): 1e-11}
 
 
+def unshare_donated(args: Sequence, donated: frozenset) -> Sequence:
+    """`args` with each donated array that may share memory with another argument copied: the plan
+    may overwrite a donated buffer, and the same array passed again undonated must keep its values."""
+    for i in donated:
+        if any(j != i and np.may_share_memory(args[i], a) for j, a in enumerate(args)):
+            args = list(args)
+            args[i] = np.array(args[i], copy=True)
+    return args
+
+
 class Checked:
     """An Executable that checks its outputs for new NaNs/infs while the debug options are on, and
     against the oracle while check_oracle is on."""
@@ -54,6 +64,8 @@ class Checked:
         self._oracle = None
 
     def __call__(self, *args) -> list:
+        if self.donated:
+            args = unshare_donated(args, self.donated)
         if config.check_oracle and not self.is_oracle:
             return self._call_checked(args)
         outs = self.executable(*args)

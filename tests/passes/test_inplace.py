@@ -535,3 +535,16 @@ def test_found_iota_is_a_read_only_broadcast_never_written():
 
     r = _only(_lower(f, np.float32(1.5)), "broadcast")
     assert _prims(r) == ["iota", "div"] and "a view broadcast (its elements repeated) of a range" in r.message
+
+
+def test_a_donated_array_also_passed_undonated_is_not_overwritten():
+    def f(a, b):
+        return jnp.sum(jnp.sin(jnp.exp(a)) * 2.0) + jnp.sum(b)
+
+    x = np.linspace(0, 1, 1000).astype(np.float32)
+    keep = x.copy()
+    jitted = ember.jit(f, donate_argnums=0, disable_passes=("fusion",))  # unfused: exp writes into `a`
+    assert jitted.lower(x, x).stages[-1].plan.inplace  # the plan writes the donated buffer
+    for b in (x, x[::-1]):  # the same array, and a view of it
+        np.testing.assert_allclose(jitted(x, b), f(keep.copy(), keep.copy()), rtol=1e-5)
+        np.testing.assert_array_equal(x, keep)
