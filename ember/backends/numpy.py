@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import scipy.special
 
-from ember.passes.memory import CONST, INPUT, Plan, plan_memory
+from ember.passes.memory import CONST, INPUT, VIEWS, Plan, last_uses, plan_memory
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Literal, Node, Var
 from ember.tracer.primitive import impl_rules
@@ -29,8 +29,7 @@ CHECK = False
 # Prims whose numpy reference may return a view of an operand (or the operand itself): such graph
 # outputs are copied before they reach the caller, and such views of a buffer the plan overwrites
 # are made their own arrays.
-VIEW_PRIMS = frozenset({P.broadcast_in_dim_p, P.reshape_p, P.transpose_p, P.slice_p, P.rev_p, P.iota_p,
-                        P.stop_gradient_p})
+VIEW_PRIMS = frozenset(VIEWS)
 
 _ANY = None
 _FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
@@ -135,18 +134,6 @@ def _views_to_own(graph: Graph, written) -> set[Var]:
     return {v for v, r in root.items() if r in hot}
 
 
-def _last_uses(nodes, outputs) -> dict[Var, int]:
-    last = {}
-    for t, node in enumerate(nodes):
-        for a in node.inputs:
-            if isinstance(a, Var):
-                last[a] = t
-    for v in outputs:
-        if isinstance(v, Var):
-            last[v] = len(nodes)
-    return last
-
-
 class _Codegen:
     """Writes the straight-line function `run` for a graph and its plan, and the namespace it runs in."""
 
@@ -246,12 +233,12 @@ class _Codegen:
                 writes[t] = operand
             else:
                 after[k] = operand
-        last = _last_uses(body.nodes, body.outputs)
+        last = last_uses(body)
         keep = set(body.inputs)
         for t, bn in enumerate(body.nodes):
             self.node(bn, inner, f"{base}b{t}", {0: writes[t]} if t in writes else {})
-            dead = [inner[v] for v in bn.inputs if isinstance(v, Var) and v not in keep and last.get(v) == t]
-            dead += [inner[v] for v in bn.outputs if v not in last]
+            dead = [inner[v] for v in (*bn.inputs, *bn.outputs)
+                    if isinstance(v, Var) and v not in keep and last[v] == t]
             if dead:
                 self.lines.append(f"    del {', '.join(dict.fromkeys(dead))}")
         seen = set()

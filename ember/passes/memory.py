@@ -36,7 +36,7 @@ INPUT, DONATED, CONST, WORKSPACE, OUTPUT = "input", "donated", "const", "workspa
 BUFFER_CLASSES = (INPUT, DONATED, CONST, WORKSPACE, OUTPUT)
 
 # Prims whose result may be a view of operand 0 (rule: how it reads that operand); iota's is a
-# read-only broadcast of a range.
+# read-only broadcast of a range. The numpy backend's references return such views (its VIEW_PRIMS).
 VIEWS = {P.broadcast_in_dim_p: "broadcast", P.reshape_p: "reshaped", P.transpose_p: "transposed",
          P.slice_p: "sliced", P.rev_p: "reversed", P.stop_gradient_p: "aliased", P.iota_p: "broadcast"}
 # How a fused kernel reads an input when a body node other than a same-shape elementwise op uses it.
@@ -136,7 +136,7 @@ def _classes(graph: Graph, donated: Iterable[int]) -> dict[Var, str]:
     return cls
 
 
-def _last_uses(graph: Graph) -> dict[Var, int]:
+def last_uses(graph: Graph) -> dict[Var, int]:
     """The index of the last node reading each Var (graph outputs count as read after the last node);
     values nobody reads die where they are made."""
     last: dict[Var, int] = {}
@@ -343,7 +343,7 @@ def plan_memory(graph: Graph, donate: Iterable[int] = (), inplace: bool = True) 
         raise ValueError(f"donated input indices {bad} are out of range for a graph of {len(graph.inputs)} inputs")
     cls = _classes(graph, donated)
     nbytes = {v: v.aval.size * v.aval.dtype.itemsize for v in cls}
-    last = _last_uses(graph)
+    last = last_uses(graph)
     frees = _frees(graph, cls, last)
     defined = {v: j for j, node in enumerate(graph.nodes) for v in node.outputs}
     naive_live = _live_bytes(len(graph.nodes), {v: i for i, v in enumerate(cls)}, cls, nbytes, defined, last)
