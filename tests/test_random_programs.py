@@ -852,6 +852,8 @@ FOUND = {
         inputs=((2, 2, 3), (1, 2, 1)),
         ops=(("index", (1,), ((slice(None, None, -2), [1, 0, 0], Ellipsis),)), ("softmax", (1,), ("softmax", 2)),
              ("where", (3, 0, 1), (-0.5,)))),
+    "nan-cotangent-through-maximum": Program(
+        inputs=((), ()), ops=(("binary", (1, 0), ("maximum",)), ("reduce", (2,), ("std", None, False)))),
 }
 
 
@@ -859,6 +861,13 @@ FOUND = {
 def test_found_index_array_before_ellipsis(dtype):
     """Found by the generator (an integer-array index before `...` crashed under jit); fixed."""
     check_program(FOUND["index-array-before-ellipsis"], 2136, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_found_nan_cotangent_reaches_the_losing_maximum_operand(dtype):
+    """Found by the generator: grad of std(maximum(y, x)) at scalars is NaN for both operands in JAX
+    (the cotangent is multiplied by the 0/0.5/1 mask), Ember gave the losing operand 0; fixed."""
+    check_program(FOUND["nan-cotangent-through-maximum"], 0, dtype)
 
 
 def test_checks_catch_a_wrong_vjp_and_batching_rule(monkeypatch):

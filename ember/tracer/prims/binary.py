@@ -92,10 +92,11 @@ def _pow_vjp(ct, x, y, out, active):
 
 
 def _balanced_share(ct, a, b, out):
-    """Operand `a`'s cotangent of max/min(a, b) = out, as JAX: all of it where `a` alone gives the
-    result, half where `a` and `b` tie, none where `a` loses (or is NaN)."""
-    share = P.select(P.eq(b, out), P.mul(ct, 0.5), ct)
-    return P.select(P.eq(a, out), share, zero_scalar(ct))
+    """Operand `a`'s cotangent of max/min(a, b) = out, as JAX: the cotangent times a mask that is 1
+    where `a` alone gives the result, 0.5 where `a` and `b` tie, 0 where `a` loses (or is NaN), so a
+    NaN cotangent reaches both operands as in JAX (0 * NaN)."""
+    one, half, zero = (np.asarray(v, ct.dtype)[()] for v in (1.0, 0.5, 0.0))
+    return P.mul(ct, P.select(P.eq(a, out), P.select(P.eq(b, out), half, one), zero))
 
 
 def _minmax_vjp(ct, x, y, out, active):
