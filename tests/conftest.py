@@ -26,6 +26,29 @@ settings.register_profile("ci", deadline=None, derandomize=True, database=None, 
 settings.load_profile("ci" if os.environ.get("CI") else "ember")
 
 
+# The suites that compare with NumPy run on both backends: the default (llvm) and the numpy oracle backend.
+BOTH_BACKENDS = ("tests/tracer/test_prims_", "tests/numpy/", "tests/test_nn.py", "tests/passes/test_autodiff.py",
+                 "tests/passes/test_vmap.py", "tests/passes/test_optimized_vs_oracle.py",
+                 "tests/test_random_programs.py", "tests/api/test_vmap_api.py", "tests/api/test_grad_api.py",
+                 "tests/benchmarks/test_numpy_baselines.py", "tests/test_examples.py", "tests/test_found_bugs.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_generate_tests(metafunc):
+    path = os.path.relpath(str(metafunc.definition.path), ROOT)
+    if "ember_backend" in metafunc.fixturenames and path.startswith(BOTH_BACKENDS):
+        metafunc.parametrize("ember_backend", ["llvm", "numpy"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def ember_backend(request, monkeypatch):
+    """The backend a test of a BOTH_BACKENDS suite runs on (EMBER_BACKEND); None elsewhere."""
+    name = getattr(request, "param", None)
+    if name is not None:
+        monkeypatch.setenv("EMBER_BACKEND", name)
+    return name
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)

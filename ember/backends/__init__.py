@@ -64,3 +64,4 @@ def _lazy(module: str) -> Callable[[], Backend]:
 
 
 register_backend("numpy", _lazy("ember.backends.numpy"))
+register_backend("llvm", _lazy("ember.backends.llvm.backend"))

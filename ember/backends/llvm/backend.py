@@ -1,0 +1,20 @@
+"""The llvm backend object the registry loads: `compile(graph, plan)` -> LLVMExecutable."""
+
+from __future__ import annotations
+
+from ember.backends.llvm.executable import LLVMExecutable, check_layout
+from ember.passes.memory import Plan
+from ember.tracer.ir import Graph
+
+
+class LLVMBackend:
+    name = "llvm"
+
+    def __init__(self):
+        check_layout()
+
+    def compile(self, graph: Graph, plan: Plan | None = None) -> LLVMExecutable:
+        return LLVMExecutable(graph, plan)
+
+
+BACKEND = LLVMBackend()

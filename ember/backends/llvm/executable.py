@@ -1,0 +1,119 @@
+"""The Python side of a compiled graph: one foreign call per execution.
+
+A call builds one tuple (inputs, outputs, this thread's workspace, consts) and hands it to the
+native entry, which reads the arrays' data pointers itself (graph.py). Outputs are the only arrays
+allocated per call, and none with `out=`. Inputs the entry refuses (not an exact ndarray, not
+C-contiguous or aligned, another dtype object, byte-swapped) are converted here and the call is
+repeated. Entries that touch many elements are called through `CFUNCTYPE`, which releases the GIL,
+so threads run them in parallel; small ones through `PYFUNCTYPE`, which saves the release.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+
+import numpy as np
+
+from ember.backends.llvm import dot
+from ember.backends.llvm import graph as G
+from ember.backends.llvm.jit import compile_ir
+from ember.passes.memory import Plan, plan_memory
+from ember.tracer.ir import Graph
+
+# a thread keeps its workspace across calls up to this size; larger ones are allocated per call
+KEEP_WORKSPACE_BYTES = 64 << 20
+
+
+class LayoutError(RuntimeError):
+    """This CPython or NumPy lays out tuples or arrays differently than the native entry reads them."""
+
+
+def check_layout() -> None:
+    """Raise LayoutError unless the offsets graph.py reads match this interpreter and NumPy."""
+    a = np.zeros((2, 3), np.float32)
+    t = (a,)
+
+    def at(obj, off, typ=ctypes.c_void_p):
+        return typ.from_address(id(obj) + off).value
+
+    dims = at(a, G.ARRAY_DIMS)
+    ok = (at(t, G.TUPLE_ITEMS) == id(a) and at(a, 8) == id(np.ndarray) and at(a, G.ARRAY_DATA) == a.ctypes.data
+          and at(a, G.ARRAY_NDIM, ctypes.c_int) == 2 and at(a, G.ARRAY_DESCR) == id(a.dtype)
+          and (ctypes.c_ssize_t * 2).from_address(dims)[:] == [2, 3]
+          and at(a, G.ARRAY_FLAGS, ctypes.c_int) & G.NPY_C_CONTIGUOUS)
+    if not ok:
+        raise LayoutError("the llvm backend cannot read this Python's tuples or NumPy's arrays natively; "
+                          "use the numpy backend (EMBER_BACKEND=numpy)")
+
+
+def _aligned_empty(nbytes: int) -> np.ndarray:
+    raw = np.empty(nbytes + G.ALIGN, np.uint8)
+    skip = -raw.ctypes.data % G.ALIGN
+    return raw[skip:skip + max(nbytes, 1)]
+
+
+class LLVMExecutable:
+    """`graph` under `plan` compiled to native code; called with arrays, returns fresh output arrays
+    (or writes the `out=` arrays given)."""
+
+    source_suffix = ".ll"
+
+    def __init__(self, graph: Graph, plan: Plan | None = None, name: str = "ember"):
+        plan = plan if plan is not None else plan_memory(graph)
+        module = G.build_module(graph, plan)
+        self.source = module.ir
+        self.kernels = module.kernels
+        symbols = {k: id(obj) for k, obj in module.symbols.items()}
+        symbols.update(dot.blas_symbols())
+        self._pinned = tuple(module.symbols.values())  # the objects whose addresses the code holds
+        self.library = compile_ir(module.ir, symbols, name)
+        self.compile_seconds = self.library.compile_seconds
+        proto = ctypes.CFUNCTYPE if module.release_gil else ctypes.PYFUNCTYPE
+        self._entry = proto(ctypes.c_int, ctypes.py_object)(self.library.address(G.ENTRY))
+        self.releases_gil = module.release_gil
+        self._n_in = module.n_inputs
+        self._outs = module.out_specs
+        self._in_specs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in graph.inputs]
+        self._consts = tuple(module.consts)
+        self._ws_bytes = module.workspace_bytes
+        self._tls = threading.local()
+        weakref.finalize(self, self.library.close)
+
+    @property
+    def asm(self) -> str:
+        return self.library.asm()
+
+    def _workspace(self) -> np.ndarray:
+        if self._ws_bytes > KEEP_WORKSPACE_BYTES:
+            return _aligned_empty(self._ws_bytes)
+        ws = getattr(self._tls, "ws", None)
+        if ws is None:
+            ws = self._tls.ws = _aligned_empty(self._ws_bytes)
+        return ws
+
+    def __call__(self, *args, out=None) -> list[np.ndarray]:
+        if len(args) != self._n_in:
+            raise TypeError(f"the executable takes {self._n_in} arrays, got {len(args)}")
+        outs = [np.empty(s, d) for s, d in self._outs] if out is None else list(out)
+        tail = (*outs, self._workspace(), *self._consts)
+        rc = self._entry(args + tail)
+        if rc:
+            rc = self._entry(self._prepared(args) + tail)
+            if rc:
+                raise RuntimeError(f"the native entry refused input {rc - 1} after conversion (please report it)")
+        return outs
+
+    def _prepared(self, args: tuple) -> tuple:
+        """`args` as the entry reads them: exact ndarrays, C-contiguous, aligned, canonical dtype."""
+        fixed = []
+        for k, (x, (shape, dtype)) in enumerate(zip(args, self._in_specs)):
+            a = np.asarray(x)
+            if a.shape != shape:
+                raise ValueError(f"input {k} has shape {a.shape}; the compiled function takes {shape}")
+            if (a.dtype.kind, a.dtype.itemsize) != (dtype.kind, dtype.itemsize):  # byte order may differ
+                raise TypeError(f"input {k} has dtype {a.dtype}; the compiled function takes {dtype}")
+            ok = (type(a) is np.ndarray and a.dtype is dtype and a.flags.c_contiguous and a.flags.aligned)
+            fixed.append(a if ok else np.array(a, dtype=dtype, order="C", copy=True))
+        return tuple(fixed)

@@ -1,0 +1,247 @@
+"""The optimized graph and its memory plan as one LLVM module with one exported entry function.
+
+`i32 @ember_entry(ptr args)` takes a Python tuple (inputs, outputs, workspace, consts: all
+ndarrays) and reads each array's data pointer natively from NumPy's PyArrayObject, so a call costs
+one foreign call: no data pointer is fetched in Python (FACTS.md). It first checks each input (exact
+ndarray type, the canonical dtype object, rank, shape, C-contiguous and aligned) and returns k+1
+when input k fails, so the caller converts it and calls again; then it runs every node of the
+schedule (each a kernel function from `loops`, one per distinct kernel description), writes
+outputs that are inputs, consts, literals or repeats by copying, and returns 0.
+
+Memory follows the plan: a value lives in its input's, const's or output's array, or at a fixed
+offset of the workspace (one region per plan buffer id, so in-place writes and pooled reuse are the
+plan's); kernel temps and scratch share one region after the buffers. Process addresses (the
+ndarray type, dtype objects) are external symbols bound at link time, so the IR text, and the
+object code cached under its hash, hold no process-specific value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from llvmlite import ir
+
+from ember.backends.kernel import Kernel, lower_kernel
+from ember.backends.llvm import loops
+from ember.backends.llvm import types as T
+from ember.backends.llvm.scalar import constant
+from ember.passes.memory import OUTPUT, Plan
+from ember.tracer.ir import Graph, Literal, Node, Var
+
+ENTRY = "ember_entry"
+ALIGN = 64
+# CPython/NumPy object layouts on 64-bit builds (checked at run time by executable.check_layout)
+TUPLE_ITEMS = 24
+ARRAY_DATA, ARRAY_NDIM, ARRAY_DIMS, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 64
+NPY_C_CONTIGUOUS, NPY_ALIGNED = 0x1, 0x100
+PYARRAY_TYPE = "ember_pyarray_type"
+# elements a call must touch before it releases the GIL (below, the release costs more than it gives)
+GIL_RELEASE_ELEMENTS = 1 << 16
+
+
+def _align(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+def dtype_symbol(dtype: np.dtype) -> str:
+    return f"ember_dtype_{np.dtype(dtype).name}"
+
+
+@dataclass
+class GraphModule:
+    """The entry's module and what its caller needs: the argument tuple's layout and the symbols."""
+
+    ir: str
+    n_inputs: int
+    out_specs: list[tuple[tuple[int, ...], np.dtype]]
+    workspace_bytes: int
+    consts: list[np.ndarray]
+    symbols: dict[str, object] = field(default_factory=dict)  # name -> Python object whose address binds it
+    release_gil: bool = False
+    kernels: list[str] = field(default_factory=list)  # str() of each distinct kernel, for dumps
+
+
+def single_node_body(node: Node) -> Graph:
+    """`node` as a fusion body of its own: its Var operands become body inputs (Literals stay)."""
+    inputs = [Var(a.aval) for a in node.inputs if isinstance(a, Var)]
+    it = iter(inputs)
+    args = [next(it) if isinstance(a, Var) else a for a in node.inputs]
+    outs = [Var(v.aval) for v in node.outputs]
+    return Graph(inputs, [Node(node.prim, args, node.params, outs, node.loc, node.role)], outs)
+
+
+def node_kernel(node: Node) -> tuple[Kernel, list]:
+    """The kernel description of a scheduled node and the graph atoms bound to its inputs."""
+    if node.prim.name == "fusion":
+        return lower_kernel(node.params["body"], node.params["kind"]), list(node.inputs)
+    return lower_kernel(single_node_body(node), node.prim.kind), [a for a in node.inputs if isinstance(a, Var)]
+
+
+class _Builder:
+    def __init__(self, graph: Graph, plan: Plan):
+        self.graph, self.plan = graph, plan
+        self.module = ir.Module("ember")
+        self.fn = ir.Function(self.module, ir.FunctionType(T.I32, [T.PTR]), ENTRY)
+        self.fn.args[0].name = "args"
+        self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
+        self.symbols: dict[str, object] = {PYARRAY_TYPE: np.ndarray}
+        self.kernel_fns: dict[Kernel, ir.Function] = {}
+        self.n_in, self.n_out = len(graph.inputs), len(graph.outputs)
+        self.ws_index = self.n_in + self.n_out
+        self.work_elements = 0
+
+    # --- reading the argument tuple ---
+    def item(self, k: int) -> ir.Value:
+        at = self.b.gep(self.fn.args[0], [T.index(TUPLE_ITEMS + 8 * k)], inbounds=True, source_etype=T.I8)
+        return self.b.load(at, typ=T.PTR)
+
+    def field(self, obj: ir.Value, offset: int, typ: ir.Type) -> ir.Value:
+        return self.b.load(self.b.gep(obj, [T.index(offset)], inbounds=True, source_etype=T.I8), typ=typ)
+
+    def symbol(self, name: str, obj: object) -> ir.Value:
+        self.symbols[name] = obj
+        g = self.module.globals.get(name)
+        if g is None:
+            g = ir.GlobalVariable(self.module, T.I8, name)
+            g.linkage = "external"
+        return g
+
+    def check_input(self, k: int, v: Var, obj: ir.Value) -> None:
+        """Return k+1 unless argument k is an aligned C-contiguous ndarray of v's canonical dtype and shape."""
+        b = self.b
+        aval = v.aval
+        typ = self.field(obj, 8, T.PTR)
+        ok = b.icmp_unsigned("==", typ, self.symbol(PYARRAY_TYPE, np.ndarray))
+        descr = self.field(obj, ARRAY_DESCR, T.PTR)
+        dt = np.dtype(aval.dtype)
+        ok = b.and_(ok, b.icmp_unsigned("==", descr, self.symbol(dtype_symbol(dt), dt)))
+        flags = self.field(obj, ARRAY_FLAGS, T.I32)
+        need = ir.Constant(T.I32, NPY_C_CONTIGUOUS | NPY_ALIGNED)
+        ok = b.and_(ok, b.icmp_unsigned("==", b.and_(flags, need), need))
+        ndim = self.field(obj, ARRAY_NDIM, T.I32)
+        ok = b.and_(ok, b.icmp_signed("==", ndim, ir.Constant(T.I32, len(aval.shape))))
+        bad = self.fn.append_basic_block(f"bad{k}")
+        good = self.fn.append_basic_block(f"shape{k}")
+        b.cbranch(ok, good, bad)
+        b.position_at_end(bad)
+        b.ret(ir.Constant(T.I32, k + 1))
+        b.position_at_end(good)
+        if aval.shape:
+            dims = self.field(obj, ARRAY_DIMS, T.PTR)
+            same = ir.Constant(T.I1, 1)
+            for a, n in enumerate(aval.shape):
+                d = b.load(b.gep(dims, [T.index(a)], inbounds=True, source_etype=T.I64), typ=T.I64)
+                same = b.and_(same, b.icmp_signed("==", d, T.index(n)))
+            nxt = self.fn.append_basic_block(f"ok{k}")
+            b.cbranch(same, nxt, bad)
+            b.position_at_end(nxt)
+
+    # --- the plan's buffers ---
+    def pointers(self) -> dict[Var, ir.Value]:
+        """The data pointer of every graph value: its argument's, or its workspace buffer's."""
+        g, plan = self.graph, self.plan
+        ptr: dict[Var, ir.Value] = {}
+        by_buffer: dict[int, ir.Value] = {}
+        for k, v in enumerate(g.inputs):
+            obj = self.item(k)
+            self.check_input(k, v, obj)
+            ptr[v] = self.field(obj, ARRAY_DATA, T.PTR)
+            by_buffer.setdefault(plan.buffer[v], ptr[v])
+        first_out: dict[Var, int] = {}
+        for i, v in enumerate(g.outputs):
+            if isinstance(v, Var) and plan.buffer_class.get(v) == OUTPUT:
+                first_out.setdefault(v, i)
+        self.out_ptr = [self.field(self.item(self.n_in + i), ARRAY_DATA, T.PTR) for i in range(self.n_out)]
+        for v, i in first_out.items():
+            ptr[v] = self.out_ptr[i]
+        for k, v in enumerate(g.consts):
+            ptr[v] = self.field(self.item(self.ws_index + 1 + k), ARRAY_DATA, T.PTR)
+            by_buffer.setdefault(plan.buffer[v], ptr[v])
+        ws = self.field(self.item(self.ws_index), ARRAY_DATA, T.PTR)
+        offsets: dict[int, int] = {}
+        size: dict[int, int] = {}
+        for node in plan.schedule:
+            for v in node.outputs:
+                if v not in ptr and plan.buffer[v] not in by_buffer:
+                    size[plan.buffer[v]] = max(size.get(plan.buffer[v], 0), plan.nbytes[v])
+        top = 0
+        for bid, n in size.items():
+            offsets[bid], top = top, top + _align(max(n, 1))
+        self.kernel_region = top
+        for node in plan.schedule:
+            for v in node.outputs:
+                if v in ptr:
+                    continue
+                bid = plan.buffer[v]
+                base = by_buffer.get(bid)
+                ptr[v] = base if base is not None else self.b.gep(ws, [T.index(offsets[bid])], inbounds=True,
+                                                                   source_etype=T.I8)
+        self.ws = ws
+        return ptr
+
+    # --- nodes ---
+    def literal_ptr(self, lit: Literal) -> ir.Value:
+        g = ir.GlobalVariable(self.module, T.memory_type(lit.dtype), self.module.get_unique_name("lit"))
+        g.linkage = "internal"
+        g.global_constant = True
+        value = constant(lit.val, lit.dtype)
+        g.initializer = ir.Constant(T.I8, int(value.constant)) if lit.dtype.kind == "b" else value
+        return g
+
+    def kernel_fn(self, kernel: Kernel) -> ir.Function:
+        fn = self.kernel_fns.get(kernel)
+        if fn is None:
+            fn = self.kernel_fns[kernel] = loops.kernel_function(self.module, kernel, f"kernel{len(self.kernel_fns)}")
+        return fn
+
+    def run_node(self, node: Node, ptr: dict[Var, ir.Value]) -> int:
+        """Call `node`'s kernel; the bytes of workspace its temps and scratch need."""
+        kernel, bound = node_kernel(node)
+        args = [ptr[a] if isinstance(a, Var) else self.literal_ptr(a) for a in bound]
+        args += [ptr[v] for v in node.outputs]
+        offset = self.kernel_region
+        for t in kernel.temps:
+            args.append(self.b.gep(self.ws, [T.index(offset)], inbounds=True, source_etype=T.I8))
+            offset += _align(max(int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize, 1))
+        args.append(self.b.gep(self.ws, [T.index(offset)], inbounds=True, source_etype=T.I8))
+        offset += _align(loops.scratch_bytes(kernel))
+        self.b.call(self.kernel_fn(kernel), args)
+        self.work_elements += sum(v.aval.size for v in node.outputs) + sum(
+            a.aval.size for a in node.inputs if isinstance(a, Var))
+        return offset - self.kernel_region
+
+    def copy_outputs(self, ptr: dict[Var, ir.Value]) -> None:
+        """Outputs no node wrote into their own array: copies of inputs, consts and repeats; literals."""
+        written: set[Var] = set()
+        memcpy = self.module.declare_intrinsic("llvm.memcpy", [T.PTR, T.PTR, T.I64])
+        for i, v in enumerate(self.graph.outputs):
+            dst = self.out_ptr[i]
+            if isinstance(v, Literal):
+                T.store(self.b, constant(v.val, v.dtype), dst, T.index(0), v.dtype)
+                continue
+            if self.plan.buffer_class.get(v) == OUTPUT and v not in written:
+                written.add(v)
+                continue
+            nbytes = v.aval.size * v.aval.dtype.itemsize
+            if nbytes:
+                self.b.call(memcpy, [dst, ptr[v], T.index(nbytes), ir.Constant(T.I1, 0)])
+
+    def build(self) -> GraphModule:
+        ptr = self.pointers()
+        scratch = max((self.run_node(node, ptr) for node in self.plan.schedule), default=0)
+        self.copy_outputs(ptr)
+        self.b.ret(ir.Constant(T.I32, 0))
+        consts = [np.require(np.asarray(c, dtype=v.aval.dtype), requirements=["C", "A"])
+                  for v, c in zip(self.graph.consts, self.graph.const_values)]
+        for v in self.graph.inputs:
+            self.symbol(dtype_symbol(v.aval.dtype), np.dtype(v.aval.dtype))
+        outs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in self.graph.outputs]
+        return GraphModule(str(self.module), self.n_in, outs, self.kernel_region + scratch, consts,
+                           dict(self.symbols), self.work_elements >= GIL_RELEASE_ELEMENTS,
+                           [str(k) for k in self.kernel_fns])
+
+
+def build_module(graph: Graph, plan: Plan) -> GraphModule:
+    """The LLVM module of `graph` run under `plan` (the plan's schedule is the node order)."""
+    return _Builder(graph, plan).build()

@@ -1,0 +1,156 @@
+"""The llvm backend's whole-graph entry and call path: memory classes of the plan, argument checks
+and conversions, copies of outputs that are inputs, consts, literals or repeats, threads and the GIL."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember.backends import get_backend
+from ember.backends.llvm.executable import LLVMExecutable, check_layout
+from ember.backends.llvm.graph import GIL_RELEASE_ELEMENTS
+from ember.passes.memory import plan_memory
+
+
+def _jit(fun, **kw):
+    return ember.jit(fun, backend="llvm", **kw)
+
+
+def _exe(f, *args) -> LLVMExecutable:
+    return f.lower(*args).compile().lowered._executable.executable
+
+
+def test_layout_of_this_python_and_numpy_is_read_natively():
+    check_layout()
+    assert get_backend("llvm").name == "llvm"
+
+
+def test_elementwise_matches_numpy(rng):
+    x, y = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    f = _jit(lambda a, b: a * b + 1.0)
+    np.testing.assert_array_equal(f(x, y), x * y + np.float32(1))
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: x[:, ::2],                      # not contiguous
+    lambda x: np.asfortranarray(x),           # Fortran order
+    lambda x: x.astype(x.dtype.newbyteorder(">")),  # byte-swapped
+    lambda x: np.frombuffer(b"\0" + x.tobytes(), x.dtype, offset=1).reshape(x.shape),  # unaligned
+    lambda x: x.view(np.matrix) if x.ndim == 2 else x,  # an ndarray subclass
+], ids=["strided", "fortran", "byteswapped", "unaligned", "subclass"])
+def test_inputs_the_entry_refuses_are_converted_first(make, rng):
+    x = make(rng.standard_normal((3, 8)).astype(np.float32))
+    exe = _exe(_jit(lambda a: a * 2.0), np.ascontiguousarray(x, np.float32))
+    before = np.array(x, copy=True)
+    (out,) = exe(x)
+    np.testing.assert_array_equal(out, np.asarray(x, np.float32) * 2)
+    np.testing.assert_array_equal(np.asarray(x), before)
+
+
+def test_wrong_shape_reaching_the_executable_raises():
+    exe = _exe(_jit(lambda a: a + 1.0), np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="shape"):
+        exe(np.ones(4, np.float32))
+    with pytest.raises(TypeError, match="takes 1 arrays"):
+        exe()
+
+
+def test_outputs_that_are_inputs_consts_literals_or_repeats_are_fresh_copies():
+    c = np.arange(4.0)
+
+    def f(x):
+        y = x * 2.0
+        return x, y, y, c + 0.0, jnp.float64(3.0) + 0.0
+
+    x = np.ones(4)
+    outs = _jit(f)(x)
+    np.testing.assert_array_equal(outs[0], x)
+    np.testing.assert_array_equal(outs[1], 2 * x)
+    np.testing.assert_array_equal(outs[2], 2 * x)
+    np.testing.assert_array_equal(outs[3], c)
+    assert float(outs[4]) == 3.0
+    arrays = [o for o in outs if isinstance(o, np.ndarray)]
+    for i, a in enumerate(arrays):
+        assert not np.shares_memory(a, x) and not np.shares_memory(a, c)
+        assert not any(np.shares_memory(a, b) for b in arrays[:i])
+
+
+def test_consts_are_runtime_buffers_not_baked_into_the_ir():
+    big = np.arange(100_000, dtype=np.float32)
+    f = _jit(lambda x: x + big)
+    src = f.lower(np.ones(100_000, np.float32)).source()
+    assert len(src) < 20_000
+    np.testing.assert_array_equal(f(np.ones(100_000, np.float32)), big + 1)
+
+
+def test_workspace_is_per_thread_so_concurrent_calls_are_correct(rng):
+    f = _jit(lambda x: jnp.tanh(x * 3.0) * 2.0 + x)
+    xs = [rng.standard_normal(5000).astype(np.float32) for _ in range(8)]
+    f(xs[0])
+    results = {}
+
+    def work(k):
+        for _ in range(20):
+            results[k] = f(xs[k])
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k, x in enumerate(xs):
+        np.testing.assert_allclose(results[k], np.tanh(x * 3) * 2 + x, rtol=2e-6, atol=1e-6)
+
+
+def test_large_entries_release_the_gil_and_small_ones_do_not():
+    small = _exe(_jit(lambda x: x + 1.0), np.ones(4, np.float32))
+    n = 4 * GIL_RELEASE_ELEMENTS
+    big = _exe(_jit(lambda x: jnp.sin(x) * jnp.cos(x) + jnp.exp(-x)), np.ones(n, np.float32))
+    assert not small.releases_gil and big.releases_gil
+    x = np.linspace(0, 1, n, dtype=np.float32)
+    ticks = []
+    stop = threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks.append(0)
+
+    t = threading.Thread(target=count)
+    t.start()
+    time.sleep(0.01)
+    before = len(ticks)
+    for _ in range(20):
+        big(x)
+    stop.set()
+    t.join()
+    assert len(ticks) > before
+
+
+def test_donated_input_written_in_place_by_the_plan(rng):
+    x = rng.standard_normal(64)
+    f = _jit(lambda a: jnp.exp(a * 2.0) + 1.0, donate_argnums=0)
+    expected = np.exp(x * 2) + 1
+    np.testing.assert_allclose(f(x.copy()), expected, rtol=1e-14)
+
+
+def test_plan_in_place_reuse_matches_the_oracle(rng):
+    def f(x, w):
+        h = jnp.tanh(x @ w + 1.0)
+        return jnp.sum(h * h, axis=0), jnp.exp(-h)
+
+    x, w = rng.standard_normal((16, 8)), rng.standard_normal((8, 8))
+    got = _jit(f)(x, w)
+    want = ember.jit(f, backend="numpy", optimize=False)(x, w)
+    for g, e in zip(got, want):
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+
+
+def test_executable_runs_an_unoptimized_graph_with_the_naive_plan(rng):
+    f = _jit(lambda x: jnp.sum(jnp.exp(x) * 2.0), optimize=False)
+    x = rng.standard_normal(10)
+    graph = f.lower(x).optimized
+    exe = LLVMExecutable(graph, plan_memory(graph, inplace=False))
+    np.testing.assert_allclose(exe(x)[0], np.sum(np.exp(x) * 2), rtol=1e-13)
