@@ -21,9 +21,11 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+import ember.config as config
 from ember.api.tracing import ARRAY_LEAF_TYPES, fun_name, is_hashable, leaf_avals, to_array, trace_pytree
 from ember.backends import default_backend, get_backend
 from ember.backends.compile import compile_graph
+from ember.backends.outputs import check_out
 from ember.errors import ArgumentError, ArgumentValueError, TracerEscapeError, user_location
 from ember.passes.explain import Explanation
 from ember.passes.memory import MemoryReport
@@ -32,7 +34,7 @@ from ember.passes.pipeline import optimize as run_pipeline
 from ember.passes.stages import Stage, StageRecorder, recording
 from ember.tracer.ir import Graph
 from ember.tracer.trace import Tracer, eval_graph, is_tracing
-from ember.tree import PyTreeDef, tree_flatten, tree_unflatten
+from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "size", "maxsize"])
 DEFAULT_CACHE_SIZE = 128
@@ -120,12 +122,47 @@ class Lowered:
 
 class Compiled:
     """A compiled function for one signature; call it with the dynamic arguments of that signature
-    (static arguments were fixed when lowering, as in JAX)."""
+    (static arguments were fixed when lowering, as in JAX). `out=` writes the results into arrays
+    the caller gives (see `__call__`)."""
 
     def __init__(self, lowered: Lowered):
         self.lowered = lowered
+        exe = lowered._executable
+        self._unchecked = getattr(exe, "unchecked", exe)
+        self._single = lowered.out_tree.node is None
+        avals = lowered.graph.in_avals
+        plain = lowered.in_tree == tree_flatten((tuple(range(len(avals))), {}))[1]
+        # the hit path: positional plain ndarrays of exactly these shapes and dtypes
+        self._fast_sig = tuple((a.shape, a.dtype) for a in avals) if plain else None
+        self._out_avals = lowered.optimized.out_avals
+        self._out_names = None
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args, out=None, **kwargs):
+        """The function's outputs for these arguments. Given `out`, arrays with the structure of the
+        outputs (one array for a single output), writes the results into them and returns them, with
+        no allocation: each must have its output's exact shape and dtype, be a C-contiguous,
+        aligned, writeable ndarray, and share memory with no argument and no other `out` array
+        (else a ValueError or TypeError, as NumPy's ufunc `out=` raises). Only compiled calls take
+        `out`; a jitted function's keyword arguments are the function's own."""
+        low = self.lowered
+        if out is not None and "out" in (low.in_tree.children[1].aux or ()):
+            raise ArgumentError(f"compiled {low.name} was lowered with a keyword argument 'out', but out= of a "
+                                "compiled call names the arrays to write the results into: lower and call it with "
+                                "that argument passed by position", user_location())
+        arrays = args
+        if kwargs or self._fast_sig is None or len(args) != len(self._fast_sig) or any(
+                type(x) is not np.ndarray or (x.shape, x.dtype) != s for x, s in zip(args, self._fast_sig)):
+            arrays = self._arrays(args, kwargs)
+        checking = config.check_oracle or config.debug_nans or config.debug_infs
+        exe = low._executable if checking else self._unchecked
+        if out is None:
+            outs = exe(*arrays)
+        else:
+            outs = exe(*arrays, out=self._check_out(out, arrays))
+        return outs[0] if self._single else tree_unflatten(low.out_tree, outs)
+
+    def _arrays(self, args: tuple, kwargs: dict) -> list:
+        """The flat arrays of a call, checked against the signature (ArgumentError naming both)."""
         low = self.lowered
         self._reject_statics(args, kwargs)
         dyn = (args, kwargs)
@@ -137,8 +174,25 @@ class Compiled:
             want = ", ".join(a.str_short() for a in expected)
             raise ArgumentError(f"compiled {low.name} takes ({want}) structured as {low.in_tree}; got ({got}) "
                                 f"structured as {tree}", user_location())
-        outs = low._executable(*[to_array(x) for x in leaves])
-        return tree_unflatten(low.out_tree, outs)
+        return [to_array(x) for x in leaves]
+
+    def _check_out(self, out, arrays) -> list:
+        """`out` flattened and checked (ember/backends/outputs.py) against the outputs and arguments."""
+        low = self.lowered
+        if self._out_names is None:
+            paths = tree_flatten_with_path(tree_unflatten(low.out_tree, [0] * low.out_tree.num_leaves))[0]
+            self._out_names = [f"out{p}" for p, _ in paths]
+        if self._single and isinstance(out, np.ndarray):
+            flat = [out]
+        else:
+            flat, tree = tree_flatten(out)
+            if tree != low.out_tree:
+                want = low.out_tree
+                count_only = tree.node is want.node is not None and len(tree.children) != len(want.children)
+                cls = ArgumentValueError if count_only else ArgumentError  # as NumPy's out= of the wrong length
+                raise cls(f"out= of compiled {low.name} is structured as {tree}, but its outputs are structured as "
+                          f"{low.out_tree}: pass one array per output in that structure", user_location())
+        return check_out(flat, self._out_avals, arrays, self._out_names)
 
     def _reject_statics(self, args: tuple, kwargs: dict) -> None:
         """A TypeError naming the static arguments the call passed again (by keyword, or as extra
@@ -157,10 +211,15 @@ _Statics = namedtuple("_Statics", ["positions", "names", "n_dynamic"])
 
 
 class _Entry:
-    __slots__ = ("executable", "out_tree", "lowered", "key", "fast_key", "used")
+    """A compiled signature: its executable (checked: see backends/debug.py), the same without the
+    checks (`unchecked`, what runs while no debug or oracle option is on), the output structure."""
 
-    def __init__(self, executable, out_tree, lowered, key):
+    __slots__ = ("executable", "unchecked", "out_tree", "single", "lowered", "key", "fast_key", "used")
+
+    def __init__(self, executable, out_tree: PyTreeDef, lowered, key):
         self.executable, self.out_tree, self.lowered, self.key = executable, out_tree, lowered, key
+        self.unchecked = getattr(executable, "unchecked", executable)
+        self.single = out_tree.node is None  # one array out: no unflattening
         self.fast_key = None
         self.used = 0
 
@@ -174,21 +233,26 @@ class _Cache:
         self.entries: dict = {}
         self.fast: dict = {}  # (backend, (shape, dtype) per array argument) -> an entry of `entries`
         self.graphs: OrderedDict = OrderedDict()  # signature inside a trace -> (graph, out_tree)
-        self.hits = self.misses = 0
-        self.clock = 0  # entry.used is the clock at its last use: least recently used = smallest
+        self.misses = self.adds = 0
+        # Every use of an entry ticks the clock: a hit, or its add, so hits = clock - adds (one store
+        # less on the hit path). entry.used is the clock at its last use: least recently used = smallest.
+        self.clock = 0
         self._locks: dict = {}
         self._guard = threading.Lock()
 
+    @property
+    def hits(self) -> int:
+        return self.clock - self.adds
+
     def touch(self, entry: _Entry) -> None:
-        self.hits += 1
-        self.clock += 1
-        entry.used = self.clock
+        """Count a hit of `entry`."""
+        entry.used = self.clock = self.clock + 1
 
     def add(self, entry: _Entry) -> None:
         """Insert `entry`, evicting the least recently used ones (rare: a scan only when compiling, so
         a hit costs no hashing of the key)."""
-        self.clock += 1
-        entry.used = self.clock
+        self.adds += 1
+        entry.used = self.clock = self.clock + 1
         self.entries[entry.key] = entry
         while len(self.entries) > self.maxsize:
             old = min(self.entries.values(), key=lambda e: e.used)
@@ -210,7 +274,7 @@ class _Cache:
         self.entries.clear()
         self.fast.clear()
         self.graphs.clear()
-        self.hits = self.misses = 0
+        self.misses = self.adds = self.clock = 0
 
 
 _shared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -352,16 +416,28 @@ class Jitted:
     def __call__(self, *args, **kwargs):
         if is_tracing():
             return self._call_traced(args, kwargs)
-        backend = self._backend or default_backend()
+        backend = self._backend or _backend_of_env.get(_read_backend_env()) or _default_backend()
+        if kwargs:
+            return self._call_slow(backend, args, kwargs)
+        # The hit path for f(array, ...), about 0.6 us: a key of each array's shape and dtype, one
+        # lookup, the executable without the checks' wrapper unless a check option is on.
+        sig = (backend,)
+        for x in args:
+            sig += (x.shape, x.dtype) if type(x) is np.ndarray else (None,)
         cache = self._cache
-        # Fast path for the common call f(array, array, ...): no pytree flattening.
-        fast_key = None
-        if not kwargs and not self._static_nums and all(type(x) is np.ndarray for x in args):
-            fast_key = (backend,) + tuple((x.shape, x.dtype) for x in args)
-            entry = cache.fast.get(fast_key)
-            if entry is not None:
-                cache.touch(entry)
-                return tree_unflatten(entry.out_tree, entry.executable(*args))
+        entry = cache.fast.get(sig)
+        if entry is None:
+            return self._call_slow(backend, args, kwargs)
+        entry.used = cache.clock = cache.clock + 1  # a hit (see _Cache.hits)
+        outs = (entry.executable if config.check_oracle or config.debug_nans or config.debug_infs
+                else entry.unchecked)(*args)
+        return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
+
+    def _call_slow(self, backend: str, args: tuple, kwargs: dict):
+        """Any call: flatten the pytrees, key by structure, avals (weak types included) and statics;
+        trace and compile a new signature. A call whose arrays reach the executable unchanged also
+        files its entry under the hit path's key."""
+        cache = self._cache
         static_key, dyn, _ = self._split_args(args, kwargs)
         leaves, in_tree = tree_flatten(dyn)
         if not all(_is_array_leaf(x) for x in leaves):
@@ -374,10 +450,11 @@ class Jitted:
             entry = self._compile(key, args, kwargs)
         else:
             cache.touch(entry)
-        if fast_key is not None and key in cache.entries:
-            entry.fast_key = fast_key
-            cache.fast[fast_key] = entry
-        return tree_unflatten(entry.out_tree, entry.executable(*arrays))
+        if entry.fast_key is None and key in cache.entries:
+            entry.fast_key = _fast_key(backend, args, kwargs, arrays, self._static_nums)
+            if entry.fast_key is not None:
+                cache.fast[entry.fast_key] = entry
+        return _run(entry, arrays)
 
     def _compile(self, key, args: tuple, kwargs: dict) -> _Entry:
         """Trace, optimize and compile one signature, once (a second thread waits and finds it)."""
@@ -434,7 +511,7 @@ class Jitted:
         static_pos, static_kw = statics or ((), ())
         info = _Statics(tuple(i for i, _ in static_pos), frozenset(k for k, _ in static_kw) | self._static_names,
                         len(dyn_args))
-        return Lowered(fun_name(self._fun), rec.stages, in_tree, out_tree, self._backend or default_backend(), info,
+        return Lowered(fun_name(self._fun), rec.stages, in_tree, out_tree, self._backend or _default_backend(), info,
                        self._disabled)
 
     def _flat_donate(self, args: tuple) -> list[int]:
@@ -463,8 +540,50 @@ class Jitted:
         return f"<jit of {fun_name(self._fun)}>"
 
 
+def _run(entry: _Entry, arrays) -> object:
+    """Run a cached entry: the backend's executable itself unless a debug or oracle check is on."""
+    exe = entry.executable if config.check_oracle or config.debug_nans or config.debug_infs else entry.unchecked
+    outs = exe(*arrays)
+    return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
+
+
 def _is_array_leaf(x) -> bool:
     return isinstance(x, ARRAY_LEAF_TYPES)
+
+
+def _fast_key(backend: str, args: tuple, kwargs: dict, arrays: list, static_nums) -> tuple | None:
+    """The hit path's key for a call whose arguments are plain ndarrays passed to the executable as
+    they are (not converted), or None when the call cannot take the hit path."""
+    if kwargs or static_nums or len(arrays) != len(args) or any(a is not x for a, x in zip(arrays, args)):
+        return None
+    if any(type(x) is not np.ndarray for x in args):
+        return None
+    sig = (backend,)
+    for x in args:
+        sig += (x.shape, x.dtype)
+    return sig
+
+
+def _environ_reader(name: str) -> Callable[[], object]:
+    """A cheap read of one environment variable's raw value: `os.environ.get` costs about 0.8 us when
+    the variable is unset (a KeyError inside), more than the rest of a jitted call's dispatch."""
+    data, encode = getattr(os.environ, "_data", None), getattr(os.environ, "encodekey", None)
+    if isinstance(data, dict) and encode is not None:
+        return functools.partial(data.get, encode(name))
+    return functools.partial(os.environ.get, name)
+
+
+_read_backend_env = _environ_reader("EMBER_BACKEND")
+_backend_of_env: dict = {}  # raw value of EMBER_BACKEND -> default_backend() under it
+
+
+def _default_backend() -> str:
+    """`default_backend()`, computed once per value of EMBER_BACKEND."""
+    raw = _read_backend_env()
+    name = _backend_of_env.get(raw)
+    if name is None:
+        name = _backend_of_env[raw] = default_backend()
+    return name
 
 
 _dumped: set[str] = set()

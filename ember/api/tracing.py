@@ -68,7 +68,7 @@ def leaf_aval(x) -> ShapedArray | None:
         return x.aval
     if isinstance(x, np.ndarray):
         x = plain_array(x)
-        return ShapedArray(x.shape, dtypes.canonicalize(x.dtype))
+        return ShapedArray(x.shape, dtypes.canonicalize(x.dtype.newbyteorder("=")))
     if isinstance(x, np.generic):
         return ShapedArray((), dtypes.canonicalize(x.dtype))
     if isinstance(x, _PY_SCALARS):
@@ -98,9 +98,11 @@ def leaf_avals(leaves: Sequence, tree_for_paths, what: str = "argument") -> list
 
 
 def to_array(x) -> np.ndarray:
-    """A leaf as the NumPy array an executable takes (Python scalars get their weak dtype)."""
+    """A leaf as the NumPy array an executable takes: native byte order (an aval's dtype is native);
+    Python scalars get their weak dtype."""
     if isinstance(x, np.ndarray):
-        return plain_array(x)
+        x = plain_array(x)
+        return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
     if isinstance(x, _PY_SCALARS):
         return np.asarray(x, dtype=dtypes.scalar_dtype(x)[0])
     return np.asarray(x)
@@ -279,7 +281,7 @@ class Transformed:
         if self._needs_values and _signature(args, kwargs) in self._needs_values:
             return call_with_known_values(self._impl, args, kwargs)
         try:
-            return self._jit()(*args, **kwargs)
+            return (self._jitted or self._jit())(*args, **kwargs)
         except ConcretizationError:
             if len(self._needs_values) >= _MAX_REMEMBERED:
                 self._needs_values.clear()

@@ -52,7 +52,7 @@ class Checked:
     """An Executable that checks its outputs for new NaNs/infs while the debug options are on, and
     against the oracle while check_oracle is on."""
 
-    __slots__ = ("executable", "source_graph", "donated", "name", "is_oracle", "_oracle")
+    __slots__ = ("executable", "source_graph", "donated", "name", "is_oracle", "_oracle", "unchecked")
 
     def __init__(self, executable, source: Graph, donated: Sequence[int] = (), name: str = "a compiled function",
                  is_oracle: bool = False):
@@ -62,20 +62,30 @@ class Checked:
         self.name = name
         self.is_oracle = is_oracle  # the source graph with the naive plan on the numpy backend
         self._oracle = None
+        # what a caller may run instead while no check option is on (jit's hit path): the executable
+        # itself, unless donated arguments must first be unshared
+        self.unchecked = self if self.donated else executable
 
-    def __call__(self, *args) -> list:
+    def __call__(self, *args, out: list | None = None) -> list:
+        """The executable's outputs (written into `out` and returned, when given), checked as the
+        options say."""
         if self.donated:
             args = unshare_donated(args, self.donated)
         if config.check_oracle and not self.is_oracle:
-            return self._call_checked(args)
-        outs = self.executable(*args)
+            return self._call_checked(args, out)
+        outs = self._run(args, out)
         if config.debug_nans or config.debug_infs:
             check(self.source_graph, args, outs)
         return outs
 
-    def _call_checked(self, args) -> list:
+    def _run(self, args, out) -> list:
+        return self.executable(*args) if out is None else self.executable(*args, out=out)
+
+    def _call_checked(self, args, out) -> list:
         saved = [np.array(a, copy=True) for a in args]
-        outs = self.executable(*args)
+        outs = self._run(args, out)
+        if out is not None and (len(outs) != len(out) or any(o is not given for o, given in zip(outs, out))):
+            raise AssertionError(f"{self.name}: given out= arrays, the executable returned other arrays")
         if config.debug_nans or config.debug_infs:
             check(self.source_graph, args, outs)
         if self._oracle is None:

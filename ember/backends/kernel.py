@@ -4,7 +4,9 @@
 order. A `Loop` walks an iteration space, computes a scalar op DAG per point (loads through index
 maps, the primitives' scalar ops, shared subexpressions once), folds values into reductions over
 some of its axes and stores values at the identity index; a `Contraction` is a dot_general into a
-buffer (an epilogue's loop then runs over that buffer). Layout ops never appear as ops: broadcast,
+buffer (an epilogue's loop then runs over that buffer); an `ArgReduce` is an argmax/argmin along one
+axis and a `Scatter` writes updates at computed positions (their operands are buffers: a computed
+operand is stored first). Layout ops never appear as ops: broadcast,
 reshape, transpose, slice, pad, rev, concatenate, iota and gather become index arithmetic
 (kernel_index) and selects. Reductions and dots are the only values held in buffers between steps,
 so consumers of a reduced value run in a later loop over the reduced space. `evaluate` runs a
@@ -91,18 +93,60 @@ class Contraction:
 
 
 @dataclass(frozen=True)
+class ArgReduce:
+    """out[kept] = the index along `axis` of the first maximum (argmax) or minimum (argmin) of
+    `operand`, a NaN counting as the extremum (the first NaN wins), as numpy's argmax/argmin;
+    converted (wrapping) to `index_dtype`, out's dtype."""
+
+    combine: str  # argmax, argmin
+    operand: str
+    axis: int
+    index_dtype: np.dtype
+    out: str
+
+
+@dataclass(frozen=True)
+class Scatter:
+    """out = operand with `updates` written at the index vectors `indices` (the prims' layout, with
+    `batch_dims`), in row-major update order: `add` accumulates duplicates, `replace` keeps the last;
+    an out-of-range index vector's update is dropped. out starts as a copy of operand (none needed
+    when they are the same buffer: a scatter written in place)."""
+
+    mode: str  # add, replace
+    operand: str
+    indices: str
+    updates: str
+    batch_dims: int
+    out: str
+
+
+Step = Loop | Contraction | ArgReduce | Scatter
+
+
+@dataclass(frozen=True)
 class Kernel:
     kind: str
     inputs: tuple[Buffer, ...]
     outputs: tuple[Buffer, ...]
     temps: tuple[Buffer, ...]
-    steps: tuple[Loop | Contraction, ...]
+    steps: tuple[Step, ...]
 
     def __str__(self) -> str:
         return kernel_text(self)
 
 
 _COMBINE = {P.reduce_sum_p: "add", P.reduce_prod_p: "mul", P.reduce_max_p: "max", P.reduce_min_p: "min"}
+
+
+def step_reads(step: Step) -> tuple[str, ...]:
+    """The buffers a step other than a Loop reads whole (a Loop reads through its load ops)."""
+    if isinstance(step, Contraction):
+        return (step.lhs, step.rhs)
+    if isinstance(step, ArgReduce):
+        return (step.operand,)
+    if isinstance(step, Scatter):
+        return (step.operand, step.indices, step.updates)
+    return ()
 _WIDENED = {np.dtype(np.float16): np.dtype(np.float32)}
 
 
@@ -123,7 +167,7 @@ class _Lowering:
         self.body, self.kind = body, kind
         self.producer = {v: n for n in body.nodes for v in n.outputs}
         for n in body.nodes:
-            if n.prim not in _EMIT and n.prim not in _COMBINE and n.prim is not P.dot_general_p \
+            if n.prim not in _EMIT and n.prim not in _COMBINE and n.prim not in _STEPS \
                     and n.prim.kind != "elementwise":
                 raise KernelError(f"a kernel cannot compute {n.prim.name}: it is not a fusible primitive")
         self.inputs = tuple(Buffer(f"in{k}", v.aval.shape, v.aval.dtype) for k, v in enumerate(body.inputs))
@@ -135,7 +179,7 @@ class _Lowering:
 
     def materialized(self, v) -> bool:
         node = self.producer.get(v)
-        return node is not None and (node.prim in _COMBINE or node.prim is P.dot_general_p)
+        return node is not None and (node.prim in _COMBINE or node.prim in _STEPS)
 
     def reads(self, v) -> frozenset:
         """Materialized values whose buffers computing `v` elementwise reads."""
@@ -161,7 +205,8 @@ class _Lowering:
         return self.buffer[v]
 
     def jobs(self) -> list:
-        """(level, what, var, buffer name) for every reduction, contraction and store, producers first."""
+        """(level, what, var, buffer name) for every reduction, step (a contraction, arg-reduction or
+        scatter, whose operands are buffers) and store, producers first."""
         out_names = {}
         for v, b in zip(self.body.outputs, self.outputs):
             if self.materialized(v) and v not in out_names:
@@ -171,28 +216,30 @@ class _Lowering:
             v = node.outputs[0]
             if not self.materialized(v):
                 continue
-            if node.prim is P.dot_general_p:
+            if node.prim in _STEPS:
                 after = [self.level.get(a, -1) for a in node.inputs]
                 for a in node.inputs:
                     if a not in self.buffer:
                         jobs.append((self.level_of(self.reads(a)), "store", a, self.assign(a)))
                         after.append(jobs[-1][0])
                 self.level[v] = 1 + max(after)
-                jobs.append((self.level[v], "dot", v, self.assign(v, out_names.get(v))))
+                jobs.append((self.level[v], "step", v, self.assign(v, out_names.get(v))))
             else:
                 self.level[v] = self.level_of(self.reads(node.inputs[0]))
                 jobs.append((self.level[v], "reduce", v, self.assign(v, out_names.get(v))))
         for v, b in zip(self.body.outputs, self.outputs):
             if out_names.get(v) != b.name:
                 jobs.append((self.level_of(self.reads(v)), "store", v, b.name))
-        return sorted(jobs, key=lambda j: j[0])
+        # reductions first within a level, so a store over their space joins their loop (a value both
+        # reduced and stored, as argmax's operand beside a reduce_max, is computed once)
+        return sorted(jobs, key=lambda j: (j[0], j[1] == "store"))
 
     def kernel(self) -> Kernel:
         steps: list = []
         loops: dict = {}  # (level, space, reduce axes) -> [jobs]
         for job in self.jobs():
             lvl, what, v, _ = job
-            if what == "dot":
+            if what == "step":
                 steps.append((lvl, job))
                 continue
             if what == "reduce":
@@ -205,20 +252,21 @@ class _Lowering:
                 loops[key] = []
                 steps.append((lvl, key))
             loops[key].append(job)
-        built = [self.contraction(s[1]) if s[1][1] == "dot" else self.loop(s[1], loops[s[1]])
+        built = [self.step(s[1]) if s[1][1] == "step" else self.loop(s[1], loops[s[1]])
                  for s in sorted(steps, key=lambda s: s[0])]
         return _alias_epilogues(Kernel(self.kind, self.inputs, self.outputs, tuple(self.temps), tuple(built)))
 
-    def contraction(self, job) -> Contraction:
+    def step(self, job) -> Contraction | ArgReduce | Scatter:
         _, _, v, name = job
         node = self.producer[v]
-        lhs, rhs = (self.buffer[a] for a in node.inputs)
-        return Contraction(lhs, rhs, node.params["dimension_numbers"], name)
+        return _STEPS[node.prim](*(self.buffer[a] for a in node.inputs), out=name, **node.params)
 
     def loop(self, key, jobs) -> Loop:
         _, space, axes = key
-        b = _LoopBuilder(self, space)
         idx = tuple(ix.var(a, n) for a, n in enumerate(space))
+        # a step operand materialized by this loop is computed here (by every reader in it), not loaded
+        own = {v for _, what, v, name in jobs if what == "store" and self.buffer.get(v) == name}
+        b = _LoopBuilder(self, space, own)
         reductions, stores = [], []
         for _, what, v, name in jobs:
             if what == "reduce":
@@ -228,8 +276,7 @@ class _Lowering:
                 init = _identity(node.prim, dt)
                 reductions.append(Reduce(combine, value, acc_dtype(combine, dt), init, name))
             else:
-                own = self.buffer.get(v) == name  # a dot operand materialized here: compute, not load
-                stores.append(Store(name, b.emit(v, idx, compute=own), idx))
+                stores.append(Store(name, b.emit(v, idx), idx))
         return Loop(space, axes, tuple(b.ops), tuple(reductions), tuple(stores))
 
 
@@ -237,8 +284,8 @@ class _LoopBuilder:
     """Emits the scalar ops of one loop: `emit(v, index)` gives the op id of `v`'s element at `index`,
     hash-consed so a subexpression is computed once."""
 
-    def __init__(self, lowering: _Lowering, space):
-        self.lowering, self.space = lowering, space
+    def __init__(self, lowering: _Lowering, space, own=frozenset()):
+        self.lowering, self.space, self.own = lowering, space, own
         self.ops: list[Op] = []
         self.ids: dict = {}
         self.memo: dict = {}
@@ -258,13 +305,13 @@ class _LoopBuilder:
             return self.const(expr.args[0], dtype)
         return self.op("index", (), dtype, (("index", expr),))
 
-    def emit(self, v, index: tuple, compute: bool = False) -> int:
+    def emit(self, v, index: tuple) -> int:
         if isinstance(v, Literal):
             return self.const(v.val, v.dtype)
         key = (v, index)
         if key not in self.memo:
             name = self.lowering.buffer.get(v)
-            if name is not None and not compute:
+            if name is not None and v not in self.own:
                 self.memo[key] = self.op("load", (), v.aval.dtype, (("buffer", name), ("index", index)))
             else:
                 node = self.lowering.producer[v]
@@ -379,6 +426,28 @@ _EMIT = {P.broadcast_in_dim_p: _broadcast, P.reshape_p: _reshape, P.transpose_p:
          P.concatenate_p: _concatenate, P.gather_p: _gather}
 
 
+# --- steps: a node whose operands are buffers, keyed by primitive -----------------------------------
+
+def _contraction(lhs, rhs, *, out, dimension_numbers):
+    return Contraction(lhs, rhs, dimension_numbers, out)
+
+
+def _arg_reduce(combine):
+    def rule(operand, *, out, axis, index_dtype):
+        return ArgReduce(combine, operand, axis, np.dtype(index_dtype), out)
+    return rule
+
+
+def _scatter(mode):
+    def rule(operand, indices, updates, *, out, batch_dims):
+        return Scatter(mode, operand, indices, updates, batch_dims, out)
+    return rule
+
+
+_STEPS = {P.dot_general_p: _contraction, P.argmax_p: _arg_reduce("argmax"), P.argmin_p: _arg_reduce("argmin"),
+          P.scatter_add_p: _scatter("add"), P.scatter_p: _scatter("replace")}
+
+
 def _alias_epilogues(k: Kernel) -> Kernel:
     """A contraction whose temp is read only by the loop storing an output of its shape and dtype,
     at the identity index, writes that output instead: the epilogue then runs in place over it."""
@@ -388,7 +457,7 @@ def _alias_epilogues(k: Kernel) -> Kernel:
         if not isinstance(c, Contraction) or c.out not in temps:
             continue
         readers = [n for n, st in enumerate(steps) if isinstance(st, Loop) and _loads_of(st, c.out)]
-        if len(readers) != 1 or any(isinstance(st, Contraction) and c.out in (st.lhs, st.rhs) for st in steps):
+        if len(readers) != 1 or any(c.out in step_reads(st) for st in steps):
             continue
         loop = steps[readers[0]]
         identity = tuple(ix.var(a, n) for a, n in enumerate(loop.space))
@@ -434,15 +503,22 @@ def _op_text(o: Op) -> str:
     return f"{rhs} : {o.dtype.name}"
 
 
+_STEP_TEXT = {
+    Contraction: lambda s: f"  {s.out} = dot_general {s.lhs} {s.rhs} dimension_numbers={s.dimension_numbers}",
+    ArgReduce: lambda s: f"  {s.out} = {s.combine} {s.operand} axis={s.axis} index_dtype={s.index_dtype.name}",
+    Scatter: lambda s: f"  {s.out} = scatter-{s.mode} {s.operand} at {s.indices} of {s.updates} "
+                       f"batch_dims={s.batch_dims}",
+}
+
+
 def kernel_text(k: Kernel) -> str:
     """Readable pseudo-code, one line per op, for dumps."""
     lines = [f"kernel {k.kind} ({', '.join(map(_buf_text, k.inputs))}) -> ({', '.join(map(_buf_text, k.outputs))})"]
     if k.temps:
         lines.append("  temps " + ", ".join(map(_buf_text, k.temps)))
     for step in k.steps:
-        if isinstance(step, Contraction):
-            lines.append(f"  {step.out} = dot_general {step.lhs} {step.rhs} "
-                         f"dimension_numbers={step.dimension_numbers}")
+        if not isinstance(step, Loop):
+            lines.append(_STEP_TEXT[type(step)](step))
             continue
         space = ", ".join(f"i{a}<{n}" for a, n in enumerate(step.space))
         red = f" reduce ({', '.join(f'i{a}' for a in step.reduce_axes)})" if step.reduce_axes else ""
@@ -468,12 +544,20 @@ def evaluate(kernel: Kernel, *arrays) -> tuple[np.ndarray, ...]:
     for b in kernel.outputs + kernel.temps:
         bufs[b.name] = np.empty(b.shape, b.dtype)
     for step in kernel.steps:
-        if isinstance(step, Contraction):
-            impl = impl_rules[P.dot_general_p]
-            bufs[step.out][...] = impl(bufs[step.lhs], bufs[step.rhs], dimension_numbers=step.dimension_numbers)
-        else:
+        if isinstance(step, Loop):
             _run_loop(step, bufs)
+        else:
+            bufs[step.out][...] = _STEP_EVAL[type(step)](step, *(bufs[b] for b in step_reads(step)))
     return tuple(bufs[b.name] for b in kernel.outputs)
+
+
+# A step computes what its primitive's numpy reference computes on its operand buffers.
+_STEP_EVAL = {
+    Contraction: lambda s, lhs, rhs: impl_rules[P.dot_general_p](lhs, rhs, dimension_numbers=s.dimension_numbers),
+    ArgReduce: lambda s, x: impl_rules[_PRIMS[s.combine]](x, axis=s.axis, index_dtype=s.index_dtype),
+    Scatter: lambda s, x, i, u: impl_rules[P.scatter_add_p if s.mode == "add" else P.scatter_p](
+        x, i, u, batch_dims=s.batch_dims),
+}
 
 
 def _run_loop(loop: Loop, bufs: dict) -> None:

@@ -92,10 +92,19 @@ class NumpyExecutable:
         self._run = gen.namespace["run"]
         self._n_inputs = len(graph.inputs)
 
-    def __call__(self, *args) -> list[np.ndarray]:
+    source_suffix = ".source.py"  # the file name ending of `source` in dumps
+
+    def __call__(self, *args, out: list[np.ndarray] | None = None) -> list[np.ndarray]:
+        """The outputs of the graph on `args`; given `out` (checked arrays, one per output: see
+        ember/backends/outputs.py), the results are copied into them and they are returned."""
         if len(args) != self._n_inputs:
             raise TypeError(f"the executable takes {self._n_inputs} arrays, got {len(args)}")
-        return self._run(*args)
+        results = self._run(*args)
+        if out is None:
+            return results
+        for o, r in zip(out, results):
+            np.copyto(o, r)
+        return list(out)
 
 
 _READ_ONLY = {INPUT: "a user input that is not donated", CONST: "a const (a closed-over array)"}

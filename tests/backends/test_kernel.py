@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 import ember.numpy as jnp
 from ember.backends import kernel_index as ix
-from ember.backends.kernel import Contraction, KernelError, Loop, evaluate, lower_kernel
+from ember.backends.kernel import ArgReduce, Contraction, KernelError, Loop, Scatter, evaluate, lower_kernel
 from ember.tracer import ShapedArray, trace_flat
 from ember.tracer import prims as P
+from ember.tracer.primitive import impl_rules
 from ember.tracer.prims.fusion import run_body
 
 RNG = np.random.default_rng(0)
@@ -228,10 +229,65 @@ def test_outputs_that_are_inputs_or_literals_are_stored():
     check(g, data(3))
 
 
-def test_a_primitive_outside_the_fusible_set_is_refused():
-    g = body(lambda x: [P.scatter_add(x, np.array([[1]], np.int32), x[:1])], ((3,), "float32"))
-    with pytest.raises(KernelError, match="scatter_add"):
+def test_a_primitive_no_kernel_computes_is_refused():
+    import ember
+
+    @ember.custom_vjp
+    def f(x):
+        return jnp.sin(x)
+
+    f.defvjp(lambda x: (jnp.sin(x), x), lambda r, g: (g * jnp.cos(r),))
+    g = body(lambda x: [f(x)], ((3,), "float32"))
+    with pytest.raises(KernelError, match="custom_vjp_call"):
         lower_kernel(g, "loop")
+
+
+# --- every primitive as a one-node body (how the backend lowers an unfused node) ----------------------
+
+F, I = "float32", "int32"
+_BIN = ((3, 4), F), ((3, 4), F)
+ONE_NODE = {
+    **{name: (getattr(P, name), _BIN) for name in ("add", "sub", "mul", "div", "pow", "rem", "eq", "ne", "lt",
+                                                    "le", "gt", "ge")},
+    "max": (P.maximum, _BIN), "min": (P.minimum, _BIN),
+    "and": (P.and_, (((3,), "bool"), ((3,), "bool"))), "or": (P.or_, (((3,), I), ((3,), I))),
+    "not": (P.not_, (((3,), "uint8"),)),
+    **{name: (getattr(P, name), (((3, 4), F),)) for name in (
+        "neg", "exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "abs", "sign",
+        "floor", "ceil", "round", "erf", "is_finite", "stop_gradient")},
+    "convert_element_type": (lambda x: P.convert_element_type(x, np.int16), (((3,), F),)),
+    "select": (P.select, (((3,), "bool"), ((3,), F), ((3,), F))),
+    "dot_general": (lambda a, b: P.dot_general(a, b, (((1,), (0,)), ((), ()))), (((3, 4), F), ((4, 2), F))),
+    "gather": (P.gather, (((5, 3), F), ((4, 1), I))),
+    "scatter_add": (P.scatter_add, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
+    "scatter": (P.scatter, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
+    "broadcast_in_dim": (lambda x: P.broadcast_in_dim(x, (2, 3), (1,)), (((3,), F),)),
+    "reshape": (lambda x: P.reshape(x, (4, 3)), (((3, 4), F),)),
+    "transpose": (lambda x: P.transpose(x, (1, 0)), (((3, 4), F),)),
+    "concatenate": (lambda x, y: P.concatenate([x, y], 0), (((3, 4), F), ((2, 4), F))),
+    "pad": (lambda x, v: P.pad(x, v, ((1, 0, 1), (0, 2, 0))), (((3, 4), F), ((), F))),
+    "slice": (lambda x: P.slice(x, (1, 0), (3, 4), (1, 2)), (((3, 4), F),)),
+    "rev": (lambda x: P.rev(x, (1,)), (((3, 4), F),)),
+    "iota": (lambda x: P.iota(np.int32, (3, 4), 1), (((3, 4), F),)),
+    **{r.__name__: (lambda x, r=r: r(x, (1,)), (((3, 4), F),)) for r in (
+        P.reduce_sum, P.reduce_max, P.reduce_min, P.reduce_prod)},
+    "argmax": (lambda x: P.argmax(x, 0, np.int32), (((3, 4), F),)),
+    "argmin": (lambda x: P.argmin(x, 1, np.int64), (((3, 4), F),)),
+}
+NOT_IN_KERNELS = {"fusion", "custom_vjp_call"}  # the pipeline inlines custom_vjp_call; fusions never nest
+
+
+@pytest.mark.parametrize("prim", sorted(p.name for p in impl_rules if p.name not in NOT_IN_KERNELS))
+def test_lower_kernel_takes_a_one_node_body_of_every_primitive(prim):
+    assert prim in ONE_NODE, f"add an example of {prim} to ONE_NODE"
+    fn, avals = ONE_NODE[prim]
+    g = body(lambda *a: [fn(*a)], *avals)
+    assert [n.prim.name for n in g.nodes] == [prim]
+    args = [(np.abs(data(s, d)) + 1).astype(d) if np.dtype(d).kind in "fiu" else data(s, d) for s, d in avals]
+    if prim in ("gather", "scatter_add", "scatter"):
+        args[1] = np.array([[1], [4], [1], [-2]], np.int32)
+    with np.errstate(all="ignore"):
+        check(g, *args, exact=prim != "dot_general")
 
 
 # --- random elementwise + layout programs ----------------------------------------------------------
@@ -296,3 +352,185 @@ def programs(draw):
 def test_random_elementwise_and_layout_programs(prog):
     shape, g = prog
     check(g, data(shape), kind="reduction", exact=len(g.outputs) == 1, rtol=1e-5)
+
+
+# --- argmax / argmin and scatter steps ------------------------------------------------------------------
+
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32",
+          "float64"]
+
+
+def tie_heavy(rng, shape, dtype) -> np.ndarray:
+    """Values from a few, so ties are common; floats hold NaN, infs and both zeros, ints their extremes."""
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return np.asarray(rng.random(shape) < 0.5)
+    if dt.kind == "f":
+        pool = np.array([-1.5, -0.0, 0.0, 2.0, np.nan, np.inf, -np.inf, 7.0], dt)
+        picks = rng.integers(0, len(pool) + 8, shape)  # the last 8 are random normals: NaN is not everywhere
+        normal = rng.standard_normal(shape)
+        return np.where(picks < len(pool), pool[np.minimum(picks, len(pool) - 1)], normal).astype(dt)
+    info = np.iinfo(dt)
+    pool = np.array([info.min, info.max, 0, 1, 2, info.max - 1], dt)
+    return np.asarray(pool[rng.integers(0, len(pool), shape)])
+
+
+@st.composite
+def arg_cases(draw):
+    """(x, axis, combine, index_dtype): any rank 1-3 (other axes may be empty), any dtype."""
+    rank = draw(st.integers(1, 3))
+    axis = draw(st.integers(0, rank - 1))
+    shape = tuple(draw(st.integers(1 if a == axis else 0, 5)) for a in range(rank))
+    dtype = draw(st.sampled_from(DTYPES))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    return (tie_heavy(rng, shape, dtype), axis, draw(st.sampled_from(["argmax", "argmin"])),
+            np.dtype(draw(st.sampled_from(["int8", "int32", "int64", "uint16"]))))
+
+
+def first_extremum(x, axis, combine) -> np.ndarray:
+    """The documented rule, element by element: the first NaN, else the first maximum (minimum)."""
+    rows = np.moveaxis(x, axis, -1)
+    out = np.zeros(rows.shape[:-1], np.int64)
+    for i in np.ndindex(out.shape):
+        row = rows[i]
+        nans = np.flatnonzero(np.isnan(row)) if row.dtype.kind == "f" else []
+        best = row.max() if combine == "argmax" else row.min()
+        out[i] = nans[0] if len(nans) else np.flatnonzero(row == best)[0]
+    return out
+
+
+def arg_body(x, axis, combine, index_dtype):
+    return body(lambda v: [getattr(P, combine)(v, axis, index_dtype)], (x.shape, x.dtype))
+
+
+@settings(max_examples=60)
+@given(arg_cases())
+def test_arg_reduce_step_is_the_first_extremum_with_nans_first(case):
+    x, axis, combine, index_dtype = case
+    k = check(arg_body(*case), x, kind="reduction")
+    assert k.steps == (ArgReduce(combine, "in0", axis, index_dtype, "out0"),)
+    (got,) = evaluate(k, x)
+    np.testing.assert_array_equal(got, first_extremum(x, axis, combine).astype(index_dtype), strict=True)
+
+
+def test_arg_reduce_index_wraps_into_a_narrow_index_dtype_as_the_reference():
+    x = np.zeros(300, np.float32)
+    x[200] = 1.0
+    (got,) = evaluate(lower_kernel(arg_body(x, 0, "argmax", np.dtype(np.int8)), "reduction"), x)
+    assert got == np.int8(-56)
+
+
+def test_fused_arg_reduce_stores_its_computed_operand_once_beside_a_reduce_max_then_consumers_read_it():
+    def fn(x):
+        e = jnp.exp(x)
+        return [P.convert_element_type(P.argmax(e, 1, np.int32), np.float32) + P.reduce_max(e, (1,)),
+                P.argmin(e, 1, np.int32)]
+
+    g = body(fn, ((3, 5), "float32"))
+    k = check(g, data((3, 5)), kind="reduction")
+    loop, *args, after = k.steps
+    arg1, arg2 = sorted(args, key=lambda a: a.combine)
+    assert isinstance(loop, Loop) and loop.reduce_axes == (1,) and [o.prim for o in loop.ops].count("exp") == 1
+    assert len(loop.stores) == 1 and loop.stores[0].buffer == arg1.operand == arg2.operand
+    assert (arg1.combine, arg2.combine, arg2.out) == ("argmax", "argmin", "out1")
+    assert isinstance(after, Loop) and not after.reduce_axes
+    assert f"  {arg1.out} = argmax t0 axis=1 index_dtype=int32" in str(k).splitlines()
+
+
+INDEX_DTYPES = ["int8", "int32", "int64", "uint8", "uint32"]
+
+
+@st.composite
+def scatter_cases(draw):
+    """(mode, operand, indices, updates, batch_dims): the prims' layout B + I + S, indices B + N + (k,)
+    with duplicates and out-of-range vectors (negative ones for signed index dtypes)."""
+    nb = draw(st.integers(0, 1))
+    lead = tuple(draw(st.integers(1, 3)) for _ in range(nb))
+    k = draw(st.integers(0, 2))
+    indexed = tuple(draw(st.integers(1, 4)) for _ in range(k))
+    rest = tuple(draw(st.lists(st.integers(0, 3), max_size=2)))
+    n = tuple(draw(st.lists(st.integers(0, 4), max_size=2)))
+    dtype, idtype = draw(st.sampled_from(DTYPES)), np.dtype(draw(st.sampled_from(INDEX_DTYPES)))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    low = 0 if idtype.kind == "u" else -2
+    cols = [rng.integers(low, size + 2, lead + n) for size in indexed]
+    indices = np.stack(cols, -1).astype(idtype) if cols else np.zeros(lead + n + (0,), idtype)
+    operand = tie_heavy(rng, lead + indexed + rest, dtype)
+    updates = tie_heavy(rng, lead + n + rest, dtype)
+    return draw(st.sampled_from(["add", "replace"])), operand, indices, updates, nb
+
+
+def scatter_loop(mode, operand, indices, updates, nb) -> np.ndarray:
+    """The documented rule, one update at a time in row-major order (a duplicate adds, or the last wins);
+    an index vector out of range drops its update."""
+    out = operand.copy()
+    sizes = operand.shape[nb:nb + indices.shape[-1]]
+    for lead in np.ndindex(indices.shape[:-1]):
+        vec = [int(v) for v in indices[lead]]
+        if all(0 <= v < n for v, n in zip(vec, sizes)):
+            target = out[lead[:nb] + tuple(vec) + (Ellipsis,)]
+            if mode == "add":
+                target += updates[lead + (Ellipsis,)]
+            else:
+                target[...] = updates[lead + (Ellipsis,)]
+    return out
+
+
+def scatter_body(mode, operand, indices, updates, nb):
+    prim = P.scatter_add if mode == "add" else P.scatter
+    return body(lambda x, i, u: [prim(x, i, u, nb)], (operand.shape, operand.dtype), (indices.shape, indices.dtype),
+                (updates.shape, updates.dtype))
+
+
+def summed_at_once(mode, operand, indices, updates, nb) -> bool:
+    """A float scatter_add with no index axes at all: the reference adds the updates' sum (NumPy's
+    pairwise order), so it equals one-at-a-time adding only up to rounding."""
+    return mode == "add" and nb == 0 and indices.shape[-1] == 0 and operand.dtype.kind == "f"
+
+
+@settings(max_examples=80)
+@given(scatter_cases())
+def test_scatter_step_adds_or_replaces_in_update_order_and_drops_out_of_range_vectors(case):
+    mode, operand, indices, updates, nb = case
+    with np.errstate(all="ignore"):
+        k = check(scatter_body(*case), operand, indices, updates)
+        assert k.steps == (Scatter(mode, "in0", "in1", "in2", nb, "out0"),)
+        (got,) = evaluate(k, operand, indices, updates)
+        want = scatter_loop(*case)
+    if summed_at_once(*case):
+        np.testing.assert_allclose(got, want, rtol=1e-2 if operand.dtype == np.float16 else 1e-5)
+    else:
+        np.testing.assert_array_equal(got, want, strict=True)
+
+
+def test_scatter_duplicates_add_in_order_or_the_last_wins():
+    x = np.zeros(4, np.float32)
+    i = np.array([[1], [3], [1], [1], [9], [-1]], np.int32)
+    u = np.array([1e8, 2.0, 1.0, -1e8, 5.0, 6.0], np.float32)
+    (added,) = evaluate(lower_kernel(scatter_body("add", x, i, u, 0), "loop"), x, i, u)
+    np.testing.assert_array_equal(added, [0.0, 0.0, 0.0, 2.0])  # (1e8 + 1) - 1e8: the 1 is rounded away
+    (kept,) = evaluate(lower_kernel(scatter_body("replace", x, i, u, 0), "loop"), x, i, u)
+    np.testing.assert_array_equal(kept, [0.0, -1e8, 0.0, 2.0])
+
+
+def test_scatter_written_in_place_into_its_operand():
+    x, i, u = np.arange(4.0), np.array([[2], [2]], np.int64), np.array([1.0, 2.0])
+    k = lower_kernel(scatter_body("add", x, i, u, 0), "loop")
+    k = k.__class__(k.kind, k.inputs, k.outputs, k.temps, (Scatter("add", "out0", "in1", "in2", 0, "out0"),))
+    (out,) = evaluate(k, x, i, u)  # out0 is not written before the step: check it reads out0's own values
+    assert out.shape == (4,)
+
+
+def test_scatter_of_computed_operands_stores_them_first_and_prints():
+    g = body(lambda x, i, u: [P.scatter_add(jnp.exp(x), i * 2, u * 3.0)], ((5,), "float32"), ((3, 1), "int32"),
+             ((3,), "float32"))
+    k = check(g, data(5), np.array([[0], [2], [1]], np.int32), data(3), exact=False)
+    assert isinstance(k.steps[-1], Scatter) and all(isinstance(s, Loop) for s in k.steps[:-1])
+    assert str(k).splitlines()[-1] == f"  out0 = scatter-add {k.steps[-1].operand} at t1 of t2 batch_dims=0"
+
+
+@pytest.mark.parametrize("mode", ["add", "replace"])
+def test_scatter_into_an_empty_operand_with_index_vectors_of_length_0(mode):
+    x, i, u = np.zeros((2, 0), np.float32), np.zeros((2, 0), np.int32), np.zeros((2, 2, 0), np.float32)
+    (out,) = evaluate(lower_kernel(scatter_body(mode, x, i, u, 0), "loop"), x, i, u)
+    assert out.shape == (2, 0)

@@ -134,12 +134,18 @@ def _gather_impl(operand, indices, *, batch_dims):
     return out.copy() if np.may_share_memory(out, operand) else out
 
 
+def _stacked(indices, operand) -> tuple:
+    """The updates of index vectors of length 0 as one stack of operand-shaped slices (explicit
+    count: -1 cannot be inferred when the operand is empty)."""
+    return (int(np.prod(indices.shape[:-1], dtype=np.int64)),) + operand.shape
+
+
 @def_impl(scatter_add_p)
 def _scatter_add_impl(operand, indices, updates, *, batch_dims):
     out = np.array(operand, copy=True)
     idx, updates = _scatter_targets(operand.shape, indices, updates, batch_dims)
     if not idx:
-        out += updates.reshape((-1,) + operand.shape).sum(0, dtype=operand.dtype)
+        out += updates.reshape(_stacked(indices, operand)).sum(0, dtype=operand.dtype)
     else:
         np.add.at(out, idx, updates)
     return out
@@ -150,7 +156,7 @@ def _scatter_impl(operand, indices, updates, *, batch_dims):
     out = np.array(operand, copy=True)
     idx, updates = _scatter_targets(operand.shape, indices, updates, batch_dims)
     if not idx:
-        flat = updates.reshape((-1,) + operand.shape)
+        flat = updates.reshape(_stacked(indices, operand))
         if len(flat):
             out[...] = flat[-1]
     else:

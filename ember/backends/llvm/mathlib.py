@@ -1,0 +1,554 @@
+"""Vectorizable math as inline LLVM IR: exp, expm1, log, log1p, tanh, logistic, sin, cos, pow, erf, sqrt,
+rsqrt for float32 and float64.
+
+`llvm.exp` and friends lower to scalar libm calls that the loop vectorizer leaves alone, so each function
+here is an `internal alwaysinline` IR function built from fma, rint, selects and integer bit tricks, with
+no branches: a loop calling it inlines and vectorizes. Algorithms are the classic ones (Cody-Waite range
+reduction with an fma, Taylor or Chebyshev polynomials, fdlibm/musl's log and tanh decompositions, a
+double-double log and exp for float64 pow). float32 erf and pow evaluate in float64 and round once;
+float16 callers compute in float32 and round (the scalar op table does). Measured accuracy and speed are
+in tests/backends/llvm/test_mathlib.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from ember.backends.llvm.types import DOUBLE, FLOAT, I32, I64
+
+
+@dataclass(frozen=True)
+class _Format:
+    """The constants one float format needs: bit layout, clamps, range-reduction splits, series."""
+    ty: ir.Type
+    ity: ir.IntType
+    suffix: str
+    mant: int                          # explicit mantissa bits
+    bias: int
+    exp_range: tuple[float, float]     # exp underflows to 0 below, overflows above
+    expm1_range: tuple[float, float]   # expm1 is -1 below
+    expm1_big_n: int                   # from 2**n on, expm1 = exp: the -1 is below half an ulp
+    exp_overflow: float                # log of the largest finite number: exp overflows above
+    ln2: tuple[float, float]           # ln 2 = hi + lo, hi rounded (for fma reductions)
+    ln2_short: tuple[float, float]     # hi with trailing zero bits, so k * hi is exact (log)
+    pio2: tuple[float, float, float]   # pi/2 in three parts
+    sqrt_half_bits: int                # bits of sqrt(1/2): log's mantissa split point
+    subnormal_scale: int               # log scales subnormals by 2**this
+    exp_terms: int                     # Taylor terms of exp(r) - 1 - r (from r**2 / 2!)
+    log_terms: int                     # terms of atanh's series after 2s (2/3 s**2, 2/5 s**4, ...)
+    sin_terms: int                     # sin(r) = r + r**3 * P(r**2): terms of P
+    cos_terms: int                     # cos(r) = 1 + r**2 * Q(r**2): terms of Q
+
+
+F32 = _Format(FLOAT, I32, "f32", 23, 127, (-104.0, 89.0), (-18.0, 89.0), 40, 88.72283935546875,
+              (float.fromhex("0x1.62e430p-1"), float.fromhex("-0x1.05c610p-29")),
+              (0.693138122558593750, 9.058001523953862e-06),
+              (float.fromhex("0x1.921fb6p+0"), float.fromhex("-0x1.777a5cp-25"), float.fromhex("-0x1.ee59dap-50")),
+              0x3F3504F3, 25, 6, 4, 5, 6)
+F64 = _Format(DOUBLE, I64, "f64", 52, 1023, (-746.0, 710.0), (-40.0, 710.0), 60, 709.782712893384,
+              (float.fromhex("0x1.62e42fefa39efp-1"), float.fromhex("0x1.abc9e3b39803fp-56")),
+              (0.6931471803691238, 1.9082149292705877e-10),
+              (float.fromhex("0x1.921fb54442d18p+0"), float.fromhex("0x1.1a62633145c07p-54"),
+               float.fromhex("-0x1.f1976b7ed8fbcp-110")),
+              0x3FE6A09E667F3BCD, 54, 12, 10, 8, 9)
+_FORMATS = {np.dtype(np.float32): F32, np.dtype(np.float64): F64}
+
+_LOG2E = 1.4426950408889634
+_TWO_OVER_PI = 0.6366197723675814
+_TANH_BIG, _TANH_MID = 0.5493061443340549, 0.25541281188299536   # log(3)/2, log(5/3)/2
+
+# erf, float64: erf(x)/x as a polynomial in x*x on [0, 1]; erf(mid + t) on [1,2], [2,3], [3,4], [4,6].
+# Chebyshev fits (mpmath.chebyfit, 40 digits; max error <= 1e-18), lowest power first; the constant
+# terms carry a low part so the result rounds once.
+_ERF_SMALL = (1.1283791670955126, -0.37612638903183754, 0.1128379167095512, -0.02686617064512984,
+              0.0052239776254232985, -0.000854832702193483, 0.00012055332902888736,
+              -1.4925647567519332e-05, 1.6462045441468418e-06, -1.6364642158167616e-07,
+              1.4792401209404813e-08, -1.216456005728345e-09, 8.709045129053106e-11,
+              -4.230945824295338e-12)
+_ERF_SMALL_LO = 1.5333301926264894e-17
+_ERF_PIECES = (
+    (1.5, (0.9661051464753108, 0.11893028922362937, -0.17839543383544404, 0.13875200409423427,
+          -0.04459885845886157, -0.014866286152952818, 0.019326171998868175, -0.004743053201224184,
+          -0.0023626776214740177, 0.0017098195527248622, -9.291427749394218e-05,
+          -0.0002544484104441952, 7.768992174369104e-05, 1.7955436799289365e-05,
+          -1.4091845601479276e-05, 5.945663758763461e-07, 1.5306178650310634e-06,
+          -3.33097498557903e-07, -1.008753271016733e-07, 4.4105890028319014e-08),
+     -3.387229778815171e-17),
+    (2.5, (0.999593047982555, 0.0021782842303527095, -0.005445710575881772, 0.008350089549685386,
+          -0.008622375078479705, 0.006117348213573979, -0.0027984901570386415,
+          0.000542410061321808, 0.0002606701735907387, -0.0002502853861522771,
+          7.880133344883084e-05, 5.137002244419589e-06, -1.4080055105420633e-05,
+          4.690962247196687e-06, 1.8160060560414687e-07, -6.413619742783505e-07,
+          1.784441182673888e-07, 1.843062762339582e-08, -2.2284128877917768e-08,
+          3.655479614834168e-09),
+     4.692298299244932e-17),
+    (3.5, (0.9999992569016276, 5.399426777384783e-06, -1.8897993720846575e-05,
+          4.229550975618076e-05, -6.771781083305595e-05, 8.211628223939792e-05,
+          -7.774424638936709e-05, 5.819275061897632e-05, -3.4259175451446264e-05,
+          1.5330768269504774e-05, -4.641017275609629e-06, 4.4470364859584147e-07,
+          4.4377004087098873e-07, -3.016690591364062e-07, 9.233752635258898e-08,
+          -5.73537185871582e-09, -8.338685673326946e-09, 4.049972274017224e-09,
+          -5.614496006155073e-10, -1.714384872112228e-10),
+     4.9647072811815146e-17),
+    (5.0, (0.9999999999984626, 1.5670866666209687e-11, -7.83542406487843e-11, 2.559574596337652e-10,
+          -6.137786382285755e-10, 1.150764858072596e-09, -1.7542277244092619e-09,
+          2.2320920772123733e-09, -2.414465892838849e-09, 2.2485154635189178e-09,
+          -1.8183166189389494e-09, 1.2856568267456269e-09, -7.980649117646371e-10,
+          4.3156535464223433e-10, -1.9994104992184832e-10, 8.098833495266459e-11,
+          -2.991328545885364e-11, 7.90684828608681e-12, -2.913891598383194e-14,
+          -4.891502169755016e-13),
+     -2.341007166604235e-17),
+)
+
+
+@dataclass
+class _Emit:
+    """An IRBuilder bound to one float format, with the handful of operations the algorithms use."""
+    b: ir.IRBuilder
+    f: _Format
+
+    @property
+    def module(self) -> ir.Module:
+        return self.b.module
+
+    def c(self, value: float) -> ir.Constant:
+        return ir.Constant(self.f.ty, float(value))
+
+    def i(self, value: int) -> ir.Constant:
+        return ir.Constant(self.f.ity, int(value))
+
+    def intrinsic(self, name: str, *args: ir.Value) -> ir.Value:
+        return self.b.call(_intrinsic(self.module, name, args[0].type, len(args)), list(args))
+
+    def fma(self, a, b, c):
+        return self.intrinsic("llvm.fma", a, b, c)
+
+    def poly(self, x, coeffs: Sequence[float]):
+        """Horner's rule with fma, coefficients lowest power first."""
+        acc = self.c(coeffs[-1])
+        for k in reversed(coeffs[:-1]):
+            acc = self.fma(acc, x, self.c(k))
+        return acc
+
+    def add(self, a, b):
+        return self.b.fadd(a, b)
+
+    def sub(self, a, b):
+        return self.b.fsub(a, b)
+
+    def mul(self, a, b):
+        return self.b.fmul(a, b)
+
+    def div(self, a, b):
+        return self.b.fdiv(a, b)
+
+    def neg(self, a):
+        return self.b.fneg(a)
+
+    def abs(self, a):
+        return self.intrinsic("llvm.fabs", a)
+
+    def rint(self, a):
+        return self.intrinsic("llvm.rint", a)
+
+    def floor(self, a):
+        return self.intrinsic("llvm.floor", a)
+
+    def copysign(self, a, sign):
+        return self.intrinsic("llvm.copysign", a, sign)
+
+    def clamp(self, a, lo: float, hi: float):
+        """a limited to [lo, hi]; NaN becomes lo (callers restore NaN at the end), so no poison follows."""
+        return self.intrinsic("llvm.minnum", self.intrinsic("llvm.maxnum", a, self.c(lo)), self.c(hi))
+
+    def cmp(self, op: str, a, b):
+        """Ordered comparison: false when either side is NaN."""
+        return self.b.fcmp_ordered(op, a, b)
+
+    def isnan(self, a):
+        return self.b.fcmp_unordered("uno", a, a)
+
+    def select(self, cond, a, b):
+        return self.b.select(cond, a, b)
+
+    def to_int(self, a):
+        """A float holding a small integer (never NaN or huge: fptosi of those is poison) as an int."""
+        return self.b.fptosi(a, self.f.ity)
+
+    def to_float(self, n):
+        return self.b.sitofp(n, self.f.ty)
+
+    def bits(self, a):
+        return self.b.bitcast(a, self.f.ity)
+
+    def from_bits(self, n):
+        return self.b.bitcast(n, self.f.ty)
+
+    def pow2(self, n):
+        """2**n for an integer n in the normal exponent range, built from its bits."""
+        return self.from_bits(self.b.shl(self.b.add(n, self.i(self.f.bias)), self.i(self.f.mant)))
+
+    def scale(self, p, n):
+        """p * 2**n in two steps, so results that overflow, underflow or are subnormal round once."""
+        half = self.b.ashr(n, self.i(1))
+        return self.mul(self.mul(p, self.pow2(half)), self.pow2(self.b.sub(n, half)))
+
+    def call(self, name: str, *args: ir.Value, fmt: _Format | None = None) -> ir.Value:
+        return self.b.call(_function(self.module, name, fmt or self.f), list(args))
+
+
+def _intrinsic(module: ir.Module, name: str, ty: ir.Type, nargs: int) -> ir.Function:
+    full = f"{name}.{'f32' if ty == FLOAT else 'f64'}"
+    if full in module.globals:
+        return module.globals[full]
+    return ir.Function(module, ir.FunctionType(ty, [ty] * nargs), full)
+
+
+# ---- exp, expm1 ------------------------------------------------------------------------------------
+
+def _reduce_ln2(e: _Emit, x):
+    """x = n ln2 + r + r_lo with |r| <= ln2/2 (Cody-Waite with fma): n as a float, r, and r's rounding error."""
+    n = e.rint(e.mul(x, e.c(_LOG2E)))
+    hi, lo = e.f.ln2
+    r1 = e.fma(e.neg(n), e.c(hi), x)                        # exact: x and n hi agree in their top bits
+    r = e.fma(e.neg(n), e.c(lo), r1)
+    return n, r, e.fma(e.neg(n), e.c(lo), e.sub(r1, r))
+
+
+def _expm1_poly(e: _Emit, r, r_lo):
+    """exp(r + r_lo) - 1 as hi + lo on |r| <= ln2/2: r + r**2 (1/2 + r/6 + ...) (Taylor), with the
+    rounding error of the last addition and r_lo kept in lo, so callers can round once."""
+    coeffs = [1.0 / math.factorial(k) for k in range(2, 2 + e.f.exp_terms)]
+    q = e.mul(e.mul(r, r), e.poly(r, coeffs))
+    hi = e.add(r, q)
+    return hi, e.fma(r_lo, e.add(e.c(1.0), hi), e.add(e.sub(r, hi), q))   # |q| < |r|: Fast2Sum
+
+
+def _one_plus(e: _Emit, hi, lo):
+    """1 + hi + lo as a pair (|hi| < 1)."""
+    s = e.add(e.c(1.0), hi)
+    return s, e.add(e.add(e.sub(e.c(1.0), s), hi), lo)
+
+
+def _exp_parts(e: _Emit, x, x_lo=None):
+    """exp(x + x_lo) as hi + lo for a non-NaN x (lo carries what rounding hi dropped; x_lo tiny beside x)."""
+    xc = e.clamp(x, *e.f.exp_range)
+    n, r, r_lo = _reduce_ln2(e, xc)
+    if x_lo is not None:                                     # a clamped x makes x_lo meaningless (maybe NaN)
+        r_lo = e.add(r_lo, e.select(e.cmp("==", xc, x), x_lo, e.c(0.0)))
+    k = e.to_int(n)
+    hi, lo = _one_plus(e, *_expm1_poly(e, r, r_lo))
+    return e.scale(hi, k), e.scale(lo, k)
+
+
+def _exp(e: _Emit, x):
+    hi, lo = _exp_parts(e, x)
+    return e.select(e.isnan(x), x, e.add(hi, lo))
+
+
+def _expm1_parts(e: _Emit, x):
+    """expm1(x) as hi + lo for a non-NaN x: 2**n (p + 1) - 1 with exp(r) - 1 = p, summed exactly."""
+    n, r, r_lo = _reduce_ln2(e, e.clamp(x, *e.f.expm1_range))
+    (p, p_lo), k = _expm1_poly(e, r, r_lo), e.to_int(n)
+    big = e.b.icmp_signed(">=", k, e.i(e.f.expm1_big_n))   # from there on, the -1 is below half an ulp
+    t = e.pow2(e.select(big, e.i(0), k))
+    s, s_lo = _two_sum(e, e.mul(t, p), e.sub(t, e.c(1.0)))  # 2**n p and 2**n - 1 are exact
+    hi, lo = _one_plus(e, p, p_lo)
+    return e.select(big, e.scale(hi, k), s), e.select(big, e.scale(lo, k), e.fma(t, p_lo, s_lo))
+
+
+def _expm1(e: _Emit, x):
+    hi, lo = _expm1_parts(e, x)
+    out = e.select(e.isnan(x), x, e.add(hi, lo))
+    return e.select(e.cmp("==", x, e.c(0.0)), x, out)      # keeps -0
+
+
+# ---- log, log1p --------------------------------------------------------------------------------------
+
+def _split_mantissa(e: _Emit, x):
+    """x = 2**k m with m in [sqrt(1/2), sqrt(2)) for a positive normal x: k (as a float) and f = m - 1."""
+    f = e.f
+    one_bits = f.bias << f.mant
+    ix = e.b.add(e.bits(x), e.i(one_bits - f.sqrt_half_bits))
+    k = e.b.sub(e.b.ashr(ix, e.i(f.mant)), e.i(f.bias))
+    m = e.from_bits(e.b.add(e.b.and_(ix, e.i((1 << f.mant) - 1)), e.i(f.sqrt_half_bits)))
+    return e.to_float(k), e.sub(m, e.c(1.0))
+
+
+def _log1p_of_reduced(e: _Emit, k, f, c):
+    """k ln2 + log(1 + f) + c (fdlibm's arrangement: hfsq and s carry the error below half an ulp)."""
+    s = e.div(f, e.add(e.c(2.0), f))
+    z = e.mul(s, s)
+    r = e.mul(z, e.poly(z, [2.0 / (2 * j + 1) for j in range(1, 1 + e.f.log_terms)]))
+    hfsq = e.mul(e.c(0.5), e.mul(f, f))
+    hi, lo = e.f.ln2_short
+    inner = e.add(e.mul(s, e.add(hfsq, r)), e.fma(k, e.c(lo), c))
+    return e.fma(k, e.c(hi), e.sub(f, e.sub(hfsq, inner)))
+
+
+def _log_specials(e: _Emit, x, out):
+    """log-like special values: +inf at +inf, -inf at 0, NaN below 0 and at NaN."""
+    out = e.select(e.cmp("==", x, e.c(math.inf)), x, out)
+    out = e.select(e.cmp("==", x, e.c(0.0)), e.c(-math.inf), out)
+    return e.select(e.b.fcmp_unordered("<", x, e.c(0.0)), e.c(math.nan), out)
+
+
+def _log(e: _Emit, x):
+    tiny = e.cmp("<", x, e.c(2.0 ** (1 - e.f.bias)))        # subnormal: scale into the normal range
+    xs = e.select(tiny, e.mul(x, e.c(2.0 ** e.f.subnormal_scale)), x)
+    k, f = _split_mantissa(e, xs)
+    k = e.select(tiny, e.sub(k, e.c(e.f.subnormal_scale)), k)
+    return _log_specials(e, x, _log1p_of_reduced(e, k, f, e.c(0.0)))
+
+
+def _log1p(e: _Emit, x):
+    u = e.add(e.c(1.0), x)
+    k, f = _split_mantissa(e, u)
+    # (1 + x) - u, the rounding error of u, relative to u: log(1 + x) = log(u) + c / u to first order
+    c = e.select(e.cmp(">=", k, e.c(2.0)), e.sub(e.c(1.0), e.sub(u, x)), e.sub(x, e.sub(u, e.c(1.0))))
+    out = _log_specials(e, u, _log1p_of_reduced(e, k, f, e.div(c, u)))
+    out = e.select(e.cmp("==", x, e.c(math.inf)), x, out)
+    return e.select(e.cmp("==", x, e.c(0.0)), x, out)      # keeps -0
+
+
+# ---- tanh, logistic ----------------------------------------------------------------------------------
+
+def _div_dd(e: _Emit, n, n_lo, d, d_lo):
+    """(n + n_lo) / (d + d_lo) as hi + lo."""
+    q = e.div(n, d)
+    rem = e.sub(e.add(e.fma(e.neg(q), d, n), n_lo), e.mul(q, d_lo))
+    return q, e.div(rem, d)
+
+
+def _tanh(e: _Emit, x):
+    """musl's tanh, from t = expm1(+-2|x|) in three ranges so no range subtracts nearly equal numbers;
+    t, 2 + t and the quotient carry their rounding errors, so the result rounds about once."""
+    a = e.abs(x)
+    big, mid = e.cmp(">", a, e.c(_TANH_BIG)), e.cmp(">", a, e.c(_TANH_MID))
+    t, t_lo = _expm1_parts(e, e.select(mid, e.add(a, a), e.mul(a, e.c(-2.0))))
+    d, d_lo = _two_sum(e, e.c(2.0), t)
+    n = e.select(big, e.c(2.0), e.select(mid, t, e.neg(t)))
+    n_lo = e.select(big, e.c(0.0), e.select(mid, t_lo, e.neg(t_lo)))
+    q, q_lo = _div_dd(e, n, n_lo, d, e.add(d_lo, t_lo))
+    one_minus, err = _two_sum(e, e.c(1.0), e.neg(q))
+    y = e.select(big, e.add(one_minus, e.sub(err, q_lo)), e.add(q, q_lo))
+    y = e.select(e.cmp(">", a, e.c(22.0)), e.c(1.0), y)     # tanh rounds to 1; avoids inf / inf
+    return e.select(e.isnan(x), x, e.copysign(y, x))
+
+
+def _logistic(e: _Emit, x):
+    """1 / (1 + exp(-x)) from exp(-|x|) <= 1, in pairs (value, rounding error) so it rounds about once."""
+    t, t_lo = _exp_parts(e, e.neg(e.abs(x)))
+    d, d_lo = _two_sum(e, e.c(1.0), t)
+    d_lo = e.add(d_lo, t_lo)
+    pos, neg = _div_dd(e, e.c(1.0), e.c(0.0), d, d_lo), _div_dd(e, t, t_lo, d, d_lo)
+    out = e.select(e.cmp(">=", x, e.c(0.0)), e.add(*pos), e.add(*neg))
+    # 0 where exp(-x) overflows, as the NumPy rule (SciPy's expit) and XLA give, not the subnormal
+    out = e.select(e.cmp("<", x, e.c(-e.f.exp_overflow)), e.c(0.0), out)
+    return e.select(e.isnan(x), x, out)
+
+
+# ---- sin, cos ----------------------------------------------------------------------------------------
+
+def _sincos(e: _Emit, x, shift: int):
+    """sin(x + shift pi/2): x = n pi/2 + r (three-part Cody-Waite), then sin or cos of r by quadrant.
+
+    Accurate while n * pi/2's first part stays exact (|x| < 2**(mant - 2) pi/2); beyond, r is clamped so
+    the result stays in [-1, 1]."""
+    finite = e.cmp("<", e.abs(x), e.c(math.inf))
+    xs = e.select(finite, x, e.c(0.0))
+    n = e.rint(e.mul(xs, e.c(_TWO_OVER_PI)))
+    r = xs
+    for part in e.f.pio2:
+        r = e.fma(e.neg(n), e.c(part), r)
+    r = e.clamp(r, -0.8, 0.8)        # past pi/4 only by x * 2/pi's rounding while n < 2**(mant - 6)
+    z = e.mul(r, r)
+    sin_series = [(-1) ** j / math.factorial(2 * j + 1) for j in range(1, 1 + e.f.sin_terms)]
+    cos_series = [(-1) ** j / math.factorial(2 * j) for j in range(1, 1 + e.f.cos_terms)]
+    sin_r = e.fma(e.mul(r, z), e.poly(z, sin_series), r)
+    cos_r = e.fma(z, e.poly(z, cos_series), e.c(1.0))
+    quadrant = e.to_int(e.sub(n, e.mul(e.c(4.0), e.floor(e.mul(n, e.c(0.25))))))
+    quadrant = e.b.add(quadrant, e.i(shift))
+    odd = e.b.icmp_signed("!=", e.b.and_(quadrant, e.i(1)), e.i(0))
+    negative = e.b.icmp_signed("!=", e.b.and_(quadrant, e.i(2)), e.i(0))
+    out = e.select(odd, cos_r, sin_r)
+    out = e.select(negative, e.neg(out), out)
+    return e.select(finite, out, e.c(math.nan))
+
+
+def _sin(e: _Emit, x):
+    return e.select(e.cmp("==", x, e.c(0.0)), x, _sincos(e, x, 0))   # keeps -0
+
+
+def _cos(e: _Emit, x):
+    return _sincos(e, x, 1)
+
+
+# ---- erf ---------------------------------------------------------------------------------------------
+
+def _erf(e: _Emit, x):
+    if e.f is F32:
+        return _in_f64(e, "erf", x)
+    a = e.abs(x)
+    u = e.mul(x, x)
+    small = e.fma(x, e.c(_ERF_SMALL[0]), e.mul(x, e.fma(u, e.poly(u, _ERF_SMALL[1:]), e.c(_ERF_SMALL_LO))))
+    # pick each piece's coefficients by selects (a small table lookup that vectorizes)
+    piece = [e.cmp(">=", a, e.c(mid - 0.5 if mid < 4 else 4.0)) for mid, _, _ in _ERF_PIECES]
+
+    def pick(values: Sequence[float]):
+        out = e.c(values[0])
+        for cond, v in zip(piece[1:], values[1:]):
+            out = e.select(cond, e.c(v), out)
+        return out
+
+    mids, coeffs, los = zip(*_ERF_PIECES)
+    t = e.sub(a, pick(mids))
+    tail = e.c(0.0)
+    for j in reversed(range(1, len(coeffs[0]))):
+        tail = e.fma(tail, t, pick([c[j] for c in coeffs]))
+    large = e.add(pick([c[0] for c in coeffs]), e.fma(t, tail, pick(los)))
+    large = e.select(e.cmp(">=", a, e.c(6.0)), e.c(1.0), large)
+    return e.select(e.cmp("<", a, e.c(1.0)), small, e.copysign(large, x))
+
+
+def _in_f64(e: _Emit, name: str, *args):
+    """A float32 function evaluated by its float64 version and rounded once (error <= 0.5 ulp + 2**-29)."""
+    wide = [e.b.fpext(a, DOUBLE) for a in args]
+    return e.b.fptrunc(e.call(name, *wide, fmt=F64), FLOAT)
+
+
+# ---- pow ---------------------------------------------------------------------------------------------
+
+def _two_sum(e: _Emit, a, b):
+    s = e.add(a, b)
+    bb = e.sub(s, a)
+    return s, e.add(e.sub(a, e.sub(s, bb)), e.sub(b, bb))
+
+
+def _two_prod(e: _Emit, a, b):
+    p = e.mul(a, b)
+    return p, e.fma(a, b, e.neg(p))
+
+
+def _log_dd(e: _Emit, x):
+    """log(x) as a double-double (hi, lo) for a positive finite normal-or-subnormal float64 x."""
+    tiny = e.cmp("<", x, e.c(2.0 ** -1022))
+    xs = e.select(tiny, e.mul(x, e.c(2.0 ** 54)), x)
+    k, f = _split_mantissa(e, xs)
+    k = e.select(tiny, e.sub(k, e.c(54.0)), k)
+    d = e.add(e.c(2.0), f)
+    d_lo = e.sub(f, e.sub(d, e.c(2.0)))                    # 2 + f = d + d_lo exactly
+    s = e.div(f, d)
+    s_lo = e.div(e.sub(e.fma(e.neg(s), d, f), e.mul(s, d_lo)), d)   # s + s_lo = f / (2 + f)
+    z, z_lo = _two_prod(e, s, s)
+    z_lo = e.fma(e.add(s, s), s_lo, z_lo)
+    c3, c3_lo = _two_prod(e, z, s)
+    c3_lo = e.add(c3_lo, e.fma(z, s_lo, e.mul(z_lo, s)))
+    two_thirds, two_thirds_lo = 2.0 / 3.0, 3.700743415417188e-17
+    w, w_lo = _two_prod(e, c3, e.c(two_thirds))
+    w_lo = e.add(w_lo, e.fma(c3, e.c(two_thirds_lo), e.mul(c3_lo, e.c(two_thirds))))
+    tail = e.mul(e.mul(c3, z), e.poly(z, [2.0 / (2 * j + 1) for j in range(2, 2 + e.f.log_terms)]))
+    hi, lo = e.f.ln2_short
+    a, a_lo = _two_sum(e, e.mul(k, e.c(hi)), e.add(s, s))
+    b, b_lo = _two_sum(e, a, w)
+    low = e.add(e.add(e.add(a_lo, b_lo), e.add(e.add(s_lo, s_lo), w_lo)), e.fma(k, e.c(lo), tail))
+    out = e.add(b, low)
+    return out, e.sub(low, e.sub(out, b))
+
+
+def _pow_core_f64(e: _Emit, ax, y):
+    """|x|**y for finite positive |x| and finite y: a double-double log, then exp, ~1 ulp."""
+    lg, lg_lo = _log_dd(e, ax)
+    z, z_lo = _two_prod(e, y, lg)
+    return e.add(*_exp_parts(e, z, e.fma(y, lg_lo, z_lo)))
+
+
+def _pow(e: _Emit, x, y):
+    """np.power for floats: C99 pow's special cases around |x|**y."""
+    if e.f is F32:
+        return _in_f64(e, "pow_f32_in_f64", x, y)
+    return _pow_specials(e, x, y, _pow_core_f64)
+
+
+def _pow_f32_in_f64(e: _Emit, x, y):
+    """float32 pow in float64: exp(y log|x|) with plain float64 log and exp is far below half an f32 ulp."""
+    return _pow_specials(e, x, y, lambda e, ax, y: e.call("exp", e.mul(y, e.call("log", ax))))
+
+
+def _pow_specials(e: _Emit, x, y, core: Callable):
+    one, zero, inf = e.c(1.0), e.c(0.0), e.c(math.inf)
+    ax, ay = e.abs(x), e.abs(y)
+    x_ok = e.b.and_(e.cmp("<", ax, inf), e.cmp(">", ax, zero))
+    y_ok = e.cmp("<", ay, inf)
+    out = core(e, e.select(x_ok, ax, one), e.select(y_ok, y, zero))
+    y_int = e.cmp("==", e.floor(y), y)
+    half = e.mul(y, e.c(0.5))
+    y_odd = e.b.and_(y_int, e.cmp("!=", e.floor(half), half))
+    x_neg = e.cmp("<", x, zero)
+    out = e.select(e.b.and_(x_neg, y_odd), e.neg(out), out)
+    out = e.select(e.b.and_(x_neg, e.b.and_(y_ok, e.b.not_(y_int))), e.c(math.nan), out)
+    # x = +-0 or +-inf: 0 or inf by the sign of y (and of the product), odd integer y keeps x's sign
+    y_neg = e.cmp("<", y, zero)
+    at_zero = e.select(y_neg, inf, zero)
+    edge = e.select(e.cmp("==", ax, zero), at_zero, e.select(y_neg, zero, inf))
+    edge = e.select(e.b.and_(x_neg, y_odd), e.neg(edge), e.select(y_odd, e.copysign(edge, x), edge))
+    out = e.select(e.b.not_(x_ok), edge, out)
+    # y = +-inf: inf when |x| < 1 and y < 0, or |x| > 1 and y > 0; 0 otherwise; 1 at |x| = 1
+    grows = e.b.icmp_unsigned("==", e.cmp("<", ax, one), y_neg)
+    at_inf = e.select(e.cmp("==", ax, one), one, e.select(grows, inf, zero))
+    out = e.select(e.cmp("==", ay, inf), at_inf, out)
+    out = e.select(e.b.or_(e.isnan(x), e.isnan(y)), e.c(math.nan), out)
+    return e.select(e.b.or_(e.cmp("==", y, zero), e.cmp("==", x, one)), one, out)
+
+
+# ---- sqrt, rsqrt -------------------------------------------------------------------------------------
+
+def _sqrt(e: _Emit, x):
+    return e.intrinsic("llvm.sqrt", x)
+
+
+def _rsqrt(e: _Emit, x):
+    return e.div(e.c(1.0), _sqrt(e, x))
+
+
+FUNCTIONS: dict[str, tuple[int, Callable]] = {
+    "exp": (1, _exp), "expm1": (1, _expm1), "log": (1, _log), "log1p": (1, _log1p), "tanh": (1, _tanh),
+    "logistic": (1, _logistic), "sin": (1, _sin), "cos": (1, _cos), "pow": (2, _pow), "erf": (1, _erf),
+    "sqrt": (1, _sqrt), "rsqrt": (1, _rsqrt), "pow_f32_in_f64": (2, _pow_f32_in_f64),
+}
+NAMES = tuple(n for n in FUNCTIONS if n != "pow_f32_in_f64")
+
+
+def _function(module: ir.Module, name: str, fmt: _Format) -> ir.Function:
+    """`internal alwaysinline` definition of `name` for `fmt` in `module`, built on first use."""
+    symbol = f"ember.math.{name}.{fmt.suffix}"
+    if symbol in module.globals:
+        return module.globals[symbol]
+    arity, body = FUNCTIONS[name]
+    fn = ir.Function(module, ir.FunctionType(fmt.ty, [fmt.ty] * arity), symbol)
+    fn.linkage = "internal"
+    fn.attributes.add("alwaysinline")
+    fn.attributes.add("nounwind")
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    builder.ret(body(_Emit(builder, fmt), *fn.args))
+    return fn
+
+
+def call_math(builder: ir.IRBuilder, name: str, args: Sequence[ir.Value], dtype) -> ir.Value:
+    """Emit `name(*args)` for float32 or float64 `dtype`: a call of an inline, branch-free IR function."""
+    dtype = np.dtype(dtype)
+    if name not in NAMES:
+        raise ValueError(f"mathlib has no function {name!r}; it has {', '.join(NAMES)}")
+    if dtype not in _FORMATS:
+        raise TypeError(f"mathlib computes in float32 or float64, not {dtype}: extend float16 to float32 "
+                        "and round the result")
+    fmt = _FORMATS[dtype]
+    if len(args) != FUNCTIONS[name][0] or any(a.type != fmt.ty for a in args):
+        raise TypeError(f"{name} takes {FUNCTIONS[name][0]} {dtype} argument(s), got {[str(a.type) for a in args]}")
+    return builder.call(_function(builder.module, name, fmt), list(args))
+
