@@ -24,6 +24,7 @@ from ember.tracer.ir import Graph
 
 # a thread keeps its workspace across calls up to this size; larger ones are allocated per call
 KEEP_WORKSPACE_BYTES = 64 << 20
+_empty = np.empty
 
 
 class LayoutError(RuntimeError):
@@ -75,7 +76,7 @@ class LLVMExecutable:
         self.releases_gil = module.release_gil
         self._n_in = module.n_inputs
         self._outs = module.out_specs
-        self._in_specs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in graph.inputs]
+        self._in_specs = [(tuple(v.aval.shape), G.canonical(v.aval.dtype)) for v in graph.inputs]
         self._consts = tuple(module.consts)
         self._ws_bytes = module.workspace_bytes
         self._tls = threading.local()
@@ -85,22 +86,24 @@ class LLVMExecutable:
     def asm(self) -> str:
         return self.library.asm()
 
-    def _workspace(self) -> np.ndarray:
-        if self._ws_bytes > KEEP_WORKSPACE_BYTES:
-            return _aligned_empty(self._ws_bytes)
-        ws = getattr(self._tls, "ws", None)
-        if ws is None:
-            ws = self._tls.ws = _aligned_empty(self._ws_bytes)
-        return ws
+    def _tail(self) -> tuple:
+        """(workspace, *consts): kept per thread, unless the workspace is large (then per call)."""
+        tail = (_aligned_empty(self._ws_bytes), *self._consts)
+        if self._ws_bytes <= KEEP_WORKSPACE_BYTES:
+            self._tls.tail = tail
+        return tail
 
     def __call__(self, *args, out=None) -> list[np.ndarray]:
         if len(args) != self._n_in:
             raise TypeError(f"the executable takes {self._n_in} arrays, got {len(args)}")
-        outs = [np.empty(s, d) for s, d in self._outs] if out is None else list(out)
-        tail = (*outs, self._workspace(), *self._consts)
-        rc = self._entry(args + tail)
+        try:
+            tail = self._tls.tail
+        except AttributeError:
+            tail = self._tail()
+        outs = [_empty(s, d) for s, d in self._outs] if out is None else list(out)
+        rc = self._entry((*args, *outs, *tail))
         if rc:
-            rc = self._entry(self._prepared(args) + tail)
+            rc = self._entry((*self._prepared(args), *outs, *tail))
             if rc:
                 raise RuntimeError(f"the native entry refused input {rc - 1} after conversion (please report it)")
         return outs

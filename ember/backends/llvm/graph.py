@@ -44,6 +44,12 @@ def _align(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
+def canonical(dtype) -> np.dtype:
+    """NumPy's own dtype object for `dtype` (the one its arrays point to): an equal dtype built by
+    other means (e.g. `newbyteorder("=")`) is another object, and the entry compares addresses."""
+    return np.dtype(np.dtype(dtype).name)
+
+
 def dtype_symbol(dtype: np.dtype) -> str:
     return f"ember_dtype_{np.dtype(dtype).name}"
 
@@ -114,7 +120,7 @@ class _Builder:
         typ = self.field(obj, 8, T.PTR)
         ok = b.icmp_unsigned("==", typ, self.symbol(PYARRAY_TYPE, np.ndarray))
         descr = self.field(obj, ARRAY_DESCR, T.PTR)
-        dt = np.dtype(aval.dtype)
+        dt = canonical(aval.dtype)
         ok = b.and_(ok, b.icmp_unsigned("==", descr, self.symbol(dtype_symbol(dt), dt)))
         flags = self.field(obj, ARRAY_FLAGS, T.I32)
         need = ir.Constant(T.I32, NPY_C_CONTIGUOUS | NPY_ALIGNED)
@@ -235,7 +241,7 @@ class _Builder:
         consts = [np.require(np.asarray(c, dtype=v.aval.dtype), requirements=["C", "A"])
                   for v, c in zip(self.graph.consts, self.graph.const_values)]
         for v in self.graph.inputs:
-            self.symbol(dtype_symbol(v.aval.dtype), np.dtype(v.aval.dtype))
+            self.symbol(dtype_symbol(v.aval.dtype), canonical(v.aval.dtype))
         outs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in self.graph.outputs]
         return GraphModule(str(self.module), self.n_in, outs, self.kernel_region + scratch, consts,
                            dict(self.symbols), self.work_elements >= GIL_RELEASE_ELEMENTS,
