@@ -89,19 +89,38 @@ class Lowered:
         return stage_text(s)
 
     def dump(self, path: str, stages: Iterable[str] | None = None, formats=None) -> list[str]:
-        """Write the chosen stages (all by default) as text, DOT and SVG files under `path`."""
-        from ember.viz.dump import write_stages
+        """Write the chosen stages (all by default) as text, DOT and SVG files under `path`, and with
+        format "code" (a default one) the backend's generated code: it compiles first, then writes
+        `<name>.source.py` (numpy) or `<name>.ll` and `<name>.s` (llvm)."""
+        from ember.viz.dump import wants_code, write_code, write_stages
 
         chosen = self.stages if stages is None else [self.stage(n) for n in stages]
-        return write_stages(chosen, path, formats, name=self.name)
+        written = write_stages(chosen, path, formats, name=self.name)
+        if wants_code(formats):
+            self.compile()
+            written += write_code(self._executable, path, self.name)
+        return written
 
     def source(self) -> str:
-        """The code the backend generated for the optimized graph (Python for the numpy backend)."""
+        """The code the backend generated for the optimized graph (Python for the numpy backend, LLVM
+        IR for llvm)."""
         self.compile()
         src = getattr(self._executable, "source", None)
         if src is None:
             raise NotImplementedError(f"the {self.backend} backend does not expose generated code")
         return src
+
+    def asm(self) -> str:
+        """The assembly the backend generated for the optimized graph (llvm); backends that generate
+        none (numpy: see `source()`) raise NotImplementedError."""
+        self.compile()
+        asm = getattr(self._executable, "asm", None)
+        if callable(asm):
+            asm = asm()
+        if asm is None:
+            raise NotImplementedError(f"the {self.backend} backend generates no assembly; Lowered.source() shows "
+                                      "the code it generates")
+        return asm
 
     def memory(self) -> MemoryReport:
         """The memory plan as a report: peak bytes of intermediates, buffers, bytes saved by in-place

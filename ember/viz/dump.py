@@ -1,4 +1,5 @@
-"""Write recorded stages to a directory: NN_<stage>.txt, .dot and .svg (SVG when `dot` exists)."""
+"""Write recorded stages to a directory: NN_<stage>.txt, .dot and .svg (SVG when `dot` exists), and
+the code a backend generated for the compiled function (format "code")."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from ember.viz.dot import graph_to_dot
 from ember.viz.svg import INSTALL_HINT, dot_available, render_svg
 from ember.viz.text import stage_text
 
-FORMATS = ("txt", "dot", "svg")
+FORMATS = ("txt", "dot", "svg", "code")
+DEFAULT_SOURCE_SUFFIX = ".source.txt"  # for an executable that does not say what language its source is
 
 
 def _slug(name: str) -> str:
@@ -21,7 +23,8 @@ def _slug(name: str) -> str:
 
 def write_stages(stages: Sequence[Stage], path: str, formats: Sequence[str] | None = None,
                  name: str = "graph") -> list[str]:
-    """Write every stage in `formats` (default: txt, dot, and svg when Graphviz is installed).
+    """Write every stage in `formats` (default: txt, dot, and svg when Graphviz is installed; "code" is
+    written by `write_code`, not here).
 
     Asking for "svg" explicitly without Graphviz raises GraphvizNotFoundError; by default it is skipped
     with a warning that says how to install it.
@@ -59,3 +62,25 @@ def _write(path: str, text: str) -> str:
     with open(path, "w") as f:
         f.write(text)
     return path
+
+
+def wants_code(formats: Sequence[str] | None) -> bool:
+    """Whether a dump in `formats` (None: the default ones) includes the generated code."""
+    return formats is None or "code" in formats
+
+
+def write_code(executable, path: str, name: str = "graph") -> list[str]:
+    """Write what `executable` exposes of its generated code: `source` as <name><source_suffix>
+    (.source.py for the numpy backend, .ll for LLVM IR) and `asm` (assembly) as <name>.s."""
+    os.makedirs(path, exist_ok=True)
+    base = os.path.join(path, re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_") or "graph")
+    written = []
+    source = getattr(executable, "source", None)
+    if source is not None:
+        written.append(_write(base + getattr(executable, "source_suffix", DEFAULT_SOURCE_SUFFIX), source))
+    asm = getattr(executable, "asm", None)
+    if callable(asm):
+        asm = asm()
+    if asm is not None:
+        written.append(_write(base + ".s", asm))
+    return written

@@ -357,3 +357,72 @@ def test_lowered_source_shows_the_generated_code():
     src = f.lower(np.ones(3, np.float32)).source()
     assert src.startswith("def run(a0):")
     assert "# tanh" in src and "# mul" in src and "test_jit.py" in src
+
+
+def test_lowered_asm_raises_naming_a_backend_without_assembly():
+    low = ember.jit(lambda x: x * 2.0, backend="numpy").lower(np.ones(3))
+    with pytest.raises(NotImplementedError, match="numpy backend generates no assembly.*source()"):
+        low.asm()
+
+
+class _NativeLike:
+    """A numpy executable dressed as a native backend's: LLVM-like source, its suffix, and assembly."""
+
+    source_suffix = ".ll"
+
+    def __init__(self, exe):
+        self.exe = exe
+        self.source = "; ModuleID = 'fake'\n" + exe.source
+        self.asm = "\tvaddps %zmm0, %zmm1, %zmm2\n"
+
+    def __call__(self, *args, out=None):
+        return self.exe(*args, out=out)
+
+
+@pytest.fixture
+def native_like(monkeypatch):
+    import ember.backends as backends
+
+    class Backend:
+        name = "native-like"
+
+        def compile(self, graph, plan=None):
+            return _NativeLike(backends.get_backend("numpy").compile(graph, plan))
+
+    monkeypatch.setitem(backends._loaders, "native-like", Backend)
+    monkeypatch.setitem(backends._loaded, "native-like", Backend())
+    return "native-like"
+
+
+def test_lowered_asm_and_source_come_from_the_executable(native_like):
+    low = ember.jit(lambda x: x * 2.0, backend=native_like).lower(np.ones(3))
+    assert low.asm() == "\tvaddps %zmm0, %zmm1, %zmm2\n" and low.source().startswith("; ModuleID")
+
+
+def test_dump_writes_the_generated_code(tmp_path, native_like):
+    def scale(x):
+        return x * 2.0
+
+    x = np.ones(3)
+    low = ember.jit(scale).lower(x)
+    written = low.dump(str(tmp_path / "np"))
+    assert str(tmp_path / "np" / "scale.source.py") in written
+    assert (tmp_path / "np" / "scale.source.py").read_text() == low.source()
+    native = ember.jit(scale, backend=native_like).lower(x)
+    native.dump(str(tmp_path / "native"))
+    assert (tmp_path / "native" / "scale.ll").read_text() == native.source()
+    assert (tmp_path / "native" / "scale.s").read_text() == native.asm()
+    text_only = ember.jit(scale, backend=native_like).lower(x)
+    text_only.dump(str(tmp_path / "txt"), formats=["txt"])  # no code: nothing compiled
+    assert text_only._executable is None and not list((tmp_path / "txt").glob("scale*"))
+
+
+def test_ember_dump_dir_writes_the_generated_code(tmp_path, monkeypatch, native_like):
+    monkeypatch.setenv("EMBER_DUMP_DIR", str(tmp_path))
+
+    def cube(x):
+        return x * x * x
+
+    ember.jit(cube)(np.ones(2))
+    ember.jit(cube, backend=native_like)(np.ones(2))
+    assert sorted(p.name for p in tmp_path.glob("*/cube*")) == ["cube.ll", "cube.s", "cube.source.py"]

@@ -376,11 +376,12 @@ def tie_heavy(rng, shape, dtype) -> np.ndarray:
 
 
 @st.composite
-def arg_cases(draw):
-    """(x, axis, combine, index_dtype): any rank 1-3 (other axes may be empty), any dtype."""
+def arg_cases(draw, longest: int = 5):
+    """(x, axis, combine, index_dtype): any rank 1-3 (other axes may be empty), any dtype; the reduced
+    axis up to `longest` long."""
     rank = draw(st.integers(1, 3))
     axis = draw(st.integers(0, rank - 1))
-    shape = tuple(draw(st.integers(1 if a == axis else 0, 5)) for a in range(rank))
+    shape = tuple(draw(st.integers(1, longest) if a == axis else st.integers(0, 5)) for a in range(rank))
     dtype = draw(st.sampled_from(DTYPES))
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     return (tie_heavy(rng, shape, dtype), axis, draw(st.sampled_from(["argmax", "argmin"])),

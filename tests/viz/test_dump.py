@@ -29,7 +29,7 @@ def _stage_files(path) -> dict[str, list[str]]:
     """{'00_traced': ['dot', 'svg', 'txt'], ...}"""
     out: dict[str, list[str]] = {}
     for name in sorted(os.listdir(path)):
-        if name == "stages.txt":
+        if name == "stages.txt" or not name[:2].isdigit():  # the index, the generated code
             continue
         base, ext = name.rsplit(".", 1)
         out.setdefault(base, []).append(ext)
@@ -55,6 +55,7 @@ def test_dump_writes_every_stage(tmp_path):
     assert [line.split(":")[0] for line in index] == [f"{i:02d} {s}" for i, s in enumerate(lowered.stage_names)]
     assert all(os.path.exists(p) for p in written)
     assert os.path.join(str(tmp_path), "stages.txt") in written
+    assert os.path.join(str(tmp_path), "model.source.py") in written  # the numpy backend's code
 
 
 def test_dump_text_shows_ops_types_and_user_lines(tmp_path):
@@ -193,7 +194,7 @@ def test_default_formats_without_graphviz_warn_and_write_text_and_dot(tmp_path, 
     with pytest.warns(UserWarning, match="apt-get install graphviz"):
         written = ember.dump(model, np.ones(4), path=str(out))
     exts = {os.path.splitext(p)[1] for p in written}
-    assert exts == {".txt", ".dot"}
+    assert exts == {".txt", ".dot", ".py"}  # .py: the numpy backend's code
     assert not any(n.endswith(".svg") for n in os.listdir(out))
 
 

@@ -2,8 +2,9 @@
 
 argmax/argmin walk each row along the axis keeping the best value and its index: a candidate wins
 when strictly better, or when it is a NaN and the best is not (so the first NaN wins, as NumPy).
-With a contiguous row the pair lives in registers; otherwise rows advance together through a
-scratch pair of arrays, so the inner loop runs over contiguous memory and vectorizes. A scatter
+With a contiguous row the pair lives in registers (a long row is searched as 16 interleaved rows
+in vector registers, then merged); otherwise rows advance together through a scratch pair of
+arrays, so the inner loop runs over contiguous memory and vectorizes. A scatter
 copies its operand (unless writing in place), then applies the updates one index vector at a
 time in row-major order, dropping a vector out of range: duplicates add in order, or the last wins.
 """
@@ -17,7 +18,7 @@ import numpy as np
 from llvmlite import ir
 
 from ember.backends.kernel import ArgReduce, Buffer, Scatter
-from ember.backends.llvm.types import I1, I64, PTR, element_ptr, index, load, store, value_type
+from ember.backends.llvm.types import I1, I32, I64, PTR, element_ptr, index, load, memory_type, store, value_type
 
 ALIGN = 64  # the scratch pointer's alignment, and the granule of what a step asks for
 
@@ -110,6 +111,50 @@ def _as_index(builder: ir.IRBuilder, k: ir.Value, dtype: np.dtype) -> ir.Value:
     return k if width == 64 else builder.trunc(k, value_type(dtype))
 
 
+LANES = 16  # a long contiguous row is searched as LANES interleaved rows in vector registers
+
+
+def _lanes(builder, combine: str, src, base, n: int, dt: np.dtype) -> tuple[ir.Value, ir.Value, int]:
+    """The best value and index of the first n - n % LANES elements of the row at `base`: lane j keeps
+    the best of elements j, j + LANES, ... (with its block number), then lanes are merged, ties and
+    NaNs going to the smallest index. Returns them and where the scalar tail starts."""
+    blocks = n // LANES
+    blk = ir.VectorType(I64, LANES)
+
+    def block(r):
+        at = element_ptr(builder, src, _add(builder, base, _mul(builder, r, LANES)), dt)
+        raw = builder.load(at, typ=ir.VectorType(memory_type(dt), LANES), align=dt.itemsize)
+        return builder.icmp_unsigned("!=", raw, ir.Constant(raw.type, None)) if dt.kind == "b" else raw
+
+    def advance(r, best, at):
+        v = block(r)
+        take = _better(builder, combine, v, best, dt)
+        splat = builder.insert_element(ir.Constant(blk, None), r, ir.Constant(I64, 0))
+        splat = builder.shuffle_vector(splat, ir.Constant(blk, None), ir.Constant(ir.VectorType(I32, LANES), None))
+        return builder.select(take, v, best), builder.select(take, splat, at)
+
+    best, at = _loop(builder, 1, blocks, advance, [block(index(0)), ir.Constant(blk, None)])
+    value, k = None, None
+    for lane in range(LANES):
+        v = builder.extract_element(best, index(lane))
+        i = builder.add(_mul(builder, builder.extract_element(at, index(lane)), LANES), index(lane))
+        if value is None:
+            value, k = v, i
+            continue
+        take = builder.or_(_better(builder, combine, v, value, dt),
+                           builder.and_(_same(builder, v, value, dt), builder.icmp_signed("<", i, k)))
+        value, k = builder.select(take, v, value), builder.select(take, i, k)
+    return value, k, blocks * LANES
+
+
+def _same(builder, a: ir.Value, b: ir.Value, dtype: np.dtype) -> ir.Value:
+    """a equals b, two NaNs counting as equal (for a tie between lanes)."""
+    if dtype.kind != "f":
+        return builder.icmp_unsigned("==", a, b)
+    return builder.or_(builder.fcmp_ordered("==", a, b),
+                       builder.and_(builder.fcmp_unordered("uno", a, a), builder.fcmp_unordered("uno", b, b)))
+
+
 def _arg_reduce(builder, step: ArgReduce, buffers, ptrs, scratch) -> None:
     x = buffers[step.operand]
     outer, n, inner = prod(x.shape[:step.axis]), x.shape[step.axis], prod(x.shape[step.axis + 1:])
@@ -122,9 +167,12 @@ def _arg_reduce(builder, step: ArgReduce, buffers, ptrs, scratch) -> None:
     if inner == 1:  # a contiguous row: the best value and index in registers
         def row(o):
             base = _mul(builder, o, n)
-            first = load(builder, src, base, dt)
-            _, k = _loop(builder, 1, n, lambda r, best, k: pick(load(builder, src, _add(builder, base, r), dt),
-                                                                best, k, r), [first, index(0)])
+            if n >= 2 * LANES:
+                best, k, start = _lanes(builder, step.combine, src, base, n, dt)
+            else:
+                best, k, start = load(builder, src, base, dt), index(0), 1
+            _, k = _loop(builder, start, n, lambda r, best, k: pick(load(builder, src, _add(builder, base, r), dt),
+                                                                    best, k, r), [best, k])
             store(builder, _as_index(builder, k, step.index_dtype), dst, o, step.index_dtype)
         _loop(builder, 0, outer, row)
         return

@@ -235,31 +235,43 @@ def _one_plus(e: _Emit, hi, lo):
     return s, e.add(e.add(e.sub(e.c(1.0), s), hi), lo)
 
 
-def _exp_parts(e: _Emit, x, x_lo=None):
-    """exp(x + x_lo) as hi + lo for a non-NaN x (lo carries what rounding hi dropped; x_lo tiny beside x)."""
+def _exp_unscaled(e: _Emit, x, x_lo=None):
+    """exp(x + x_lo) = (hi + lo) 2**k with hi + lo in [0.7, 1.42], for a non-NaN x (x_lo tiny beside x).
+
+    Scaling comes last and once: a scaled lo part would be subnormal for tiny results, and subnormal
+    operands cost a microcode assist (~100 cycles) per vector operation on x86."""
     xc = e.clamp(x, *e.f.exp_range)
     n, r, r_lo = _reduce_ln2(e, xc)
     if x_lo is not None:                                     # a clamped x makes x_lo meaningless (maybe NaN)
         r_lo = e.add(r_lo, e.select(e.cmp("==", xc, x), x_lo, e.c(0.0)))
-    k = e.to_int(n)
-    hi, lo = _one_plus(e, *_expm1_poly(e, r, r_lo))
-    return e.scale(hi, k), e.scale(lo, k)
+    return (*_one_plus(e, *_expm1_poly(e, r, r_lo)), e.to_int(n))
+
+
+def _exp_value(e: _Emit, x):
+    """exp(x) for a non-NaN x: float64 adds the low parts in (its budget is 1 ulp); float32's plain
+    polynomial stays within 1 ulp with fewer operations."""
+    if e.f is F32:
+        n, r, _ = _reduce_ln2(e, e.clamp(x, *e.f.exp_range))
+        coeffs = [1.0 / math.factorial(k) for k in range(2, 2 + e.f.exp_terms)]
+        return e.scale(e.add(e.c(1.0), e.fma(e.mul(r, r), e.poly(r, coeffs), r)), e.to_int(n))
+    hi, lo, k = _exp_unscaled(e, x)
+    return e.scale(e.add(hi, lo), k)
 
 
 def _exp(e: _Emit, x):
-    hi, lo = _exp_parts(e, x)
-    return e.select(e.isnan(x), x, e.add(hi, lo))
+    return e.select(e.isnan(x), x, _exp_value(e, x))
 
 
 def _expm1_parts(e: _Emit, x):
-    """expm1(x) as hi + lo for a non-NaN x: 2**n (p + 1) - 1 with exp(r) - 1 = p, summed exactly."""
+    """expm1(x) as hi + lo for a non-NaN x: 2**n (p + 1) - 1 with exp(r) - 1 = p, summed exactly
+    (lo is 0 once the -1 no longer matters)."""
     n, r, r_lo = _reduce_ln2(e, e.clamp(x, *e.f.expm1_range))
     (p, p_lo), k = _expm1_poly(e, r, r_lo), e.to_int(n)
     big = e.b.icmp_signed(">=", k, e.i(e.f.expm1_big_n))   # from there on, the -1 is below half an ulp
     t = e.pow2(e.select(big, e.i(0), k))
     s, s_lo = _two_sum(e, e.mul(t, p), e.sub(t, e.c(1.0)))  # 2**n p and 2**n - 1 are exact
-    hi, lo = _one_plus(e, p, p_lo)
-    return e.select(big, e.scale(hi, k), s), e.select(big, e.scale(lo, k), e.fma(t, p_lo, s_lo))
+    exp_x = e.scale(e.add(*_one_plus(e, p, p_lo)), k)
+    return e.select(big, exp_x, s), e.select(big, e.c(0.0), e.fma(t, p_lo, s_lo))
 
 
 def _expm1(e: _Emit, x):
@@ -325,10 +337,29 @@ def _div_dd(e: _Emit, n, n_lo, d, d_lo):
     return q, e.div(rem, d)
 
 
+# tanh(x) = x + x**3 P(x**2) on |x| <= 1 for float32 (Chebyshev fit, 1.5e-10 relative)
+_TANH_F32 = (-0.3333333331834693, 0.13333330899461984, -0.05396759669145474, 0.02186257538161619,
+             -0.00882625034385819, 0.003478386489588535, -0.001242157496259036, 0.00033768981029704557,
+             -4.846711195865875e-05)
+
+
+def _tanh_f32(e: _Emit, x):
+    """float32 tanh: a polynomial below 1, 1 - 2 / (exp(2|x|) + 1) above (its error shrinks with
+    2 / (exp(2|x|) + 1) <= 0.24); one division, as the activation in dense layers wants."""
+    a = e.intrinsic("llvm.minnum", e.abs(x), e.c(22.0))     # tanh(22) rounds to 1; no inf, no subnormal
+    u = e.mul(a, a)
+    small = e.fma(e.mul(a, u), e.poly(u, _TANH_F32), a)
+    big = e.sub(e.c(1.0), e.div(e.c(2.0), e.add(_exp_value(e, e.add(a, a)), e.c(1.0))))
+    y = e.copysign(e.select(e.cmp("<", a, e.c(1.0)), small, big), x)
+    return e.select(e.isnan(x), x, y)
+
+
 def _tanh(e: _Emit, x):
     """musl's tanh, from t = expm1(+-2|x|) in three ranges so no range subtracts nearly equal numbers;
     t, 2 + t and the quotient carry their rounding errors, so the result rounds about once."""
-    a = e.abs(x)
+    if e.f is F32:
+        return _tanh_f32(e, x)
+    a = e.intrinsic("llvm.minnum", e.abs(x), e.c(22.0))     # tanh(22) rounds to 1; no inf, no subnormal
     big, mid = e.cmp(">", a, e.c(_TANH_BIG)), e.cmp(">", a, e.c(_TANH_MID))
     t, t_lo = _expm1_parts(e, e.select(mid, e.add(a, a), e.mul(a, e.c(-2.0))))
     d, d_lo = _two_sum(e, e.c(2.0), t)
@@ -337,17 +368,24 @@ def _tanh(e: _Emit, x):
     q, q_lo = _div_dd(e, n, n_lo, d, e.add(d_lo, t_lo))
     one_minus, err = _two_sum(e, e.c(1.0), e.neg(q))
     y = e.select(big, e.add(one_minus, e.sub(err, q_lo)), e.add(q, q_lo))
-    y = e.select(e.cmp(">", a, e.c(22.0)), e.c(1.0), y)     # tanh rounds to 1; avoids inf / inf
+    y = e.select(e.cmp(">=", a, e.c(22.0)), e.c(1.0), y)
     return e.select(e.isnan(x), x, e.copysign(y, x))
 
 
 def _logistic(e: _Emit, x):
-    """1 / (1 + exp(-x)) from exp(-|x|) <= 1, in pairs (value, rounding error) so it rounds about once."""
-    t, t_lo = _exp_parts(e, e.neg(e.abs(x)))
+    """1 / (1 + exp(-x)) from t = exp(-|x|) <= 1, in pairs (value, rounding error) so it rounds about
+    once. Where t < 2**-(mant + 2) the result is 1 or t itself, and the pairs (whose low parts would be
+    subnormal, and slow) are not used."""
+    hi, lo, k = _exp_unscaled(e, e.neg(e.abs(x)))
+    t_exact = e.scale(e.add(hi, lo), k)
+    k_pair = e.b.select(e.b.icmp_signed("<", k, e.i(-e.f.mant - 2)), e.i(0), k)
+    t, t_lo = e.scale(hi, k_pair), e.scale(lo, k_pair)
     d, d_lo = _two_sum(e, e.c(1.0), t)
     d_lo = e.add(d_lo, t_lo)
     pos, neg = _div_dd(e, e.c(1.0), e.c(0.0), d, d_lo), _div_dd(e, t, t_lo, d, d_lo)
-    out = e.select(e.cmp(">=", x, e.c(0.0)), e.add(*pos), e.add(*neg))
+    tiny = e.b.icmp_signed("<", k, e.i(-e.f.mant - 2))
+    out = e.select(e.cmp(">=", x, e.c(0.0)), e.select(tiny, e.c(1.0), e.add(*pos)),
+                   e.select(tiny, t_exact, e.add(*neg)))
     # 0 where exp(-x) overflows, as the NumPy rule (SciPy's expit) and XLA give, not the subnormal
     out = e.select(e.cmp("<", x, e.c(-e.f.exp_overflow)), e.c(0.0), out)
     return e.select(e.isnan(x), x, out)
@@ -465,7 +503,8 @@ def _pow_core_f64(e: _Emit, ax, y):
     """|x|**y for finite positive |x| and finite y: a double-double log, then exp, ~1 ulp."""
     lg, lg_lo = _log_dd(e, ax)
     z, z_lo = _two_prod(e, y, lg)
-    return e.add(*_exp_parts(e, z, e.fma(y, lg_lo, z_lo)))
+    hi, lo, k = _exp_unscaled(e, z, e.fma(y, lg_lo, z_lo))
+    return e.scale(e.add(hi, lo), k)
 
 
 def _pow(e: _Emit, x, y):

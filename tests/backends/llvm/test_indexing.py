@@ -60,6 +60,35 @@ def test_arg_reduce_matches_evaluate(case):
     same(got, want)
 
 
+@settings(max_examples=40)
+@given(arg_cases(longest=80))
+def test_arg_reduce_of_long_rows_searched_in_vector_lanes_matches_evaluate(case):
+    x = case[0]
+    k = lower_kernel(arg_body(*case), "reduction")
+    (got,), (want,) = run(k, x), evaluate(k, x)
+    same(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "bool"])
+@pytest.mark.parametrize("combine", ["argmax", "argmin"])
+def test_arg_reduce_lanes_merge_ties_and_nans_to_the_smallest_index(dtype, combine):
+    """Rows of 40: 2 blocks of 16 lanes and a tail of 8. The winner sits in a later lane than an equal
+    value of a later block, or in the tail."""
+    rows = np.zeros((5, 40))
+    rows[0, [20, 3]] = 5.0  # lane 4 block 1, lane 3 block 0: index 3 wins
+    rows[1, [17, 34]] = 5.0  # lane 1 block 1 and the tail: 17
+    rows[2, 39] = 5.0  # the tail only
+    rows[3, [30, 18, 36]] = np.nan  # NaNs: 18
+    rows[4, [5, 21]] = -5.0
+    rows = rows if dtype.startswith("float") else np.nan_to_num(rows, nan=9.0)
+    x = (rows if combine == "argmax" else -rows).astype(dtype)
+    k = lower_kernel(arg_body(x, 1, combine, np.dtype(np.int32)), "reduction")
+    (got,), (want,) = run(k, x), evaluate(k, x)
+    same(got, want)
+    if dtype.startswith("float"):
+        assert list(got[:4]) == [3, 17, 39, 18]
+
+
 ROWS = {
     "float": (np.array([[1.0, np.nan, 3.0, np.nan], [-0.0, 0.0, -1.0, -1.0], [2.0, 2.0, np.inf, np.inf]]),
               {"argmax": [1, 0, 2], "argmin": [1, 2, 0]}),
