@@ -42,6 +42,8 @@ def check_layout() -> None:
     dims = at(a, G.ARRAY_DIMS)
     ok = (at(t, G.TUPLE_ITEMS) == id(a) and at(a, 8) == id(np.ndarray) and at(a, G.ARRAY_DATA) == a.ctypes.data
           and at(a, G.ARRAY_NDIM, ctypes.c_int) == 2 and at(a, G.ARRAY_DESCR) == id(a.dtype)
+          and at(a.dtype, G.DESCR_TYPE_NUM, ctypes.c_int) == a.dtype.num
+          and at(a.dtype, G.DESCR_BYTEORDER, ctypes.c_char) == a.dtype.byteorder.encode()
           and (ctypes.c_ssize_t * 2).from_address(dims)[:] == [2, 3]
           and at(a, G.ARRAY_FLAGS, ctypes.c_int) & G.NPY_C_CONTIGUOUS)
     if not ok:
@@ -76,7 +78,7 @@ class LLVMExecutable:
         self.releases_gil = module.release_gil
         self._n_in = module.n_inputs
         self._outs = module.out_specs
-        self._in_specs = [(tuple(v.aval.shape), G.canonical(v.aval.dtype)) for v in graph.inputs]
+        self._in_specs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype).newbyteorder("=")) for v in graph.inputs]
         self._consts = tuple(module.consts)
         self._ws_bytes = module.workspace_bytes
         self._tls = threading.local()
@@ -109,7 +111,7 @@ class LLVMExecutable:
         return outs
 
     def _prepared(self, args: tuple) -> tuple:
-        """`args` as the entry reads them: exact ndarrays, C-contiguous, aligned, canonical dtype."""
+        """`args` as the entry reads them: exact ndarrays, C-contiguous, aligned, native byte order."""
         fixed = []
         for k, (x, (shape, dtype)) in enumerate(zip(args, self._in_specs)):
             a = np.asarray(x)
@@ -117,6 +119,7 @@ class LLVMExecutable:
                 raise ValueError(f"input {k} has shape {a.shape}; the compiled function takes {shape}")
             if (a.dtype.kind, a.dtype.itemsize) != (dtype.kind, dtype.itemsize):  # byte order may differ
                 raise TypeError(f"input {k} has dtype {a.dtype}; the compiled function takes {dtype}")
-            ok = (type(a) is np.ndarray and a.dtype is dtype and a.flags.c_contiguous and a.flags.aligned)
+            ok = (type(a) is np.ndarray and a.dtype == dtype and a.dtype.isnative and a.flags.c_contiguous
+                  and a.flags.aligned)
             fixed.append(a if ok else np.array(a, dtype=dtype, order="C", copy=True))
         return tuple(fixed)

@@ -3,7 +3,7 @@
 `i32 @ember_entry(ptr args)` takes a Python tuple (inputs, outputs, workspace, consts: all
 ndarrays) and reads each array's data pointer natively from NumPy's PyArrayObject, so a call costs
 one foreign call: no data pointer is fetched in Python (FACTS.md). It first checks each input (exact
-ndarray type, the canonical dtype object, rank, shape, C-contiguous and aligned) and returns k+1
+ndarray type, dtype number in native byte order, rank, shape, C-contiguous and aligned) and returns k+1
 when input k fails, so the caller converts it and calls again; then it runs every node of the
 schedule (each a kernel function from `loops`, one per distinct kernel description), writes
 outputs that are inputs, consts, literals or repeats by copying, and returns 0.
@@ -11,7 +11,7 @@ outputs that are inputs, consts, literals or repeats by copying, and returns 0.
 Memory follows the plan: a value lives in its input's, const's or output's array, or at a fixed
 offset of the workspace (one region per plan buffer id, so in-place writes and pooled reuse are the
 plan's); kernel temps and scratch share one region after the buffers. Process addresses (the
-ndarray type, dtype objects) are external symbols bound at link time, so the IR text, and the
+ndarray type) is an external symbol bound at link time, so the IR text, and the
 object code cached under its hash, hold no process-specific value.
 """
 
@@ -34,6 +34,7 @@ ALIGN = 64
 # CPython/NumPy object layouts on 64-bit builds (checked at run time by executable.check_layout)
 TUPLE_ITEMS = 24
 ARRAY_DATA, ARRAY_NDIM, ARRAY_DIMS, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 64
+DESCR_BYTEORDER, DESCR_TYPE_NUM = 26, 28  # the same in NumPy 1.x and 2.x
 NPY_C_CONTIGUOUS, NPY_ALIGNED = 0x1, 0x100
 PYARRAY_TYPE = "ember_pyarray_type"
 # elements a call must touch before it releases the GIL (below, the release costs more than it gives)
@@ -44,14 +45,6 @@ def _align(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def canonical(dtype) -> np.dtype:
-    """NumPy's own dtype object for `dtype` (the one its arrays point to): an equal dtype built by
-    other means (e.g. `newbyteorder("=")`) is another object, and the entry compares addresses."""
-    return np.dtype(np.dtype(dtype).name)
-
-
-def dtype_symbol(dtype: np.dtype) -> str:
-    return f"ember_dtype_{np.dtype(dtype).name}"
 
 
 @dataclass
@@ -114,14 +107,17 @@ class _Builder:
         return g
 
     def check_input(self, k: int, v: Var, obj: ir.Value) -> None:
-        """Return k+1 unless argument k is an aligned C-contiguous ndarray of v's canonical dtype and shape."""
+        """Return k+1 unless argument k is an aligned C-contiguous ndarray of v's shape and dtype in
+        native byte order (dtypes compare by type number: equal dtypes may be distinct objects)."""
         b = self.b
         aval = v.aval
         typ = self.field(obj, 8, T.PTR)
         ok = b.icmp_unsigned("==", typ, self.symbol(PYARRAY_TYPE, np.ndarray))
         descr = self.field(obj, ARRAY_DESCR, T.PTR)
-        dt = canonical(aval.dtype)
-        ok = b.and_(ok, b.icmp_unsigned("==", descr, self.symbol(dtype_symbol(dt), dt)))
+        num = self.field(descr, DESCR_TYPE_NUM, T.I32)
+        ok = b.and_(ok, b.icmp_signed("==", num, ir.Constant(T.I32, np.dtype(aval.dtype).num)))
+        order = self.field(descr, DESCR_BYTEORDER, T.I8)
+        ok = b.and_(ok, b.icmp_unsigned("!=", order, ir.Constant(T.I8, ord(">"))))
         flags = self.field(obj, ARRAY_FLAGS, T.I32)
         need = ir.Constant(T.I32, NPY_C_CONTIGUOUS | NPY_ALIGNED)
         ok = b.and_(ok, b.icmp_unsigned("==", b.and_(flags, need), need))
@@ -240,8 +236,6 @@ class _Builder:
         self.b.ret(ir.Constant(T.I32, 0))
         consts = [np.require(np.asarray(c, dtype=v.aval.dtype), requirements=["C", "A"])
                   for v, c in zip(self.graph.consts, self.graph.const_values)]
-        for v in self.graph.inputs:
-            self.symbol(dtype_symbol(v.aval.dtype), canonical(v.aval.dtype))
         outs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in self.graph.outputs]
         return GraphModule(str(self.module), self.n_in, outs, self.kernel_region + scratch, consts,
                            dict(self.symbols), self.work_elements >= GIL_RELEASE_ELEMENTS,
