@@ -46,7 +46,8 @@ KIND_HAZARDS = {"reduction": "reduced", "contraction": "reduced", "indexing": "g
 HAZARD_WORDS = {"broadcast": "broadcast (its elements repeated)", "reshaped": "reshaped", "transposed": "transposed",
                 "sliced": "sliced", "reversed": "reversed", "aliased": "aliased", "padded": "padded",
                 "concatenated": "concatenated", "reduced": "whole, in a reduction or contraction",
-                "gathered": "at gathered indices"}
+                "gathered": "at gathered indices",
+                "contraction-first": "after the fused dot_general has written the result's buffer"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -197,6 +198,9 @@ def _body_hazards(body: Graph) -> dict[int, tuple[str, Node]]:
     not when the body reads it again (the kernel would then read the input whole before writing)."""
     read = {a for node in body.nodes for a in node.inputs if isinstance(a, Var)}
     hazards: dict[int, tuple[str, Node]] = {}
+    # a kernel computes a fused dot_general into the result's buffer before its epilogue reads the
+    # other operands, so no operand may share that buffer (the backends' kernels alias it: kernel.py)
+    dot = next((n for n in body.nodes if n.prim is P.dot_general_p), None)
     for k, x in enumerate(body.inputs):
         derived = {x}
         for node in body.nodes:
@@ -207,6 +211,8 @@ def _body_hazards(body: Graph) -> dict[int, tuple[str, Node]]:
             elif node.prim.kind != "reduction" or any(o in read for o in node.outputs):
                 hazards[k] = (HAZARDS.get(node.prim) or KIND_HAZARDS[node.prim.kind], node)
                 break
+        if dot is not None and k not in hazards and x in read:
+            hazards[k] = ("contraction-first", dot)
     return hazards
 
 
@@ -299,6 +305,9 @@ class _Inplace:
                           f"{HAZARD_WORDS[rule]} {what}")
         for i in (i for i, b in enumerate(node.inputs) if b is a and i in hazards):  # a may be passed twice
             rule, body_node = hazards[i]
+            if rule == "contraction-first":
+                return rule, (f"the fused kernel reads input {i} {HAZARD_WORDS[rule]} ({body_node.prim.name}"
+                              f"{_loc(body_node)})")
             return rule, (f"the fused kernel reads input {i} {HAZARD_WORDS[rule]} (through {body_node.prim.name}"
                           f"{_loc(body_node)}), not only through the identity index map")
         for i, b in enumerate(node.inputs):

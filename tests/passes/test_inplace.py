@@ -292,6 +292,22 @@ def test_a_fusion_reading_its_operand_elementwise_writes_it_even_with_a_sibling_
     np.testing.assert_allclose(run_both(g, plan, [x]), [t.sum(), t.sum()], rtol=1e-5)
 
 
+def test_an_epilogue_operand_is_not_written_by_the_fused_dot():
+    """Found by the llvm backend: in `(m @ d.T) * h` fused as an epilogue, the dot fills the result's
+    buffer before the epilogue reads h, so the result must not take h's buffer (h died there)."""
+    def f(m, d, x):
+        h = jnp.tanh(x)
+        return jnp.sum(((m @ d.T) * h) ** 2)
+
+    low = _lower(f, _x(5, 2), _x(4, 2), _x(5, 4), disable=())
+    fusion = next(n for n in low.optimized.nodes if n.prim.name == "fusion" and n.params["kind"] == "epilogue")
+    plan = low.stages[-1].plan
+    assert not any(v in plan.inplace for v in fusion.outputs)
+    r = next(r for r in _refusals(low, "contraction-first") if r.nodes[-1] is fusion)
+    assert "after the fused dot_general has written the result's buffer" in r.message
+    check_plan(low.optimized, plan)
+
+
 # --- in place where it is safe ------------------------------------------------------------------------
 
 def test_dense_bias_tanh_writes_the_matmul_output_in_place():
