@@ -4,9 +4,9 @@ argmax/argmin walk each row along the axis keeping the best value and its index:
 when strictly better, or when it is a NaN and the best is not (so the first NaN wins, as NumPy).
 With a contiguous row the pair lives in registers (a long row is searched as 16 interleaved rows
 in vector registers, then merged); otherwise rows advance together through a scratch pair of
-arrays, so the inner loop runs over contiguous memory and vectorizes. A scatter
-copies its operand (unless writing in place), then applies the updates one index vector at a
-time in row-major order, dropping a vector out of range: duplicates add in order, or the last wins.
+arrays, so the inner loop runs over contiguous memory and vectorizes. A scatter copies its operand
+(unless writing in place), then applies the updates one index vector at a time in row-major order,
+dropping a vector out of range: duplicates add in order, or the last wins.
 """
 
 from __future__ import annotations
@@ -228,15 +228,17 @@ def _memmove(builder: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: int) -
 
 
 def _scatter(builder, step: Scatter, buffers, ptrs) -> None:
+    """Operand B + I + S, indices B + N + (k,), updates B + N + S: for each (b, n) in row-major
+    order, when its index vector i is in range, combine updates[b, n, :] into out[b, i, :]."""
     op, idx = buffers[step.operand], buffers[step.indices]
     nb, k = step.batch_dims, idx.shape[-1]
     sizes = op.shape[nb:nb + k]
-    lead, n, rows, row = prod(op.shape[:nb]), prod(idx.shape[nb:-1]), prod(sizes), prod(op.shape[nb + k:])
+    batch, n, targets, width = prod(op.shape[:nb]), prod(idx.shape[nb:-1]), prod(sizes), prod(op.shape[nb + k:])
     out, upd, dt = ptrs[step.out], ptrs[step.updates], op.dtype
     if step.out != step.operand and prod(op.shape):
         _memmove(builder, out, ptrs[step.operand], prod(op.shape) * dt.itemsize)
     if step.mode == "add" and nb == 0 and k == 0:
-        _add_all(builder, out, upd, n, row, dt)
+        _add_all(builder, out, upd, n, width, dt)
         return
 
     def write(dst_base, src_base):
@@ -244,38 +246,44 @@ def _scatter(builder, step: Scatter, buffers, ptrs) -> None:
             at = _add(builder, dst_base, s)
             new = load(builder, upd, _add(builder, src_base, s), dt)
             store(builder, _combine(builder, step.mode, load(builder, out, at, dt), new, dt), out, at, dt)
-        _loop(builder, 0, row, element)
+        _loop(builder, 0, width, element)
 
     def update(b, j):
         bn = _add(builder, _mul(builder, b, n), j)
         ok, pos = ir.Constant(I1, 1), index(0)
         for c, size in enumerate(sizes):
-            raw = load(builder, ptrs[step.indices], _add(builder, _mul(builder, bn, k), index(c)), idx.dtype)
-            wide = builder.sext(raw, I64) if idx.dtype.kind == "i" and raw.type.width < 64 else \
-                builder.zext(raw, I64) if raw.type.width < 64 else raw
+            i = _widen(builder, load(builder, ptrs[step.indices], _add(builder, _mul(builder, bn, k), index(c)),
+                                     idx.dtype), idx.dtype)
             # unsigned compare: a negative signed index is a huge unsigned one, so one compare drops both
-            ok = builder.and_(ok, builder.icmp_unsigned("<", wide, index(size)))
-            pos = builder.add(builder.mul(pos, index(size)), wide)
-        dst_base = builder.mul(builder.add(_mul(builder, b, rows), pos), index(row))
-        src_base = _mul(builder, bn, row)
+            ok = builder.and_(ok, builder.icmp_unsigned("<", i, index(size)))
+            pos = builder.add(builder.mul(pos, index(size)), i)
+        dst_base = builder.mul(builder.add(_mul(builder, b, targets), pos), index(width))
+        src_base = _mul(builder, bn, width)
         if not sizes:
             write(dst_base, src_base)
             return
         with builder.if_then(ok):
             write(dst_base, src_base)
 
-    _loop(builder, 0, lead, lambda b: _loop(builder, 0, n, lambda j: update(b, j)))
+    _loop(builder, 0, batch, lambda b: _loop(builder, 0, n, lambda j: update(b, j)))
 
 
-def _add_all(builder, out, upd, n: int, row: int, dt: np.dtype) -> None:
+def _widen(builder: ir.IRBuilder, i: ir.Value, dtype: np.dtype) -> ir.Value:
+    """An index of any integer dtype as i64, by its value (sign- or zero-extended)."""
+    if i.type.width == 64:
+        return i
+    return builder.sext(i, I64) if dtype.kind == "i" else builder.zext(i, I64)
+
+
+def _add_all(builder, out, upd, n: int, width: int, dt: np.dtype) -> None:
     """Index vectors of length 0 and no batch axes: every update lands on the whole operand, and the
     reference adds their sum (from 0, in update order) to it, as `operand + updates.sum(0)`."""
     zero = ir.Constant(value_type(dt), 0)
 
     def element(s):
         total, = _loop(builder, 0, n, lambda j, acc: [_combine(builder, "add", acc, load(
-            builder, upd, _add(builder, _mul(builder, j, row), s), dt), dt)], [zero])
+            builder, upd, _add(builder, _mul(builder, j, width), s), dt), dt)], [zero])
         store(builder, _combine(builder, "add", load(builder, out, s, dt), total, dt), out, s, dt)
 
-    _loop(builder, 0, row, element)
+    _loop(builder, 0, width, element)
 

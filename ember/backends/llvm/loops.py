@@ -1,0 +1,569 @@
+"""A kernel description's steps as LLVM IR: `kernel_function` defines one internal function per kernel.
+
+Each `Loop` step becomes a loop nest over its space, row-major with the last axis innermost, so
+loads and stores at the identity index are contiguous and vectorize. Adjacent axes whose index maps
+are linear in them alike collapse into one loop; an op is computed once, at the outermost loop level
+all its inputs are known (hoisted). Reductions keep their accumulators in registers when the
+innermost axis is reduced (combines carry `reassoc`, so they vectorize; float sums run in blocks
+folded into a compensated float64 total, at least as accurate as NumPy's pairwise sum), else in a buffer over the kept
+index while the inner loop runs over the contiguous kept axis. Contractions go to `dot`, the
+argreduce and scatter steps to `indexing`; the scalar ops of every primitive come from `scalar`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from ember.backends import kernel_index as ix
+from ember.backends.kernel import Contraction, Kernel, Loop
+from ember.backends.kernel_index import Ix
+from ember.backends.llvm.types import I1, I64, PTR, index, load, memory_type, store, value_type
+
+BLOCK = 256  # float sums: elements per block summed in registers before the float64 total
+ALIGN = 64
+_F64 = np.dtype(np.float64)
+_I64 = np.dtype(np.int64)
+_BOOL = np.dtype(bool)
+
+
+def kernel_function(module: ir.Module, kernel: Kernel, name: str, scalar=None) -> ir.Function:
+    """Define `internal void @name(ptr in0.., ptr out0.., ptr t0.., ptr scratch)` computing `kernel`;
+    `scratch` must hold `scratch_bytes(kernel)` bytes, 64-byte aligned. `scalar` is the scalar op
+    table (a module with emit_op(builder, op, args, arg_dtypes), constant, convert; by default
+    ember.backends.llvm.scalar)."""
+    if scalar is None:
+        from ember.backends.llvm import scalar
+    buffers = {b.name: b for b in kernel.inputs + kernel.outputs + kernel.temps}
+    names = list(buffers) + ["scratch"]
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * len(names)), name)
+    fn.linkage = "internal"
+    free = no_alias(kernel)
+    for arg, n in zip(fn.args, names):
+        arg.name = n
+        if n in free:
+            arg.add_attribute("noalias")
+    entry = fn.append_basic_block("entry")
+    builder = ir.IRBuilder(fn.append_basic_block("start"))
+    ctx = _Context(builder, ir.IRBuilder(entry), buffers, dict(zip(names, fn.args)), scalar)
+    for step in kernel.steps:
+        _emit_step(ctx, step)
+    builder.ret_void()
+    ctx.allocas.branch(fn.basic_blocks[1])
+    return fn
+
+
+def scratch_bytes(kernel: Kernel) -> int:
+    """Bytes of scratch the kernel's steps need (they run one after another, so they share it)."""
+    buffers = {b.name: b for b in kernel.inputs + kernel.outputs + kernel.temps}
+    return max((_step_scratch(step, buffers) for step in kernel.steps), default=0)
+
+
+@dataclass
+class _Context:
+    builder: ir.IRBuilder
+    allocas: ir.IRBuilder  # appends to the entry block, so mem2reg promotes accumulators
+    buffers: dict
+    ptrs: dict
+    scalar: object
+
+
+def _emit_step(ctx: _Context, step) -> None:
+    if isinstance(step, Loop):
+        _LoopRenderer(ctx, step).render()
+    elif isinstance(step, Contraction):
+        from ember.backends.llvm import dot
+        dot.emit_contraction(ctx.builder, step, ctx.buffers, ctx.ptrs, ctx.ptrs["scratch"])
+    else:
+        from ember.backends.llvm import indexing
+        indexing.emit_step(ctx.builder, step, ctx.buffers, ctx.ptrs, ctx.ptrs["scratch"])
+
+
+def _step_scratch(step, buffers: dict) -> int:
+    if isinstance(step, Loop):
+        return sum(_round_up(n) for _, n in _memory_accumulators(step, buffers))
+    if isinstance(step, Contraction):
+        from ember.backends.llvm import dot
+        return _round_up(dot.contraction_scratch_bytes(step, buffers))
+    from ember.backends.llvm import indexing
+    return _round_up(indexing.step_scratch_bytes(step, buffers))
+
+
+def _round_up(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+# --- which pointers may be marked noalias -----------------------------------------------------------
+
+def no_alias(kernel: Kernel) -> set[str]:
+    """Parameters LLVM may assume alias nothing else: temps and scratch always; an output and an input
+    of its shape and dtype (the only pairs the memory plan may give one buffer) only when the output
+    is written solely by loops storing it at the identity index, which read the input there alone."""
+    free = {t.name for t in kernel.temps} | {"scratch"}
+    risky = set()
+    for o in kernel.outputs:
+        for i in kernel.inputs:
+            if (i.shape, i.dtype) == (o.shape, o.dtype) and not _in_place_safe(kernel, o.name, i.name):
+                risky |= {o.name, i.name}
+    return free | {b.name for b in kernel.inputs + kernel.outputs if b.name not in risky}
+
+
+def _in_place_safe(kernel: Kernel, out: str, inp: str) -> bool:
+    written = False
+    for step in kernel.steps:
+        if not isinstance(step, Loop):
+            if not isinstance(step, Contraction) or step.out == out or (written and inp in (step.lhs, step.rhs)):
+                return False
+            continue
+        identity = tuple(ix.var(a, n) for a, n in enumerate(step.space))
+        writes = any(s.buffer == out for s in step.stores)
+        if any(r.out == out for r in step.reductions) or any(
+                s.buffer == out and s.index != identity for s in step.stores):
+            return False
+        for o in step.ops:
+            if o.prim == "load" and o.param("buffer") == inp:
+                if (writes or written) and o.param("index") != identity:
+                    return False
+                if written and not writes:
+                    return False
+        written |= writes
+    return True
+
+
+# --- index expressions as linear forms --------------------------------------------------------------
+
+def _affine(x: Ix) -> tuple[dict, dict, int]:
+    """x = sum(coef * loop var) + sum(coef * atom) + const: ({axis: coef}, {atom: coef}, const)."""
+    if x.op == "var":
+        return {x.args[0]: 1}, {}, 0
+    if x.op == "const" and not isinstance(x.args[0], bool):
+        return {}, {}, x.args[0]
+    if x.op == "add":
+        coefs, atoms, k = {}, {}, 0
+        for t in x.args:
+            c, a, tk = _affine(t)
+            for key, v in c.items():
+                coefs[key] = coefs.get(key, 0) + v
+            for key, v in a.items():
+                atoms[key] = atoms.get(key, 0) + v
+            k += tk
+        return coefs, atoms, k
+    if x.op == "mul":
+        c, a, k = _affine(x.args[0])
+        m = x.args[1]
+        return {key: v * m for key, v in c.items()}, {key: v * m for key, v in a.items()}, k * m
+    return {}, {x: 1}, 0
+
+
+def _vars_in(x: Ix) -> set[int]:
+    if x.op == "var":
+        return {x.args[0]}
+    return set().union(*(_vars_in(a) for a in x.args if isinstance(a, Ix)))
+
+
+def _offset(index: tuple, shape: tuple) -> Ix:
+    """The flat C-order element offset of `index` into an array of `shape`."""
+    stride, terms = 1, []
+    for i, n in reversed(list(zip(index, shape))):
+        terms.append(ix.mul(i, stride))
+        stride *= n
+    return ix.add(*terms) if terms else ix.const(0)
+
+
+def _kept_offset(loop: Loop) -> Ix:
+    kept = [(ix.var(a, n), n) for a, n in enumerate(loop.space) if a not in loop.reduce_axes]
+    return _offset(tuple(v for v, _ in kept), tuple(n for _, n in kept))
+
+
+def _memory_accumulators(loop: Loop, buffers: dict) -> list:
+    """(reduction, scratch bytes) for reductions accumulated in scratch: those kept in memory (the
+    innermost loop runs over a kept axis) whose accumulator dtype differs from their buffer's."""
+    if _register_mode(loop):
+        return []
+    kept = int(np.prod([n for a, n in enumerate(loop.space) if a not in loop.reduce_axes], dtype=np.int64))
+    return [(r, kept * r.acc_dtype.itemsize) for r in loop.reductions
+            if memory_type(r.acc_dtype) != memory_type(buffers[r.out].dtype)]
+
+
+def _register_mode(loop: Loop) -> bool:
+    """Reductions accumulate in registers when no kept axis is inside a reduced one (after dropping
+    axes of extent 1): then the innermost loop is a reduction over a contiguous axis."""
+    axes = [a for a, n in enumerate(loop.space) if n > 1]
+    return not loop.reductions or not axes or axes[-1] in loop.reduce_axes
+
+
+# --- the loop nest ----------------------------------------------------------------------------------
+
+@dataclass
+class _Level:
+    axes: tuple[int, ...]  # the loop axes this level runs over, collapsed, outer to inner
+    extent: int
+    block: int = 0  # > 0: run in blocks of this many iterations (float sums)
+
+
+class _LoopRenderer:
+    """One Loop step: the nest of levels, ops placed at the outermost level that knows their inputs."""
+
+    def __init__(self, ctx: _Context, loop: Loop):
+        self.ctx, self.loop, self.b = ctx, loop, ctx.builder
+        self.fn = self.b.function
+        self.scalar = ctx.scalar
+        self.memory = not _register_mode(loop)
+        self.loads = {k: _offset(o.param("index"), ctx.buffers[o.param("buffer")].shape)
+                      for k, o in enumerate(loop.ops) if o.prim == "load"}
+        self.stores = [(s, _offset(s.index, ctx.buffers[s.buffer].shape)) for s in loop.stores]
+        self.kept = _kept_offset(loop)
+        exprs = list(self.loads.values()) + [off for _, off in self.stores] + [self.kept]
+        exprs += [o.param("index") for o in loop.ops if o.prim == "index"]
+        self.levels = self._levels(exprs)
+        self.depth_of_axis = {a: d + 1 for d, lv in enumerate(self.levels) for a in lv.axes}
+        self.reduce_level = next((d for d, lv in enumerate(self.levels) if lv.axes[0] in loop.reduce_axes),
+                                 len(self.levels))
+        self.level_values: list = [None] * len(self.levels)
+        self.values: list = [None] * len(loop.ops)
+        self.ix_cache: dict = {}
+        self.depth: list[int] = []
+        for k, o in enumerate(loop.ops):
+            self.depth.append(self._op_depth(k, o))
+
+    # the nest's shape
+
+    def _levels(self, exprs) -> list[_Level]:
+        loop = self.loop
+        nonlinear = set().union(*(_vars_in(a) for e in exprs for a in _affine(e)[1]))
+        forms = [_affine(e)[0] for e in exprs]
+        axes = [a for a, n in enumerate(loop.space) if n > 1]
+        if not self.memory:
+            axes = [a for a in axes if a not in loop.reduce_axes] + [a for a in axes if a in loop.reduce_axes]
+        levels: list[_Level] = []
+        for a in axes:
+            n = loop.space[a]
+            last = levels[-1] if levels else None
+            if last is not None and a not in nonlinear and not nonlinear & set(last.axes) \
+                    and (a in loop.reduce_axes) == (last.axes[0] in loop.reduce_axes) \
+                    and all(f.get(last.axes[-1], 0) == f.get(a, 0) * n for f in forms):
+                levels[-1] = _Level(last.axes + (a,), last.extent * n)
+            else:
+                levels.append(_Level((a,), n))
+        self.partials = not self.memory and bool(levels) and levels[-1].axes[0] in loop.reduce_axes
+        if self.partials and any(self._two_level(r) for r in loop.reductions) and levels[-1].extent > BLOCK:
+            levels[-1] = _Level(levels[-1].axes, levels[-1].extent, BLOCK)
+        return levels
+
+    def _two_level(self, r) -> bool:
+        """Float sums over an innermost reduce loop fold register partial sums (blocks of it) into a
+        float64 total: as accurate as pairwise summation, and the partial sums still vectorize."""
+        return self.partials and r.combine == "add" and r.acc_dtype.kind == "f"
+
+    def _op_depth(self, k: int, o) -> int:
+        if o.prim == "load":
+            return self._ix_depth(self.loads[k])
+        if o.prim == "index":
+            return self._ix_depth(o.param("index"))
+        return max((self.depth[a] for a in o.args), default=0)
+
+    def _ix_depth(self, x: Ix) -> int:
+        if x.op == "var":
+            return self.depth_of_axis.get(x.args[0], 0)
+        if x.op == "value":
+            return self.depth[x.args[0]]
+        return max((self._ix_depth(a) for a in x.args if isinstance(a, Ix)), default=0)
+
+    # rendering
+
+    def render(self) -> None:
+        loop = self.loop
+        if 0 in loop.space:
+            self._empty()
+            return
+        self.accs = {}
+        if self.memory:
+            self._memory_init()
+        self._nest(0)
+        if self.memory:
+            self._memory_finish()
+
+    def _nest(self, k: int) -> None:
+        for op_id, d in enumerate(self.depth):
+            if d == k:
+                self.values[op_id] = self._op(op_id, self.loop.ops[op_id])
+        if k == self.reduce_level and not self.memory:
+            self._register_init()
+        if k == len(self.levels):
+            self._point()
+        else:
+            self._level(k)
+        if k == self.reduce_level and not self.memory:
+            self._register_finish()
+
+    def _level(self, k: int) -> None:
+        lv = self.levels[k]
+        inner = k == len(self.levels) - 1
+        if lv.block:
+            blocks = -(-lv.extent // lv.block)
+            jb, state = self._open(index(blocks))
+            base = self.b.mul(jb, index(lv.block), flags=("nuw", "nsw"))
+            count = self._min(self.b.sub(index(lv.extent), base), index(lv.block))
+        else:
+            base, count = None, index(lv.extent)
+        if inner:
+            self._partials_init()
+        j, inner_state = self._open(count)
+        self.level_values[k] = j if base is None else self.b.add(base, j, flags=("nuw", "nsw"))
+        self._nest(k + 1)
+        self._close(inner_state, count)
+        if inner:
+            self._partials_fold()
+        if lv.block:
+            self._close(state, index(blocks))
+
+    def _open(self, count) -> tuple:
+        pre = self.b.block
+        header = self.fn.append_basic_block("loop")
+        self.b.branch(header)
+        self.b.position_at_end(header)
+        i = self.b.phi(I64)
+        i.add_incoming(index(0), pre)
+        return i, (i, header)
+
+    def _close(self, state, count) -> None:
+        i, header = state
+        nxt = self.b.add(i, index(1), flags=("nuw", "nsw"))
+        i.add_incoming(nxt, self.b.block)
+        done = self.fn.append_basic_block("after")
+        self.b.cbranch(self.b.icmp_unsigned("<", nxt, count), header, done)
+        self.b.position_at_end(done)
+
+    def _min(self, a, b):
+        return self.b.select(self.b.icmp_signed("<", a, b), a, b)
+
+    def _point(self) -> None:
+        for r in self.loop.reductions:
+            value = self._convert(self.values[r.value], self.loop.ops[r.value].dtype, r.acc_dtype)
+            if self.memory:
+                ptr, off = self.accs[r], self._ix(self.kept)
+                acc = load(self.b, ptr, off, r.acc_dtype)
+                store(self.b, self._combine(r, acc, value), ptr, off, r.acc_dtype)
+            else:
+                slot = self.accs[r][2 if self._two_level(r) else 0]
+                self.b.store(self._combine(r, self.b.load(slot), value), slot)
+        for s, off in self.stores:
+            dt = self.ctx.buffers[s.buffer].dtype
+            value = self._convert(self.values[s.value], self.loop.ops[s.value].dtype, dt)
+            store(self.b, value, self.ctx.ptrs[s.buffer], self._ix(off), dt)
+
+    # register accumulators: (total, compensation, partial, out offset); float sums fold each block's
+    # partial sum into a float64 total with Neumaier's compensation, the others use the total alone
+
+    def _register_init(self) -> None:
+        for r in self.loop.reductions:
+            two = self._two_level(r)
+            total = _F64 if two else r.acc_dtype
+            slot = self.ctx.allocas.alloca(value_type(total))
+            self.b.store(self.scalar.constant(r.init, total), slot)
+            comp = partial = None
+            if two:
+                comp = self.ctx.allocas.alloca(value_type(_F64))
+                self.b.store(self.scalar.constant(0, _F64), comp)
+                partial = self.ctx.allocas.alloca(value_type(r.acc_dtype))
+            self.accs[r] = (slot, comp, partial, self._ix(self.kept))
+
+    def _partials_init(self) -> None:
+        for r in self.loop.reductions:
+            if self._two_level(r):
+                self.b.store(self.scalar.constant(0, r.acc_dtype), self.accs[r][2])
+
+    def _partials_fold(self) -> None:
+        b = self.b
+        for r in self.loop.reductions:
+            if self._two_level(r):
+                slot, comp, partial, _ = self.accs[r]
+                x = self._convert(b.load(partial), r.acc_dtype, _F64)
+                s = b.load(slot)
+                t = b.fadd(s, x)
+                fabs = _intrinsic(b.module, "fabs", s.type, 1)
+                big = b.fcmp_ordered(">=", b.call(fabs, [s]), b.call(fabs, [x]))
+                lost = b.select(big, b.fadd(b.fsub(s, t), x), b.fadd(b.fsub(x, t), s))
+                b.store(b.fadd(b.load(comp), lost), comp)
+                b.store(t, slot)
+
+    def _register_finish(self) -> None:
+        for r in self.loop.reductions:
+            slot, comp, _, off = self.accs[r]
+            dt = self.ctx.buffers[r.out].dtype
+            value = self.b.load(slot)
+            if comp is not None:  # the float64 total rounds to the accumulator dtype first, as reduced
+                value = self._convert(self.b.fadd(value, self.b.load(comp)), _F64, r.acc_dtype)
+            store(self.b, self._convert(value, r.acc_dtype, dt), self.ctx.ptrs[r.out], off, dt)
+
+    # memory accumulators: the output buffer, or scratch when the accumulator dtype differs
+
+    def _memory_init(self) -> None:
+        scratch = dict(_memory_accumulators(self.loop, self.ctx.buffers))
+        kept = int(np.prod([n for a, n in enumerate(self.loop.space) if a not in self.loop.reduce_axes],
+                           dtype=np.int64))
+        offset = 0
+        for r in self.loop.reductions:
+            if r in scratch:
+                ptr = self.b.gep(self.ctx.ptrs["scratch"], [index(offset)], inbounds=True,
+                                 source_etype=ir.IntType(8))
+                offset += _round_up(scratch[r])
+            else:
+                ptr = self.ctx.ptrs[r.out]
+            init = self.scalar.constant(r.init, r.acc_dtype)
+            self._flat_loop(kept, lambda j, p=ptr, v=init, dt=r.acc_dtype: store(self.b, v, p, j, dt))
+            self.accs[r] = ptr
+
+    def _memory_finish(self) -> None:
+        scratch = dict(_memory_accumulators(self.loop, self.ctx.buffers))
+        kept = int(np.prod([n for a, n in enumerate(self.loop.space) if a not in self.loop.reduce_axes],
+                           dtype=np.int64))
+        for r in self.loop.reductions:
+            if r in scratch:
+                dt, ptr = self.ctx.buffers[r.out].dtype, self.accs[r]
+
+                def convert(j, r=r, dt=dt, ptr=ptr):
+                    v = self._convert(load(self.b, ptr, j, r.acc_dtype), r.acc_dtype, dt)
+                    store(self.b, v, self.ctx.ptrs[r.out], j, dt)
+
+                self._flat_loop(kept, convert)
+
+    def _flat_loop(self, n: int, body) -> None:
+        j, state = self._open(index(n))
+        body(j)
+        self._close(state, index(n))
+
+    def _empty(self) -> None:
+        """A space with a zero extent: reductions give their init over the kept space; nothing stored."""
+        kept = int(np.prod([n for a, n in enumerate(self.loop.space) if a not in self.loop.reduce_axes],
+                           dtype=np.int64))
+        if kept == 0:
+            return
+        for r in self.loop.reductions:
+            dt = self.ctx.buffers[r.out].dtype
+            v = self._convert(self.scalar.constant(r.init, r.acc_dtype), r.acc_dtype, dt)
+            self._flat_loop(kept, lambda j, v=v, r=r, dt=dt: store(self.b, v, self.ctx.ptrs[r.out], j, dt))
+
+    # ops and index expressions
+
+    def _op(self, k: int, o):
+        if o.prim == "load":
+            return load(self.b, self.ctx.ptrs[o.param("buffer")], self._ix(self.loads[k]), o.dtype)
+        if o.prim == "const":
+            return self.scalar.constant(o.param("value"), o.dtype)
+        if o.prim == "index":
+            expr = o.param("index")
+            v = self._ix(expr)
+            return self._convert(v, _BOOL if v.type == I1 else _I64, o.dtype)
+        ops = self.loop.ops
+        return self.scalar.emit_op(self.b, o, [self.values[a] for a in o.args], [ops[a].dtype for a in o.args])
+
+    def _convert(self, v, src: np.dtype, dst: np.dtype):
+        return v if np.dtype(src) == np.dtype(dst) else self.scalar.convert(self.b, v, np.dtype(src), np.dtype(dst))
+
+    def _ix(self, x: Ix):
+        """`x` as an i64 (predicates: i1), rendered once per loop."""
+        if x not in self.ix_cache:
+            self.ix_cache[x] = self._render_ix(x)
+        return self.ix_cache[x]
+
+    def _render_ix(self, x: Ix):
+        op, a = x.op, x.args
+        if op == "const" and isinstance(a[0], bool):
+            return ir.Constant(I1, int(a[0]))
+        if op in _PREDICATES:
+            return _PREDICATES[op](self, *a)
+        if op == "floordiv":
+            return self.b.udiv(self._ix(a[0]), index(a[1]))
+        if op == "mod":
+            return self.b.urem(self._ix(a[0]), index(a[1]))
+        if op == "clamp":
+            v = self._ix(a[0])
+            v = self.b.select(self.b.icmp_signed("<", v, index(a[1])), index(a[1]), v)
+            return self.b.select(self.b.icmp_signed(">", v, index(a[2])), index(a[2]), v)
+        if op == "value":
+            return self._convert(self.values[a[0]], self.loop.ops[a[0]].dtype, _I64)
+        return self._linear(x)
+
+    def _linear(self, x: Ix):
+        coefs, atoms, k = _affine(x)
+        terms = []
+        for d, lv in enumerate(self.levels):
+            cs = [coefs.get(a, 0) for a in lv.axes]
+            inner = [int(np.prod([self.loop.space[b] for b in lv.axes[i + 1:]], dtype=np.int64))
+                     for i in range(len(lv.axes))]
+            if all(c == cs[-1] * p for c, p in zip(cs, inner)):
+                terms.append((self.level_values[d], cs[-1]))
+            else:
+                terms += [(self._axis(d, i), c) for i, c in enumerate(cs) if c]
+        terms += [(self._ix(atom), c) for atom, c in atoms.items()]
+        total = None
+        for v, c in terms:
+            if c == 0:
+                continue
+            if c != 1:
+                v = self.b.mul(v, index(c), flags=("nsw",))
+            total = v if total is None else self.b.add(total, v, flags=("nsw",))
+        if total is None:
+            return index(k)
+        return self.b.add(total, index(k), flags=("nsw",)) if k else total
+
+    def _axis(self, d: int, i: int):
+        """Loop var of axis `i` of level `d`'s collapsed axes."""
+        lv = self.levels[d]
+        inner = int(np.prod([self.loop.space[b] for b in lv.axes[i + 1:]], dtype=np.int64))
+        v = self.level_values[d]
+        if inner > 1:
+            v = self.b.udiv(v, index(inner))
+        return self.b.urem(v, index(self.loop.space[lv.axes[i]])) if i > 0 else v
+
+    # reductions' combine ops
+
+    def _combine(self, r, acc, value):
+        kind = r.acc_dtype.kind
+        if r.combine in ("add", "mul") and kind == "f":
+            fn = self.b.fadd if r.combine == "add" else self.b.fmul
+            return fn(acc, value, flags=("reassoc",))
+        if r.combine == "add":
+            return self.b.add(acc, value)
+        if r.combine == "mul":
+            return self.b.mul(acc, value)
+        if kind == "b":
+            return (self.b.or_ if r.combine == "max" else self.b.and_)(acc, value)
+        name = {"f": {"max": "maximum", "min": "minimum"}, "i": {"max": "smax", "min": "smin"},
+                "u": {"max": "umax", "min": "umin"}}[kind][r.combine]
+        return self.b.call(_intrinsic(self.b.module, name, acc.type), [acc, value])
+
+
+def _lt(r: _LoopRenderer, x, c):
+    return r.b.icmp_signed("<", r._ix(x), index(c))
+
+
+def _ge(r: _LoopRenderer, x, c):
+    return r.b.icmp_signed(">=", r._ix(x), index(c))
+
+
+def _eq(r: _LoopRenderer, x, c):
+    return r.b.icmp_signed("==", r._ix(x), index(c))
+
+
+def _and(r: _LoopRenderer, *xs):
+    out = r._ix(xs[0])
+    for x in xs[1:]:
+        out = r.b.and_(out, r._ix(x))
+    return out
+
+
+_PREDICATES = {"lt": _lt, "ge": _ge, "eq": _eq, "and": _and}
+
+
+def _intrinsic(module: ir.Module, name: str, typ: ir.Type, arity: int = 2) -> ir.Function:
+    """`llvm.<name>.<type>` taking `arity` values of `typ` and returning one (declared once per module)."""
+    suffix = {"half": "f16", "float": "f32", "double": "f64"}.get(str(typ), str(typ))
+    full = f"llvm.{name}.{suffix}"
+    if full in module.globals:
+        return module.globals[full]
+    return ir.Function(module, ir.FunctionType(typ, [typ] * arity), full)
+

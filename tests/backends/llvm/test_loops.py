@@ -1,0 +1,358 @@
+"""The loop renderer (backends/llvm/loops.py): kernels lowered from fusion bodies, compiled and run,
+must equal the kernel description's NumPy reference (`kernel.evaluate`), and their loops must vectorize."""
+
+from __future__ import annotations
+
+import math
+import re
+import types
+
+import llvmlite.binding as llvm
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from llvmlite import ir
+
+import ember.numpy as jnp
+from ember.backends.kernel import Loop, evaluate, lower_kernel
+from ember.backends.llvm import loops
+from ember.backends.llvm.types import PTR, value_type
+from ember.tracer import prims as P
+from tests.backends.llvm.harness import Compiled, new_module
+from tests.backends.test_kernel import LAYOUT_CASES, body, data, programs
+
+RNG = np.random.default_rng(1)
+
+
+# --- a small scalar op table for these tests (the backend uses ember.backends.llvm.scalar) ----------
+
+def _libm(b: ir.IRBuilder, name: str, args, dtype):
+    """A float math function through libm (float16 computed in float32)."""
+    dt = np.dtype(dtype)
+    work = np.dtype(np.float32) if dt == np.float16 else dt
+    args = [_convert(b, a, dt, work) for a in args]
+    t = value_type(work)
+    sym = name + ("f" if work == np.float32 else "")
+    fn = b.module.globals.get(sym) or ir.Function(b.module, ir.FunctionType(t, [t] * len(args)), sym)
+    return _convert(b, b.call(fn, args), work, dt)
+
+
+def _intrinsic(b, name, args):
+    t = args[0].type
+    suffix = {"half": "f16", "float": "f32", "double": "f64"}.get(str(t), str(t))
+    full = f"llvm.{name}.{suffix}"
+    fn = b.module.globals.get(full) or ir.Function(b.module, ir.FunctionType(t, [t] * len(args)), full)
+    return b.call(fn, list(args))
+
+
+def _convert(b, v, src, dst):
+    src, dst = np.dtype(src), np.dtype(dst)
+    if src == dst:
+        return v
+    t = value_type(dst)
+    if dst.kind == "b":
+        return b.fcmp_unordered("!=", v, ir.Constant(v.type, 0)) if src.kind == "f" else \
+            b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+    if src.kind == "f" and dst.kind == "f":
+        return b.fpext(v, t) if dst.itemsize > src.itemsize else b.fptrunc(v, t)
+    if src.kind == "f":
+        return b.fptosi(v, t) if dst.kind == "i" else b.fptoui(v, t)
+    if dst.kind == "f":
+        return b.sitofp(v, t) if src.kind == "i" else b.uitofp(v, t)
+    if dst.itemsize < src.itemsize:
+        return b.trunc(v, t)
+    if dst.itemsize == src.itemsize and src.kind != "b":
+        return v
+    return b.sext(v, t) if src.kind == "i" else b.zext(v, t)
+
+
+_FLOAT_CMP = {"gt": ">", "lt": "<", "ge": ">=", "le": "<=", "eq": "==", "ne": "!="}
+
+
+def _emit_op(b: ir.IRBuilder, op, args, arg_dtypes):
+    name, dt, src = op.prim, op.dtype, np.dtype(arg_dtypes[-1]) if arg_dtypes else None
+    isf = src is not None and src.kind == "f"
+    if name == "select":
+        return b.select(*args)
+    if name == "convert_element_type":
+        return _convert(b, args[0], src, dt)
+    if name in _FLOAT_CMP:
+        if isf:
+            return b.fcmp_unordered("!=", *args) if name == "ne" else b.fcmp_ordered(_FLOAT_CMP[name], *args)
+        return (b.icmp_unsigned if src.kind in "ub" else b.icmp_signed)(_FLOAT_CMP[name], *args)
+    if name in ("add", "sub", "mul"):
+        return getattr(b, ("f" if isf else "") + name)(*args)
+    if name == "div":
+        return b.fdiv(*args)
+    if name == "neg":
+        return b.fneg(args[0])
+    if name in ("max", "min"):
+        return _intrinsic(b, {"max": "maximum", "min": "minimum"}[name] if isf else
+                          ("u" if src.kind == "u" else "s") + name, args)
+    if name == "abs":
+        return _intrinsic(b, "fabs", args)
+    if name in ("exp", "log", "sin", "cos", "tanh", "sqrt", "expm1", "log1p", "pow"):
+        return _libm(b, name, args, dt)
+    raise NotImplementedError(name)
+
+
+def _constant(value, dtype):
+    return ir.Constant(value_type(dtype), int(value) if np.dtype(dtype).kind in "iub" else float(value))
+
+
+# emit_op/constant/convert, as ember.backends.llvm.scalar provides them
+SCALAR = types.SimpleNamespace(emit_op=_emit_op, constant=_constant, convert=_convert)
+
+
+# --- compiling and running a kernel --------------------------------------------------------------
+
+def target_module() -> ir.Module:
+    m = new_module()
+    tm = llvm.Target.from_triple(m.triple).create_target_machine(
+        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten())
+    m.data_layout = str(tm.target_data)  # without it the vectorizer has no cost model and stays scalar
+    return m
+
+
+class Native:
+    """A kernel's function behind an exported wrapper, compiled; called like `evaluate`."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+        self.module = target_module()
+        self.fn = loops.kernel_function(self.module, kernel, "kernel", scalar=SCALAR)
+        n = len(self.fn.args)
+        run = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR] * n), "run")
+        b = ir.IRBuilder(run.append_basic_block())
+        b.call(self.fn, run.args)
+        b.ret_void()
+        self.unoptimized = str(self.module)
+        self.compiled = Compiled(self.module)
+        self.scratch = _aligned(loops.scratch_bytes(kernel))
+
+    def __call__(self, *arrays, out=None):
+        arrays = [np.ascontiguousarray(a) for a in arrays]
+        outs = out or [np.empty(b.shape, b.dtype) for b in self.kernel.outputs]
+        temps = [np.empty(b.shape, b.dtype) for b in self.kernel.temps]
+        self.compiled.call("run", *arrays, *outs, *temps, self.scratch)
+        return tuple(outs)
+
+
+def _aligned(n: int) -> np.ndarray:
+    raw = np.empty(n + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    return raw[start:start + max(n, 1)]
+
+
+def check(g, *args, kind="reduction", rtol=1e-6, exact=False):
+    """Lower `g`, run it natively and with `evaluate`; they must agree. Returns the Native."""
+    k = lower_kernel(g, kind)
+    native = Native(k)
+    got, want = native(*args), evaluate(k, *args)
+    for a, b in zip(got, want):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        if exact or a.dtype.kind in "iub":
+            np.testing.assert_array_equal(a, b)
+        else:
+            np.testing.assert_allclose(a.astype(np.float64), b.astype(np.float64), rtol=rtol, atol=rtol)
+    return native
+
+
+def vector_types(text: str) -> set[str]:
+    return set(re.findall(r"<(\d+) x (float|double|half|i\d+)>", text))
+
+
+# --- every kind of loop the kernel description produces ------------------------------------------
+
+@pytest.mark.parametrize("name", sorted(LAYOUT_CASES))
+def test_layout_ops(name):
+    fn, shape = LAYOUT_CASES[name]
+    check(body(fn, (shape, "float32")), data(shape), rtol=1e-6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(programs())
+def test_random_elementwise_and_layout_programs(prog):
+    shape, g = prog
+    check(g, data(shape), rtol=1e-5)
+
+
+SUBSETS = [(0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2)]
+
+
+@pytest.mark.parametrize("axes", SUBSETS)
+@pytest.mark.parametrize("prim", ["reduce_sum", "reduce_max", "reduce_min", "reduce_prod"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint8", "int8"])
+def test_reductions_over_every_axis_subset(prim, axes, dtype):
+    reducer = getattr(P, prim)
+    g = body(lambda x: [reducer(x, axes)], ((3, 5, 4), dtype))
+    check(g, data((3, 5, 4), dtype), rtol=1e-5)
+
+
+@pytest.mark.parametrize("axes", SUBSETS)
+def test_bool_max_and_min_reductions(axes):
+    g = body(lambda x: [P.reduce_max(x, axes), P.reduce_min(x, axes)], ((3, 5, 4), "bool"))
+    check(g, data((3, 5, 4), "bool"))
+
+
+@pytest.mark.parametrize("shape,axes", [((3000,), (0,)), ((7, 3000), (1,)), ((3000, 3), (0,)), ((5, 600, 3), (0, 2))])
+def test_float16_sums_accumulate_in_float32(shape, axes):
+    g = body(lambda x: [P.reduce_sum(x, axes)], (shape, "float16"))
+    native = check(g, data(shape, "float16"), rtol=2e-3)
+    (out,) = native(np.ones(shape, np.float16))
+    assert np.all(out == np.prod([shape[a] for a in axes]))  # float16 steps of 1 stop counting at 2048
+
+
+@pytest.mark.parametrize("shape,axes", [((2, 3000), (1,)), ((3000, 2), (0,)), ((4, 50, 6), (0, 2)), ((7,), (0,))])
+@pytest.mark.parametrize("prim", ["reduce_max", "reduce_min"])
+def test_max_and_min_reductions_propagate_nan(prim, shape, axes):
+    g = body(lambda x: [getattr(P, prim)(x, axes)], (shape, "float32"))
+    native = check(g, data(shape))
+    x = data(shape)
+    x.reshape(-1)[x.size // 2] = np.nan
+    (got,) = native(x)
+    np.testing.assert_array_equal(got, evaluate(lower_kernel(g, "reduction"), x)[0])
+    assert np.isnan(got).any()
+
+
+def test_gather_out_of_range_indices_clamp():
+    g = body(lambda x, i: [jnp.exp(P.gather(x, i)) * 2.0], ((5, 3), "float32"), ((4, 1), "int32"))
+    check(g, data((5, 3)), np.array([[0], [-3], [4], [9]], np.int32))
+    g = body(lambda x, i: [P.gather(x, i, batch_dims=1) + 1.0], ((2, 5, 3), "float32"), ((2, 4, 2), "int64"))
+    check(g, data((2, 5, 3)), np.array([[[0, 1], [7, -1], [4, 2], [2, 9]]] * 2, np.int64))
+    g = body(lambda x, i: [P.gather(x, i) * 3], ((6,), "int16"), ((3, 1), "uint8"))
+    check(g, data((6,), "int16"), np.array([[0], [250], [5]], np.uint8))
+
+
+def test_softmax_runs_three_loops_with_temps():
+    def softmax(x):
+        m = P.reduce_max(x, (1,))
+        e = jnp.exp(x - m[:, None])
+        return [e / P.reduce_sum(e, (1,))[:, None]]
+
+    native = check(body(softmax, ((6, 1500), "float32")), data((6, 1500)), rtol=1e-6)
+    assert len(native.kernel.steps) == 3 and native.kernel.temps
+
+
+def test_multi_output_loop_stores_and_reduces_in_one_nest():
+    g = body(lambda x: [jnp.tanh(x), P.reduce_sum(jnp.tanh(x) ** 2, (0,)), P.reduce_sum(jnp.tanh(x), (1,))],
+             ((40, 30), "float32"))
+    check(g, data((40, 30)), kind="multi_output", rtol=1e-5)
+
+
+def test_reduction_of_a_scalar_space_and_of_unit_axes():
+    g = body(lambda x: [P.reduce_sum(x, (0, 2)), P.reduce_max(x, (0, 2))], ((1, 4, 1), "float32"))
+    check(g, data((1, 4, 1)))
+    g = body(lambda x: [P.reduce_sum(x, (0,)) * 2.0], ((1,), "float64"))
+    check(g, data((1,), "float64"))
+
+
+def test_zero_size_spaces_store_nothing_and_reduce_to_the_init():
+    g = body(lambda x: [P.reduce_sum(x, (1,)), P.reduce_max(x, (1,)), P.reduce_prod(x, (1,))], ((3, 0), "float32"))
+    check(g, np.zeros((3, 0), np.float32))
+    g = body(lambda x: [x * 2.0, P.reduce_sum(x, (0,))], ((0, 4), "float32"))
+    check(g, np.zeros((0, 4), np.float32), kind="multi_output")
+
+
+def test_int_sums_wrap_as_the_reference():
+    g = body(lambda x: [P.reduce_sum(x, (1,)), P.reduce_prod(x, (0,))], ((3, 50), "int8"))
+    check(g, np.full((3, 50), 100, np.int8))
+    g = body(lambda x: [P.reduce_sum(x, (0,))], ((5000,), "uint16"))
+    check(g, RNG.integers(0, 65535, 5000).astype(np.uint16))
+
+
+def test_iota_and_converts_of_index_values():
+    g = body(lambda x: [x + P.iota(np.int8, (3, 4), 1), P.iota(np.float64, (3, 4), 0) * 0.5], ((3, 4), "int8"))
+    check(g, data((3, 4), "int8"))
+
+
+# --- the nest: collapsed axes, hoisting, in place -------------------------------------------------
+
+def _loop_blocks(text: str) -> int:
+    return len(re.findall(r"^loop(\.\d+)?:", text, re.M))
+
+
+def test_identity_maps_collapse_into_one_loop():
+    g = body(lambda x, y: [x * y + 1.0], ((3, 5, 7), "float32"), ((3, 5, 7), "float32"))
+    native = check(g, data((3, 5, 7)), data((3, 5, 7)))
+    assert _loop_blocks(native.unoptimized) == 1
+    g = body(lambda x: [P.transpose(x, (1, 0)) + 1.0], ((6, 5), "float32"))
+    assert _loop_blocks(check(g, data((6, 5))).unoptimized) == 2
+    g = body(lambda x: [P.reduce_sum(x, (1, 2))], ((4, 5, 6), "float32"))
+    assert _loop_blocks(check(g, data((4, 5, 6))).unoptimized) == 2
+
+
+def test_ops_of_outer_loop_vars_are_hoisted_out_of_the_inner_loop():
+    g = body(lambda x, y: [x * jnp.exp(y)[:, None]], ((8, 300), "float32"), ((8,), "float32"))
+    native = check(g, data((8, 300)), data((8,)))
+    kernel = native.unoptimized.split("define internal")[1].split("\n}")[0]
+    blocks = kernel.split("\nloop")
+    assert len(blocks) == 3 and '@"expf"' in blocks[1] and '@"expf"' not in blocks[2]
+
+
+def test_in_place_elementwise_loops_may_share_input_and_output():
+    g = body(lambda x, y: [jnp.exp(x) * y + x], ((1000,), "float32"), ((1000,), "float32"))
+    k = lower_kernel(g, "loop")
+    assert loops.no_alias(k) >= {"in0", "in1", "out0"}
+    native = Native(k)
+    x, y = data(1000), data(1000)
+    want = evaluate(k, x, y)[0]
+    native(x, y, out=[x])
+    np.testing.assert_allclose(x, want, rtol=1e-6, atol=1e-6)
+
+
+def test_outputs_that_may_alias_an_input_read_elsewhere_are_not_noalias():
+    g = body(lambda x: [P.rev(x, (0,)) + x], ((64,), "float32"))
+    assert "out0" not in loops.no_alias(lower_kernel(g, "loop"))
+    g = body(lambda x: [x * 2.0, P.reduce_sum(x, (0,))], ((64,), "float32"))
+    assert {"out0", "in0"} <= loops.no_alias(lower_kernel(g, "multi_output"))
+
+
+# --- vectorization and accuracy -------------------------------------------------------------------
+
+VECTORIZED = {
+    "elementwise": (lambda x: [x * 2.0 + 1.0], ((4096,), "float32"), "loop"),
+    "elementwise_2d": (lambda x: [x * 2.0 + 1.0], ((64, 64), "float32"), "loop"),
+    "sum": (lambda x: [P.reduce_sum(x, (0,))], ((4096,), "float32"), "reduction"),
+    "row_sum": (lambda x: [P.reduce_sum(x, (1,))], ((16, 4096), "float64"), "reduction"),
+    "column_sum": (lambda x: [P.reduce_sum(x, (0,))], ((256, 512), "float32"), "reduction"),
+    "max": (lambda x: [P.reduce_max(x, (0,))], ((4096,), "float32"), "reduction"),
+    "column_max": (lambda x: [P.reduce_max(x, (0,))], ((256, 512), "float32"), "reduction"),
+    "int_sum": (lambda x: [P.reduce_sum(x, (0,))], ((4096,), "int32"), "reduction"),
+    "float16_sum": (lambda x: [P.reduce_sum(x, (0,))], ((4096,), "float16"), "reduction"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(VECTORIZED))
+def test_loops_vectorize(name):
+    fn, (shape, dtype), kind = VECTORIZED[name]
+    native = check(body(fn, (shape, dtype)), data(shape, dtype), kind=kind, rtol=1e-3)
+    assert vector_types(native.compiled.optimized_ir), native.compiled.optimized_ir
+
+
+def test_float32_sum_of_ten_million_elements_is_as_accurate_as_numpy():
+    n = 10**7
+    g = body(lambda x: [P.reduce_sum(x, (0,))], ((n,), "float32"))
+    native = Native(lower_kernel(g, "reduction"))
+    rng = np.random.default_rng(4)
+    for x in (rng.random(n, dtype=np.float32), rng.standard_normal(n).astype(np.float32) + 0.25):
+        exact = math.fsum(x.astype(np.float64))
+        (got,) = native(x)
+        assert abs(float(got) - exact) <= abs(float(np.sum(x)) - exact)
+    x = np.full(n, 0.1, np.float32)
+    (got,) = native(x)
+    assert abs(float(got) - math.fsum(x.astype(np.float64))) <= abs(float(np.sum(x)) - math.fsum(x.astype(np.float64)))
+
+
+def test_float64_sum_is_close_to_exact():
+    n = 10**6
+    native = Native(lower_kernel(body(lambda x: [P.reduce_sum(x, (0,))], ((n,), "float64")), "reduction"))
+    rng = np.random.default_rng(5)
+    for x in (rng.standard_normal(n) * 1e3, rng.random(n), np.full(n, 0.1)):
+        (got,) = native(x)
+        exact = math.fsum(x)
+        assert abs(float(got) - exact) <= abs(float(np.sum(x)) - exact)
+
+
+def test_kernel_steps_without_loops_are_dispatched():
+    assert all(isinstance(s, Loop) for s in lower_kernel(body(lambda x: [x + 1.0], ((3,), "float32")), "loop").steps)
