@@ -63,7 +63,7 @@ class LLVMExecutable:
 
     source_suffix = ".ll"
 
-    def __init__(self, graph: Graph, plan: Plan | None = None, name: str = "ember"):
+    def __init__(self, graph: Graph, plan: Plan | None = None):
         plan = plan if plan is not None else plan_memory(graph)
         module = G.build_module(graph, plan)
         self.source = module.ir
@@ -71,7 +71,7 @@ class LLVMExecutable:
         symbols = {k: id(obj) for k, obj in module.symbols.items()}
         symbols.update(dot.blas_symbols())
         self._pinned = tuple(module.symbols.values())  # the objects whose addresses the code holds
-        self.library = compile_ir(module.ir, symbols, name)
+        self.library = compile_ir(module.ir, symbols, G.ENTRY)
         self.compile_seconds = self.library.compile_seconds
         proto = ctypes.CFUNCTYPE if module.release_gil else ctypes.PYFUNCTYPE
         self._entry = proto(ctypes.c_int, ctypes.py_object)(self.library.address(G.ENTRY))
