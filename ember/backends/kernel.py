@@ -308,6 +308,8 @@ class _LoopBuilder:
     def emit(self, v, index: tuple) -> int:
         if isinstance(v, Literal):
             return self.const(v.val, v.dtype)
+        if v.aval.size == 0:  # never read: a loop over it runs no iteration, a select never picks it
+            return self.const(0, v.aval.dtype)
         key = (v, index)
         if key not in self.memo:
             name = self.lowering.buffer.get(v)
@@ -379,6 +381,8 @@ def _pad(b, node, index, *, padding_config):
     """Inside the operand's region (in range and on the interior stride) load it, else the padding value.
     The operand index is clamped, so renderers may load it unconditionally."""
     x, value = node.inputs
+    if x.aval.size == 0:  # all padding
+        return b.emit(value, ())
     inner, preds = [], []
     for i, n, (lo, _, interior) in zip(index, x.aval.shape, padding_config):
         step = interior + 1

@@ -535,3 +535,16 @@ def test_scatter_into_an_empty_operand_with_index_vectors_of_length_0(mode):
     x, i, u = np.zeros((2, 0), np.float32), np.zeros((2, 0), np.int32), np.zeros((2, 2, 0), np.float32)
     (out,) = evaluate(lower_kernel(scatter_body(mode, x, i, u, 0), "loop"), x, i, u)
     assert out.shape == (2, 0)
+
+
+@pytest.mark.parametrize("name,fn,shapes", [
+    ("reshape of empty", lambda x: [jnp.reshape(x, (3, 0)) + 1.0], [(0, 3)]),
+    ("sum over an empty axis", lambda x: [jnp.sum(x, axis=0) * 2.0], [(0, 3)]),
+    ("concatenate with an empty piece", lambda x, y: [jnp.concatenate([x, y]) * 2.0], [(0, 3), (2, 3)]),
+    ("pad of empty", lambda x: [P.pad(x, 2.0, ((1, 1, 0), (0, 0, 0)))], [(0, 3)]),
+])
+def test_zero_size_values_lower_and_evaluate(name, fn, shapes):
+    """Found by the llvm backend: a zero-size value's index maps divided by a zero extent. A value
+    without elements is never read, so it lowers to a constant."""
+    g = body(fn, *[(s, "float32") for s in shapes])
+    check(g, *[data(s) for s in shapes])
