@@ -535,3 +535,31 @@ def test_scatter_into_an_empty_operand_with_index_vectors_of_length_0(mode):
     x, i, u = np.zeros((2, 0), np.float32), np.zeros((2, 0), np.int32), np.zeros((2, 2, 0), np.float32)
     (out,) = evaluate(lower_kernel(scatter_body(mode, x, i, u, 0), "loop"), x, i, u)
     assert out.shape == (2, 0)
+
+
+def test_every_node_of_an_optimized_graph_with_arg_reductions_and_scatters_lowers():
+    """What the backend does: each fusion's body, and each other node as a one-node body, becomes a
+    kernel (fusion puts argmax/argmin beside their producers and a reduce_max)."""
+    import ember
+    from ember.tracer.ir import Graph, Var
+
+    def f(x, i):
+        e = jnp.exp(x)
+        return (jnp.argmax(e, axis=1) + jnp.argmin(x * 2.0, axis=0).sum(), jnp.max(e, axis=1),
+                jnp.zeros(5).at[i].add(x[:, 0]), x.at[i, 1].set(7.0))
+
+    x, i = data((4, 5)), np.array([0, 1, 1, 3])
+    g = ember.jit(f).lower(x, i).optimized
+    env = {**dict(zip(g.inputs, (x, i))), **dict(zip(g.consts, g.const_values))}
+    lowered = set()
+    for node in g.nodes:
+        if node.prim.name == "fusion":
+            b, kind = node.params["body"], node.params["kind"]
+            args = [env[a] if isinstance(a, Var) else a.val for a in node.inputs]
+        else:
+            operands = list(dict.fromkeys(a for a in node.inputs if isinstance(a, Var)))
+            b, kind, args = Graph(operands, [node], node.outputs), "loop", [env[a] for a in operands]
+        k = check(b, *args, kind=kind)
+        lowered |= {type(s).__name__ for s in k.steps}
+        env.update(zip(node.outputs, run_body(b, args)))
+    assert {"ArgReduce", "Scatter", "Loop"} <= lowered
