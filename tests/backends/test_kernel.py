@@ -515,11 +515,19 @@ def test_scatter_duplicates_add_in_order_or_the_last_wins():
 
 
 def test_scatter_written_in_place_into_its_operand():
+    """A loop writes exp(x) into out0, then the scatter updates out0 in place (no copy of a temp)."""
+    from dataclasses import replace
+
+    g = body(lambda x, i, u: [P.scatter_add(jnp.exp(x), i, u)], ((4,), "float64"), ((2, 1), "int64"), ((2,), "float64"))
     x, i, u = np.arange(4.0), np.array([[2], [2]], np.int64), np.array([1.0, 2.0])
-    k = lower_kernel(scatter_body("add", x, i, u, 0), "loop")
-    k = k.__class__(k.kind, k.inputs, k.outputs, k.temps, (Scatter("add", "out0", "in1", "in2", 0, "out0"),))
-    (out,) = evaluate(k, x, i, u)  # out0 is not written before the step: check it reads out0's own values
-    assert out.shape == (4,)
+    k = lower_kernel(g, "loop")
+    loop, step = k.steps
+    (temp,) = k.temps
+    assert loop.stores[0].buffer == step.operand == temp.name
+    inplace = replace(k, temps=(), steps=(replace(loop, stores=(replace(loop.stores[0], buffer="out0"),)),
+                                          replace(step, operand="out0")))
+    np.testing.assert_array_equal(evaluate(inplace, x, i, u)[0], evaluate(k, x, i, u)[0], strict=True)
+    np.testing.assert_array_equal(evaluate(inplace, x, i, u)[0], np.exp(x) + [0, 0, 3, 0])
 
 
 def test_scatter_of_computed_operands_stores_them_first_and_prints():
