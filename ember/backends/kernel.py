@@ -135,9 +135,6 @@ class Kernel:
         return kernel_text(self)
 
 
-_COMBINE = {P.reduce_sum_p: "add", P.reduce_prod_p: "mul", P.reduce_max_p: "max", P.reduce_min_p: "min"}
-
-
 def step_reads(step: Step) -> tuple[str, ...]:
     """The buffers a step other than a Loop reads whole (a Loop reads through its load ops)."""
     if isinstance(step, Contraction):
@@ -147,6 +144,9 @@ def step_reads(step: Step) -> tuple[str, ...]:
     if isinstance(step, Scatter):
         return (step.operand, step.indices, step.updates)
     return ()
+
+
+_COMBINE = {P.reduce_sum_p: "add", P.reduce_prod_p: "mul", P.reduce_max_p: "max", P.reduce_min_p: "min"}
 _WIDENED = {np.dtype(np.float16): np.dtype(np.float32)}
 
 

@@ -515,11 +515,19 @@ def test_scatter_duplicates_add_in_order_or_the_last_wins():
 
 
 def test_scatter_written_in_place_into_its_operand():
+    """A loop writes exp(x) into out0, then the scatter updates out0 in place (no copy of a temp)."""
+    from dataclasses import replace
+
+    g = body(lambda x, i, u: [P.scatter_add(jnp.exp(x), i, u)], ((4,), "float64"), ((2, 1), "int64"), ((2,), "float64"))
     x, i, u = np.arange(4.0), np.array([[2], [2]], np.int64), np.array([1.0, 2.0])
-    k = lower_kernel(scatter_body("add", x, i, u, 0), "loop")
-    k = k.__class__(k.kind, k.inputs, k.outputs, k.temps, (Scatter("add", "out0", "in1", "in2", 0, "out0"),))
-    (out,) = evaluate(k, x, i, u)  # out0 is not written before the step: check it reads out0's own values
-    assert out.shape == (4,)
+    k = lower_kernel(g, "loop")
+    loop, step = k.steps
+    (temp,) = k.temps
+    assert loop.stores[0].buffer == step.operand == temp.name
+    inplace = replace(k, temps=(), steps=(replace(loop, stores=(replace(loop.stores[0], buffer="out0"),)),
+                                          replace(step, operand="out0")))
+    np.testing.assert_array_equal(evaluate(inplace, x, i, u)[0], evaluate(k, x, i, u)[0], strict=True)
+    np.testing.assert_array_equal(evaluate(inplace, x, i, u)[0], np.exp(x) + [0, 0, 3, 0])
 
 
 def test_scatter_of_computed_operands_stores_them_first_and_prints():
@@ -548,3 +556,31 @@ def test_zero_size_values_lower_and_evaluate(name, fn, shapes):
     without elements is never read, so it lowers to a constant."""
     g = body(fn, *[(s, "float32") for s in shapes])
     check(g, *[data(s) for s in shapes])
+
+
+def test_every_node_of_an_optimized_graph_with_arg_reductions_and_scatters_lowers():
+    """What the backend does: each fusion's body, and each other node as a one-node body, becomes a
+    kernel (fusion puts argmax/argmin beside their producers and a reduce_max)."""
+    import ember
+    from ember.tracer.ir import Graph, Var
+
+    def f(x, i):
+        e = jnp.exp(x)
+        return (jnp.argmax(e, axis=1) + jnp.argmin(x * 2.0, axis=0).sum(), jnp.max(e, axis=1),
+                jnp.zeros(5).at[i].add(x[:, 0]), x.at[i, 1].set(7.0))
+
+    x, i = data((4, 5)), np.array([0, 1, 1, 3])
+    g = ember.jit(f).lower(x, i).optimized
+    env = {**dict(zip(g.inputs, (x, i))), **dict(zip(g.consts, g.const_values))}
+    lowered = set()
+    for node in g.nodes:
+        if node.prim.name == "fusion":
+            b, kind = node.params["body"], node.params["kind"]
+            args = [env[a] if isinstance(a, Var) else a.val for a in node.inputs]
+        else:
+            operands = list(dict.fromkeys(a for a in node.inputs if isinstance(a, Var)))
+            b, kind, args = Graph(operands, [node], node.outputs), "loop", [env[a] for a in operands]
+        k = check(b, *args, kind=kind)
+        lowered |= {type(s).__name__ for s in k.steps}
+        env.update(zip(node.outputs, run_body(b, args)))
+    assert {"ArgReduce", "Scatter", "Loop"} <= lowered
