@@ -11,8 +11,11 @@ forward or the backward (gradient) pass. A literal NaN in the program counts as 
 While `ember.config.check_oracle` is on, each call also runs the oracle (the graph before optimization
 with the naive plan on the numpy backend) on copies of the inputs, and raises AssertionError when an
 output differs (beyond a tight tolerance for floats), an input that was not donated changed, or an
-output shares memory with another output or an input. An executable that is itself the oracle is
-not checked.
+output shares memory with another output or an input; given `out=` arrays, the executable must also
+return exactly those arrays. An executable that is itself the oracle is not checked.
+
+While no option is on, callers may run `Checked.unchecked` instead (jit's hit path does): the
+executable itself, or the wrapper when donated arguments must first be unshared.
 """
 
 from __future__ import annotations

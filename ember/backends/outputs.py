@@ -25,39 +25,52 @@ def check_out(outs: Sequence, avals: Sequence[ShapedArray], inputs: Sequence,
     if len(outs) != len(avals):
         raise ArgumentValueError(f"out has {len(outs)} arrays, but the function has {len(avals)} outputs: pass one "
                                  "array per output", user_location())
-    names = names or [f"out[{k}]" for k in range(len(outs))]
-    for name, o, aval in zip(names, outs, avals):
-        _check_one(name, o, aval)
+    for k, (o, aval) in enumerate(zip(outs, avals)):
+        if not _fits(o, aval):
+            raise _out_error(_name(names, k), o, aval)
     for k, o in enumerate(outs):
-        if o.size == 0:
+        if not o.size:
             continue
-        shared = next((i for i, x in enumerate(inputs) if isinstance(x, np.ndarray) and _overlap(o, x)), None)
-        if shared is not None:
-            raise ArgumentValueError(f"{names[k]} shares memory with input {shared} of the call (its arrays, flat); "
-                                     "the results are written while the inputs are read: pass a separate array",
-                                     user_location())
-        if any(_overlap(o, other) for other in outs[:k]):
-            raise ArgumentValueError(f"{names[k]} shares memory with another out array; pass one separate array per "
-                                     "output", user_location())
+        for i, x in enumerate(inputs):
+            if isinstance(x, np.ndarray) and _overlap(o, x):
+                raise ArgumentValueError(f"{_name(names, k)} shares memory with input {i} of the call (its arrays, "
+                                         "flat); the results are written while the inputs are read: pass a separate "
+                                         "array", user_location())
+        for j in range(k):
+            if _overlap(o, outs[j]):
+                raise ArgumentValueError(f"{_name(names, k)} shares memory with another out array; pass one separate "
+                                         "array per output", user_location())
     return outs
 
 
-def _check_one(name: str, o, aval: ShapedArray) -> None:
-    want = f"a C-contiguous, aligned, writeable {aval.dtype.name} ndarray of shape {aval.shape}"
-    hint = f"pass {want}, e.g. np.empty({aval.shape}, np.{aval.dtype.name})"
-    if not isinstance(o, np.ndarray) or isinstance(o, np.ma.MaskedArray):
-        raise ArgumentError(f"{name} is a {type(o).__name__}, not an ndarray: {hint}", user_location())
-    if o.dtype != aval.dtype:
-        raise ArgumentError(f"{name} has dtype {o.dtype}, but output {aval.str_short()} has dtype {aval.dtype.name} "
-                            f"(no casting): {hint}", user_location())
-    if o.shape != aval.shape:
-        raise ArgumentValueError(f"{name} has shape {o.shape}, but output {aval.str_short()} has shape "
-                                 f"{aval.shape}: {hint}", user_location())
+def _name(names: Sequence[str] | None, k: int) -> str:
+    return names[k] if names else f"out[{k}]"
+
+
+def _fits(o, aval: ShapedArray) -> bool:
+    """Whether `o` is what the backend would have allocated for `aval` (checked cheaply: every call)."""
+    if type(o) is not np.ndarray and (not isinstance(o, np.ndarray) or isinstance(o, np.ma.MaskedArray)):
+        return False
     flags = o.flags
-    for ok, what in ((flags.writeable, "read-only"), (flags.c_contiguous, "not C-contiguous"),
-                     (flags.aligned, "not aligned")):
-        if not ok:
-            raise ArgumentValueError(f"{name} is {what}: {hint}", user_location())
+    return (o.dtype == aval.dtype and o.shape == aval.shape and flags.writeable and flags.c_contiguous
+            and flags.aligned)
+
+
+def _out_error(name: str, o, aval: ShapedArray) -> Exception:
+    """What is wrong with `o` as the out array of an output `aval`, and what to pass instead."""
+    hint = (f"pass a C-contiguous, aligned, writeable {aval.dtype.name} ndarray of shape {aval.shape}, e.g. "
+            f"np.empty({aval.shape}, np.{aval.dtype.name})")
+    if not isinstance(o, np.ndarray) or isinstance(o, np.ma.MaskedArray):
+        return ArgumentError(f"{name} is a {type(o).__name__}, not an ndarray: {hint}", user_location())
+    if o.dtype != aval.dtype:
+        return ArgumentError(f"{name} has dtype {o.dtype}, but output {aval.str_short()} has dtype "
+                             f"{aval.dtype.name} (no casting): {hint}", user_location())
+    if o.shape != aval.shape:
+        return ArgumentValueError(f"{name} has shape {o.shape}, but output {aval.str_short()} has shape "
+                                  f"{aval.shape}: {hint}", user_location())
+    flags = o.flags
+    what = "read-only" if not flags.writeable else "not C-contiguous" if not flags.c_contiguous else "not aligned"
+    return ArgumentValueError(f"{name} is {what}: {hint}", user_location())
 
 
 def _overlap(a: np.ndarray, b: np.ndarray) -> bool:

@@ -154,3 +154,20 @@ def test_hits_and_misses_are_counted_on_every_path():
     assert jf.cache_info()[:3] == (0, 0, 0)
     jf(x)
     assert jf.cache_info()[:3] == (0, 1, 1)
+
+
+def test_compiled_hit_path_checks_the_signature():
+    x = np.ones(3, np.float32)
+    c = ember.jit(lambda x, s: x * s).lower(x, 2.0).compile()
+    np.testing.assert_array_equal(c(x, 2.0), 2.0)
+    np.testing.assert_array_equal(c(x, np.float32(3.0)), 3.0)  # the weak scalar's dtype, typed
+    np.testing.assert_array_equal(c(x.astype(">f4"), 2.0), 2.0)  # made native
+    for bad in ((np.ones(4, np.float32), 2.0), (np.ones(3), 2.0), (x, np.ones(2, np.float32)), (x,)):
+        with pytest.raises(TypeError, match="compiled <lambda> takes"):
+            c(*bad)
+    p = ember.jit(lambda x, y: x - y).lower(x, x).compile()
+    np.testing.assert_array_equal(p(x, x * 3), -2.0)
+    with pytest.raises(TypeError, match=r"takes \(f32\[3\], f32\[3\]\)"):
+        p(x, np.ones(3, np.int32))
+    with pytest.raises(TypeError, match="takes"):
+        p(x, y=x)  # another structure
