@@ -3,7 +3,9 @@ backend only through `ember.backends.compile.compile_graph`, which lowers the gr
 
 An Executable is called with flat arrays and returns a list of flat arrays that the caller owns:
 never an argument, a constant or a read-only view, and never the same array twice (writing into one
-output must not change anything else). `EMBER_BACKEND` picks the default; `default_backend()` names it.
+output must not change anything else). With `out=` (a list of checked arrays, see outputs.py) it writes
+the results into those arrays and returns them. `EMBER_BACKEND` picks the default (llvm unless set);
+`default_backend()` names it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from ember.tracer.ir import Graph
 
 
 class Executable(Protocol):
-    def __call__(self, *args) -> list: ...
+    def __call__(self, *args, out: list | None = None) -> list: ...
 
 
 class Backend(Protocol):
@@ -42,8 +44,8 @@ def available_backends() -> list[str]:
 
 
 def default_backend() -> str:
-    """The backend jit uses when none is named: $EMBER_BACKEND, else 'numpy'."""
-    name = os.environ.get("EMBER_BACKEND", "").strip() or "numpy"
+    """The backend jit uses when none is named: $EMBER_BACKEND, else 'llvm' (native code on the CPU)."""
+    name = os.environ.get("EMBER_BACKEND", "").strip() or "llvm"
     if name not in _loaders:
         raise ValueError(f"EMBER_BACKEND={name!r} is not a known backend; available: {available_backends()}")
     return name

@@ -326,10 +326,11 @@ def test_make_graph_of_jitted_and_with_static_argnums():
 
 # --- backends -------------------------------------------------------------------------------------
 
-def test_default_backend_is_numpy(monkeypatch):
+def test_default_backend_is_llvm(monkeypatch):
     monkeypatch.delenv("EMBER_BACKEND", raising=False)
-    assert ember.default_backend() == "numpy"
-    assert "numpy" in ember.available_backends()
+    assert ember.default_backend() == "llvm"
+    assert {"numpy", "llvm"} <= set(ember.available_backends())
+    np.testing.assert_allclose(ember.jit(lambda x: x + 1)(np.ones(2)), [2.0, 2.0])
 
 
 def test_ember_backend_env_numpy(monkeypatch):
@@ -353,10 +354,18 @@ def test_unknown_backend_argument_fails_early():
 
 
 def test_lowered_source_shows_the_generated_code():
-    f = ember.jit(lambda x: jnp.tanh(x) * 2.0, disable_passes=("fusion",))
+    f = ember.jit(lambda x: jnp.tanh(x) * 2.0, disable_passes=("fusion",), backend="numpy")
     src = f.lower(np.ones(3, np.float32)).source()
     assert src.startswith("def run(a0):")
     assert "# tanh" in src and "# mul" in src and "test_jit.py" in src
+
+
+def test_lowered_source_and_asm_of_the_llvm_backend():
+    low = ember.jit(lambda x: jnp.tanh(x) * 2.0).lower(np.ones(3, np.float32))
+    assert low.backend == "llvm"
+    src, asm = low.source(), low.asm()
+    assert 'define i32 @"ember_entry"(ptr %"args")' in src and "internal void" in src
+    assert "ember_entry" in asm and ("vmul" in asm or "mul" in asm)
 
 
 def test_lowered_asm_raises_naming_a_backend_without_assembly():
