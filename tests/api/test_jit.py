@@ -413,7 +413,7 @@ def test_dump_writes_the_generated_code(tmp_path, native_like):
         return x * 2.0
 
     x = np.ones(3)
-    low = ember.jit(scale).lower(x)
+    low = ember.jit(scale, backend="numpy").lower(x)
     written = low.dump(str(tmp_path / "np"))
     assert str(tmp_path / "np" / "scale.source.py") in written
     assert (tmp_path / "np" / "scale.source.py").read_text() == low.source()
@@ -424,6 +424,10 @@ def test_dump_writes_the_generated_code(tmp_path, native_like):
     text_only = ember.jit(scale, backend=native_like).lower(x)
     text_only.dump(str(tmp_path / "txt"), formats=["txt"])  # no code: nothing compiled
     assert text_only._executable is None and not list((tmp_path / "txt").glob("scale*"))
+    real = ember.jit(scale, backend="llvm").lower(x)
+    real.dump(str(tmp_path / "llvm"))
+    assert (tmp_path / "llvm" / "scale.ll").read_text() == real.source()
+    assert "ember_entry" in (tmp_path / "llvm" / "scale.s").read_text()
 
 
 def test_ember_dump_dir_writes_the_generated_code(tmp_path, monkeypatch, native_like):
@@ -432,6 +436,6 @@ def test_ember_dump_dir_writes_the_generated_code(tmp_path, monkeypatch, native_
     def cube(x):
         return x * x * x
 
-    ember.jit(cube)(np.ones(2))
+    ember.jit(cube, backend="numpy")(np.ones(2))
     ember.jit(cube, backend=native_like)(np.ones(2))
     assert sorted(p.name for p in tmp_path.glob("*/cube*")) == ["cube.ll", "cube.s", "cube.source.py"]
