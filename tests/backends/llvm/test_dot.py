@@ -290,3 +290,45 @@ def test_long_float32_dot_is_as_accurate_as_blas():
     ours = Product(a.shape, b.shape, np.float32, dn, NEVER_BLAS)(a, b)
     blas = Product(a.shape, b.shape, np.float32, dn, ALWAYS_BLAS)(a, b)
     assert abs(ours - exact) <= max(abs(blas - exact), 2e-6 * exact)
+
+
+# --- kernels lowered from fusion bodies ----------------------------------------------------------------
+
+def run_contractions(kernel, *arrays):
+    """Compile every (Contraction) step of `kernel` into f(inputs.., outputs.., temps.., scratch) and run it."""
+    buffers = {b.name: b for b in kernel.inputs + kernel.outputs + kernel.temps}
+    module = new_module()
+    fn, builder = pointer_function(module, "f", len(buffers) + 1)
+    ptrs = dict(zip(buffers, fn.args))
+    for step in kernel.steps:
+        assert isinstance(step, Contraction)
+        dot.emit_contraction(builder, step, buffers, ptrs, fn.args[-1])
+    builder.ret_void()
+    scratch = max([dot.contraction_scratch_bytes(s, buffers) for s in kernel.steps] + [64])
+    outs = [np.full(b.shape, np.nan if b.dtype.kind == "f" else 7, b.dtype) for b in kernel.outputs + kernel.temps]
+    Compiled(module, dot.blas_symbols()).call("f", *arrays, *outs, np.zeros(scratch, np.uint8))
+    return outs[:len(kernel.outputs)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float16"])
+def test_kernels_of_chained_batched_and_self_products(dtype):
+    from ember.backends.kernel import evaluate, lower_kernel
+    from ember.tracer import ShapedArray, trace_flat
+
+    def chain(a, b, c, x):
+        ab = P.dot_general(a, b, (((1,), (0,)), ((), ())))  # (40, 30): a temp, read by the next product
+        batched = P.dot_general(c, c, (((2,), (2,)), ((0,), (0,))))  # (5, 7, 7)
+        return [P.dot_general(ab, x, (((1,), (1,)), ((), ()))), batched, P.dot_general(x, x, (((0,), (0,)), ((), ())))]
+
+    shapes = [(40, 50), (50, 30), (5, 7, 9), (20, 30)]
+    g = trace_flat(lambda *a: chain(*a), [ShapedArray(s, np.dtype(dtype)) for s in shapes])
+    kernel = lower_kernel(g, "epilogue")
+    rng = np.random.default_rng(12)
+    arrays = [random_array(rng, s, dtype) if dtype[0] == "f" else rng.integers(-9, 10, s).astype(dtype) for s in shapes]
+    got, want = run_contractions(kernel, *arrays), evaluate(kernel, *arrays)
+    assert any(s.lhs == s.rhs == "in3" for s in kernel.steps) and [t.name for t in kernel.temps] == ["t0"]
+    for out, ref in zip(got, want):
+        if dtype == "float32":
+            np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-4)
+        else:
+            np.testing.assert_array_equal(out, ref)
