@@ -4,10 +4,10 @@ Every contraction is read as out[b, m, n] = sum_k lhs[b, m, k] * rhs[b, k, n]: e
 and contracting axes must each form one strided axis, else the operand is first transposed into
 scratch. Batch axes are loops around the product. BLAS (float32/float64) is Fortran: every argument
 by pointer (the scalars are private constants of the module), column-major, so row-major
-C = A @ B is computed as C^T = B^T A^T with the operands swapped. The loop path (float16, ints,
-k == 1, small products) accumulates as the numpy reference does: ints wrap in their own dtype,
-float16 sums in float32 in k order from +0, and its inner loop runs over the contiguous output axis
-so LLVM vectorizes it.
+C = A @ B is computed as C^T = B^T A^T with the operands swapped. The loops (float16, ints, k == 1,
+small products) are explicit vector code, in one of two forms: vectors along the output row summed
+over k in order (ints wrap in their dtype and float16 sums in float32 from +0, as the reference:
+bit for bit), or, for rows shorter than a vector, vectors along k summed across at the end.
 """
 
 from __future__ import annotations
@@ -34,9 +34,11 @@ _BLAS_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}
 _ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv")
 _INT_MAX = 2 ** 31 - 1
 _F16 = np.dtype(np.float16)
+_FLOAT_BITS = {"half": 16, "float": 32, "double": 64}
 _FLOAT_FLAGS = ("contract",)
 _VECTOR_BYTES = 64  # one AVX-512 register; narrower targets split the vectors
 _UNROLL = 4  # independent vector accumulators per block: hides the add latency
+_REDUCE_STEPS = 4
 
 
 # --- BLAS symbols ------------------------------------------------------------------------------------
@@ -156,21 +158,39 @@ def _operands(step: Contraction, buffers: dict[str, Buffer]) -> tuple[_Operand, 
                  for o in (lhs, rhs))
 
 
-def _method(dtype: np.dtype, m: int, n: int, k: int, batch) -> str:
+def _method(dtype: np.dtype, m: int, n: int, k: int, batch, largest: int) -> str:
+    """nothing (an empty output), zeros (k == 0), gemm, gemv or loop; `largest`: the most elements
+    of an operand, which bounds the leading dimensions BLAS takes as 32-bit ints."""
     if m * n * math.prod(batch) == 0:
         return "nothing"
     if k == 0:
         return "zeros"
+    loop = _loop_form(dtype, n, k)
     # k == 1: the reference multiplies (keeping -0.0), as the loop does; BLAS would add to +0.
-    if dtype not in _BLAS_PREFIX or k == 1 or _loop_steps(dtype, m, n, k) < BLAS_MIN_STEPS or max(m, n, k) > _INT_MAX:
-        return "loop"
+    if dtype not in _BLAS_PREFIX or k == 1 or max(m, n, k, largest) > _INT_MAX \
+            or _loop_steps(loop, dtype, m, n, k) < BLAS_MIN_STEPS:
+        return loop
     return "gemv" if 1 in (m, n) else "gemm"
 
 
-def _loop_steps(dtype: np.dtype, m: int, n: int, k: int) -> int:
-    """The loop's cost in vector multiply-adds: fewer than _UNROLL vectors per row still wait for the
-    add latency of each of the k steps."""
-    lanes = _VECTOR_BYTES // _acc_dtype(dtype).itemsize
+def _loop_form(dtype: np.dtype, n: int, k: int) -> str:
+    """loop (vectors along the output row), or dots (vectors along k, then summed across) when the
+    row is shorter than a vector and k is not; float16 always takes loop, the reference's k order."""
+    lanes = _lanes(dtype)
+    return "dots" if dtype != _F16 and n < lanes <= k else "loop"
+
+
+def _lanes(dtype: np.dtype) -> int:
+    return _VECTOR_BYTES // _acc_dtype(dtype).itemsize
+
+
+def _loop_steps(form: str, dtype: np.dtype, m: int, n: int, k: int) -> int:
+    """A loop's cost in vector multiply-adds: in loop form, fewer than _UNROLL vectors per row still
+    wait for the add latency of each of the k steps; in dots form each sum across a vector costs about
+    _REDUCE_STEPS more."""
+    lanes = _lanes(dtype)
+    if form == "dots":
+        return m * n * (-(-k // lanes) + _REDUCE_STEPS)
     return m * k * max(-(-n // lanes), _UNROLL)
 
 
@@ -178,7 +198,7 @@ def _acc_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype == _F16 else dtype
 
 
-def _usable(method: str, op: _Operand, is_rhs: bool, m: int, n: int) -> bool:
+def _usable(method: str, op: _Operand, is_rhs: bool, n: int) -> bool:
     """Whether `op` can be read in place by `method` (else it is transposed into scratch first)."""
     mat = op.matrix
     if mat is None:
@@ -186,6 +206,8 @@ def _usable(method: str, op: _Operand, is_rhs: bool, m: int, n: int) -> bool:
     (free, sf), (k, sk) = mat
     if method == "loop":  # the inner loop runs over rhs's free axis: contiguous
         return not is_rhs or free == 1 or sf == 1
+    if method == "dots":  # vectors along k in both operands
+        return k == 1 or sk == 1
     if method == "gemv" and (n == 1) == is_rhs:  # this operand is the vector
         return True
     return _fortran(free, sf, k, sk) is not None
@@ -197,10 +219,10 @@ def _plan(step: Contraction, buffers: dict[str, Buffer]) -> _Plan:
     batch = tuple(lhs.shape[a] for a in lhs.batch)
     m, n, k = (math.prod(op.shape[a] for a in axes) for op, axes in ((lhs, lhs.free), (rhs, rhs.free),
                                                                       (lhs, lhs.contract)))
-    method = _method(dtype, m, n, k, batch)
+    method = _method(dtype, m, n, k, batch, max(math.prod(lhs.shape), math.prod(rhs.shape)))
     offset, planned = 0, []
     for op, is_rhs in ((lhs, False), (rhs, True)):
-        if method in ("loop", "gemm", "gemv") and not _usable(method, op, is_rhs, m, n):
+        if method not in ("nothing", "zeros") and not _usable(method, op, is_rhs, n):
             inner = op.contract + op.free if method == "loop" and is_rhs else op.free + op.contract
             op = op.copied(op.batch + inner, offset)
             offset = _align(offset + math.prod(op.shape) * dtype.itemsize)
@@ -331,7 +353,42 @@ def _block(builder, plan: _Plan, lhs, rhs, out, acc_dt, i, j0, widths) -> None:
         builder.store(value, ptr, align=dt.itemsize)
 
 
-_BODIES: dict[str, Callable] = {"gemm": _gemm, "gemv": _gemv, "loop": _loop}
+def _dots(builder, plan: _Plan, lhs, rhs, out, scratch) -> None:
+    """out[i, j] = sum of lhs[i, :] * rhs[j, :] (both contiguous along k): vector accumulators along
+    k (blocks of _UNROLL vectors, then the rest), reassociated, then summed across."""
+    lanes = _lanes(plan.dtype)
+    per_block = lanes * _UNROLL
+    blocks, rest = divmod(plan.k, per_block)
+    widths = [lanes] * (rest // lanes) + ([rest % lanes] if rest % lanes else [])
+    (_, lsm), _ = plan.lhs.matrix
+    (_, rsn), _ = plan.rhs.matrix
+    typ = memory_type(plan.dtype)
+
+    def element(i, j):
+        lrow, rrow = _offset(builder, lhs[1], (i, lsm)), _offset(builder, rhs[1], (j, rsn))
+
+        def block(k0, widths, *accs):
+            starts = [sum(widths[:w]) for w in range(len(widths))]
+            return [_madd(builder, acc, *(_load_vector(builder, p, builder.add(builder.add(row, k0), index(s)),
+                                                       plan.dtype, w) for p, row in ((lhs[0], lrow), (rhs[0], rrow))),
+                          flags=("reassoc", "contract"))
+                    for acc, s, w in zip(accs, starts, widths)]
+
+        sums = []
+        if blocks:
+            zeros = [ir.Constant(ir.VectorType(typ, lanes), [0] * lanes)] * _UNROLL
+            accs = _for(builder, blocks, lambda kb, *accs: block(builder.mul(kb, index(per_block)),
+                                                                    [lanes] * _UNROLL, *accs), zeros)
+            sums.append(_reduce(builder, _tree(builder, accs)))
+        if widths:
+            zeros = [ir.Constant(ir.VectorType(typ, w), [0] * w) for w in widths]
+            sums += [_reduce(builder, a) for a in block(index(blocks * per_block), widths, *zeros)]
+        store(builder, _tree(builder, sums), out[0], _offset(builder, out[1], (i, plan.n), (j, 1)), plan.dtype)
+
+    _for(builder, plan.m, lambda i: _for(builder, plan.n, lambda j: element(i, j)))
+
+
+_BODIES: dict[str, Callable] = {"gemm": _gemm, "gemv": _gemv, "loop": _loop, "dots": _dots}
 
 
 # --- small IR helpers -------------------------------------------------------------------------------
@@ -405,10 +462,40 @@ def _load_vector(builder, ptr, offset, dtype, width: int):
                         align=np.dtype(dtype).itemsize)
 
 
-def _madd(builder, acc, a, b):
-    if isinstance(getattr(acc.type, "element", acc.type), ir.IntType):  # wraps in the dtype, as the reference
+def _is_int(value) -> bool:
+    return isinstance(getattr(value.type, "element", value.type), ir.IntType)
+
+
+def _madd(builder, acc, a, b, flags=_FLOAT_FLAGS):
+    if _is_int(acc):  # wraps in the dtype, as the reference
         return builder.add(acc, builder.mul(a, b))
-    return builder.fadd(acc, builder.fmul(a, b, flags=_FLOAT_FLAGS), flags=_FLOAT_FLAGS)
+    return builder.fadd(acc, builder.fmul(a, b, flags=flags), flags=flags)
+
+
+def _tree(builder, values: list):
+    """The sum of `values` (same type), pairwise."""
+    while len(values) > 1:
+        pairs = [(builder.add if _is_int(values[0]) else builder.fadd)(a, b, flags=() if _is_int(a) else ("reassoc",))
+                 for a, b in zip(values[::2], values[1::2])]
+        values = pairs + values[len(pairs) * 2:]
+    return values[0]
+
+
+def _reduce(builder, vector):
+    """The sum of a vector's elements (reassociated)."""
+    elem, width = vector.type.element, vector.type.count
+    suffix = f"v{width}{'i' if _is_int(vector) else 'f'}{elem.width if _is_int(vector) else _FLOAT_BITS[str(elem)]}"
+    if _is_int(vector):
+        fn = _intrinsic(builder.module, f"llvm.vector.reduce.add.{suffix}", elem, [vector.type])
+        return builder.call(fn, [vector])
+    fn = _intrinsic(builder.module, f"llvm.vector.reduce.fadd.{suffix}", elem, [elem, vector.type])
+    return builder.call(fn, [ir.Constant(elem, -0.0), vector], fastmath=("reassoc",))
+
+
+def _intrinsic(module: ir.Module, name: str, ret: ir.Type, args: list) -> ir.Function:
+    if name in module.globals:
+        return module.globals[name]
+    return ir.Function(module, ir.FunctionType(ret, args), name)
 
 
 def _declare(module: ir.Module, dtype, routine: str, nargs: int) -> ir.Function:

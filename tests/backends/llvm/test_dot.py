@@ -34,7 +34,10 @@ class Product:
 
     def __init__(self, lhs_shape, rhs_shape, dtype, dn, blas_min_steps=dot.BLAS_MIN_STEPS, same=False):
         dtype = np.dtype(dtype)
-        out_shape = reference(np.zeros(lhs_shape, dtype), np.zeros(rhs_shape, dtype), dn).shape
+        (lc, rc), (lb, rb) = dn
+        out_shape = (tuple(lhs_shape[d] for d in lb)
+                     + tuple(n for d, n in enumerate(lhs_shape) if d not in lc + lb)
+                     + tuple(n for d, n in enumerate(rhs_shape) if d not in rc + rb))
         rhs_name = "in0" if same else "in1"
         self.buffers = {"in0": Buffer("in0", tuple(lhs_shape), dtype), "in1": Buffer("in1", tuple(rhs_shape), dtype),
                         "out0": Buffer("out0", out_shape, dtype)}
@@ -173,13 +176,14 @@ def test_batch_axes_anywhere_are_a_loop_of_gemm_calls_without_copies():
 
 @pytest.mark.parametrize("blas", [ALWAYS_BLAS, NEVER_BLAS])
 def test_operands_whose_axes_interleave_are_transposed_into_scratch(blas):
-    # lhs (m0, k, m1): its free axes are not one strided axis; rhs (k0, n, k1): nor its contracting ones
-    dn = (((1,), (0,)), ((), ()))
+    # lhs (m0, k, m1): its free axes are not one strided axis
     lhs_shape, rhs_shape = (6, 20, 7), (20, 9, 8)
     dn = (((1,), (0,)), ((), ()))
     rng = np.random.default_rng(4)
     a, b = random_array(rng, lhs_shape, np.float64), random_array(rng, rhs_shape, np.float64)
-    assert_matches(Product(lhs_shape, rhs_shape, np.float64, dn, blas)(a, b), a, b, dn)
+    product = Product(lhs_shape, rhs_shape, np.float64, dn, blas)
+    assert_matches(product(a, b), a, b, dn)
+    assert product.scratch_bytes >= a.nbytes
     dn2 = (((0, 2), (1, 0)), ((), ()))  # contracting pairs (k0<->k1', k1<->k0'): one operand is copied
     lhs2, rhs2 = (4, 10, 5), (5, 4, 11)
     a2, b2 = random_array(rng, lhs2, np.float64), random_array(rng, rhs2, np.float64)
@@ -238,7 +242,7 @@ def test_threshold_sends_small_products_to_loops_and_large_ones_to_blas():
     assert small.calls() == 0 and large.calls("sgemm") == 1
     # a small float32 loop stays vectorized through O3: full-width vector multiply-adds
     assert "<16 x float>" in small.compiled.optimized_ir
-    matvec_small, matvec_large = (Product((n, n), (n,), np.float64, (((1,), (0,)), ((), ()))) for n in (16, 32))
+    matvec_small, matvec_large = (Product((n, n), (n,), np.float64, (((1,), (0,)), ((), ()))) for n in (16, 128))
     assert matvec_small.calls() == 0 and matvec_large.calls("dgemv") == 1
 
 
@@ -255,3 +259,77 @@ def test_large_sgemm_matches_numpy():
     a, b = random_array(rng, (300, 257), np.float32), random_array(rng, (200, 257), np.float32)
     dn = (((1,), (1,)), ((), ()))
     assert_matches(Product(a.shape, b.shape, np.float32, dn)(a, b), a, b, dn)
+
+
+def test_leading_dimensions_beyond_32_bits_use_loops():
+    """BLAS takes 32-bit ints: lhs (2, 2**16, 2**16) read with the middle axis as batch has a leading
+    dimension of 2**32, so the product is a loop (only generated here, never run)."""
+    dn = (((2,), (0,)), ((1,), (1,)))
+    product = Product((2, 2 ** 16, 2 ** 16), (2 ** 16, 2 ** 16, 32), np.float32, dn, ALWAYS_BLAS)
+    assert product.calls() == 0 and product.scratch_bytes == 0
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "uint64", "float32", "float64"])
+@pytest.mark.parametrize("n, k", [(1, 64), (3, 65), (1, 130), (2, 200), (5, 300)])
+def test_rows_shorter_than_a_vector_sum_vectors_along_k(dtype, n, k):
+    """x @ W.T with few outputs per row: vector accumulators along k, summed across at the end."""
+    rng = np.random.default_rng(10)
+    dn = (((1,), (1,)), ((), ()))
+    a, b = random_array(rng, (6, k), dtype), random_array(rng, (n, k), dtype)
+    product = Product(a.shape, b.shape, dtype, dn, NEVER_BLAS)
+    assert_matches(product(a, b), a, b, dn)
+    assert "llvm.vector.reduce" in product.ir
+
+
+def test_long_float32_dot_is_as_accurate_as_blas():
+    """A float32 dot of 10**6 positive terms: many partial sums keep it as accurate as sdot (one
+    running sum is off by about 1e-4)."""
+    rng = np.random.default_rng(11)
+    a, b = rng.random(10 ** 6, dtype=np.float32), rng.random(10 ** 6, dtype=np.float32)
+    dn = (((0,), (0,)), ((), ()))
+    exact = np.dot(a.astype(np.float64), b.astype(np.float64))
+    ours = Product(a.shape, b.shape, np.float32, dn, NEVER_BLAS)(a, b)
+    blas = Product(a.shape, b.shape, np.float32, dn, ALWAYS_BLAS)(a, b)
+    assert abs(ours - exact) <= max(abs(blas - exact), 2e-6 * exact)
+
+
+# --- kernels lowered from fusion bodies ----------------------------------------------------------------
+
+def run_contractions(kernel, *arrays):
+    """Compile every (Contraction) step of `kernel` into f(inputs.., outputs.., temps.., scratch) and run it."""
+    buffers = {b.name: b for b in kernel.inputs + kernel.outputs + kernel.temps}
+    module = new_module()
+    fn, builder = pointer_function(module, "f", len(buffers) + 1)
+    ptrs = dict(zip(buffers, fn.args))
+    for step in kernel.steps:
+        assert isinstance(step, Contraction)
+        dot.emit_contraction(builder, step, buffers, ptrs, fn.args[-1])
+    builder.ret_void()
+    scratch = max([dot.contraction_scratch_bytes(s, buffers) for s in kernel.steps] + [64])
+    outs = [np.full(b.shape, np.nan if b.dtype.kind == "f" else 7, b.dtype) for b in kernel.outputs + kernel.temps]
+    Compiled(module, dot.blas_symbols()).call("f", *arrays, *outs, np.zeros(scratch, np.uint8))
+    return outs[:len(kernel.outputs)]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "float16"])
+def test_kernels_of_chained_batched_and_self_products(dtype):
+    from ember.backends.kernel import evaluate, lower_kernel
+    from ember.tracer import ShapedArray, trace_flat
+
+    def chain(a, b, c, x):
+        ab = P.dot_general(a, b, (((1,), (0,)), ((), ())))  # (40, 30): a temp, read by the next product
+        batched = P.dot_general(c, c, (((2,), (2,)), ((0,), (0,))))  # (5, 7, 7)
+        return [P.dot_general(ab, x, (((1,), (1,)), ((), ()))), batched, P.dot_general(x, x, (((0,), (0,)), ((), ())))]
+
+    shapes = [(40, 50), (50, 30), (5, 7, 9), (20, 30)]
+    g = trace_flat(lambda *a: chain(*a), [ShapedArray(s, np.dtype(dtype)) for s in shapes])
+    kernel = lower_kernel(g, "epilogue")
+    rng = np.random.default_rng(12)
+    arrays = [random_array(rng, s, dtype) if dtype[0] == "f" else rng.integers(-9, 10, s).astype(dtype) for s in shapes]
+    got, want = run_contractions(kernel, *arrays), evaluate(kernel, *arrays)
+    assert any(s.lhs == s.rhs == "in3" for s in kernel.steps) and [t.name for t in kernel.temps] == ["t0"]
+    for out, ref in zip(got, want):
+        if dtype == "float32":
+            np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-4)
+        else:
+            np.testing.assert_array_equal(out, ref)
