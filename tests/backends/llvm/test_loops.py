@@ -174,8 +174,10 @@ def test_layout_ops(name):
 @settings(max_examples=30, deadline=None)
 @given(programs())
 def test_random_elementwise_and_layout_programs(prog):
+    """Chains of exp/tanh/sin magnify the ulp differences of libm and NumPy; a wrong index map or
+    loop order gives errors of order one."""
     shape, g = prog
-    check(g, data(shape), rtol=1e-5)
+    check(g, data(shape), rtol=1e-3)
 
 
 SUBSETS = [(0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2)]
@@ -206,10 +208,11 @@ def test_float16_sums_accumulate_in_float32(shape, axes):
 
 @pytest.mark.parametrize("shape,axes", [((2, 3000), (1,)), ((3000, 2), (0,)), ((4, 50, 6), (0, 2)), ((7,), (0,))])
 @pytest.mark.parametrize("prim", ["reduce_max", "reduce_min"])
-def test_max_and_min_reductions_propagate_nan(prim, shape, axes):
-    g = body(lambda x: [getattr(P, prim)(x, axes)], (shape, "float32"))
-    native = check(g, data(shape))
-    x = data(shape)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_max_and_min_reductions_propagate_nan(prim, shape, axes, dtype):
+    g = body(lambda x: [getattr(P, prim)(x, axes)], (shape, dtype))
+    native = check(g, data(shape, dtype))
+    x = data(shape, dtype)
     x.reshape(-1)[x.size // 2] = np.nan
     (got,) = native(x)
     np.testing.assert_array_equal(got, evaluate(lower_kernel(g, "reduction"), x)[0])
