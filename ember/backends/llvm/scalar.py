@@ -252,12 +252,12 @@ def _int_pow_function(module: ir.Module, ty: ir.IntType, signed: bool) -> ir.Fun
 
 
 def _float_extreme(pred: str) -> Rule:
-    """np.maximum / np.minimum: `x` when it wins strictly or is NaN, else `y` (so NaN propagates,
-    and of two equal zeros the second operand is the result, as NumPy)."""
+    """np.maximum / np.minimum: `x` when it wins or is NaN, else `y`, so NaN propagates. Of two equal
+    zeros NumPy returns the second operand for float32/64 and the first for float16 (its loops differ)."""
     def rule(b, args, dt, out):
         x, y = args
-        take_x = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", x, x))
-        return b.select(take_x, x, y)
+        wins = b.fcmp_ordered(pred + "=" if dt == _F16 else pred, x, y)
+        return b.select(b.or_(wins, b.fcmp_unordered("uno", x, x)), x, y)
     return rule
 
 
