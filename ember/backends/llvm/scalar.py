@@ -10,6 +10,8 @@ call `mathlib.call_math` (float16 through float32). No fast-math flags: results 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -361,6 +363,13 @@ OPS: dict[str, Rule] = {
     "select": _select,
     **{name: _by_kind(f=_math(name)) for name in _UNARY_MATH},
 }
+
+def runtime_symbols() -> dict[str, int]:
+    """The C functions code from this table may call (float rem is `frem`, which LLVM lowers to
+    fmod/fmodf), name -> address, for a JIT that does not search the process's own symbols."""
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    return {name: ctypes.cast(getattr(libm, name), ctypes.c_void_p).value for name in ("fmod", "fmodf")}
+
 
 # Primitives whose result dtype is not their operands' (the operand dtype must be given).
 _OWN_OPERAND_DTYPE = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "is_finite", "convert_element_type"})

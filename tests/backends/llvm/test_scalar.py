@@ -360,3 +360,17 @@ def test_float_to_int_conversion_vectorizes(dst):
     body = _optimized_body("convert_element_type", _fn_name("convert_element_type", (np.dtype(np.float32),),
                                                             np.dtype(dst)))
     assert re.search(r"fptosi <\d+ x float>", body), body
+
+
+def test_runtime_symbols_resolve_float_rem():
+    """A module using frem links against the addresses runtime_symbols gives (fmod, fmodf)."""
+    symbols = scalar.runtime_symbols()
+    assert set(symbols) == {"fmod", "fmodf"} and all(symbols.values())
+    module = new_module("rem")
+    args = (np.dtype(np.float32),) * 2
+    _build_loop(module, "rem32", Op("rem", (0, 1), np.dtype(np.float32)), args)
+    x, y = np.array([7.5, -7.5, 1.0], np.float32), np.array([2.0, 2.0, 0.0], np.float32)
+    out = np.empty(3, np.float32)
+    Compiled(module, symbols).call("rem32", x, y, out, np.array([3], np.int64))
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(out, np.fmod(x, y))
