@@ -5,9 +5,11 @@ loads and stores at the identity index are contiguous and vectorize. Adjacent ax
 are linear in them alike collapse into one loop; an op is computed once, at the outermost loop level
 all its inputs are known (hoisted). Reductions keep their accumulators in registers when the
 innermost axis is reduced (combines carry `reassoc`, so they vectorize; float sums run in blocks
-folded into a compensated float64 total, at least as accurate as NumPy's pairwise sum), else in a buffer over the kept
-index while the inner loop runs over the contiguous kept axis. Contractions go to `dot`, the
-argreduce and scatter steps to `indexing`; the scalar ops of every primitive come from `scalar`.
+folded into a compensated float64 total, at least as accurate as NumPy's pairwise sum; float max/min
+vectorize as plain compares beside a NaN flag), else in a buffer over the kept index (the output, or
+scratch when the accumulator dtype differs) while the inner loop runs over the contiguous kept axis.
+Contractions go to `dot`, the argreduce and scatter steps to `indexing`; the scalar ops of every
+primitive come from `scalar`.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ def kernel_function(module: ir.Module, kernel: Kernel, name: str, scalar=None) -
     """Define `internal void @name(ptr in0.., ptr out0.., ptr t0.., ptr scratch)` computing `kernel`;
     `scratch` must hold `scratch_bytes(kernel)` bytes, 64-byte aligned. `scalar` is the scalar op
     table (a module with emit_op(builder, op, args, arg_dtypes), constant, convert; by default
-    ember.backends.llvm.scalar)."""
+    ember.backends.llvm.scalar). The module must carry the target's data layout: without it LLVM's
+    vectorizer has no cost model and every loop stays scalar."""
     if scalar is None:
         from ember.backends.llvm import scalar
     buffers = {b.name: b for b in kernel.inputs + kernel.outputs + kernel.temps}
@@ -197,6 +200,21 @@ def _register_mode(loop: Loop) -> bool:
 # --- the loop nest ----------------------------------------------------------------------------------
 
 @dataclass
+class _Acc:
+    """A register reduction's accumulator slots (allocas) and where its result goes."""
+
+    total: ir.Value
+    offset: ir.Value
+    comp: ir.Value | None = None  # float sums: the compensation of the float64 total
+    partial: ir.Value | None = None  # float sums: the current block's sum
+    nan: ir.Value | None = None  # float max/min: whether a NaN was seen
+
+
+def _nan_flagged(r) -> bool:
+    return r.combine in ("max", "min") and r.acc_dtype.kind == "f"
+
+
+@dataclass
 class _Level:
     axes: tuple[int, ...]  # the loop axes this level runs over, collapsed, outer to inner
     extent: int
@@ -347,56 +365,69 @@ class _LoopRenderer:
                 acc = load(self.b, ptr, off, r.acc_dtype)
                 store(self.b, self._combine(r, acc, value), ptr, off, r.acc_dtype)
             else:
-                slot = self.accs[r][2 if self._two_level(r) else 0]
-                self.b.store(self._combine(r, self.b.load(slot), value), slot)
+                self._register_combine(r, value)
         for s, off in self.stores:
             dt = self.ctx.buffers[s.buffer].dtype
             value = self._convert(self.values[s.value], self.loop.ops[s.value].dtype, dt)
             store(self.b, value, self.ctx.ptrs[s.buffer], self._ix(off), dt)
 
-    # register accumulators: (total, compensation, partial, out offset); float sums fold each block's
-    # partial sum into a float64 total with Neumaier's compensation, the others use the total alone
+    # register accumulators: float sums fold each block's partial sum into a float64 total with
+    # Neumaier's compensation; float max/min compare ignoring NaN (so they vectorize as a plain
+    # max) beside a flag saying whether any NaN was seen, which then makes the result NaN
 
     def _register_init(self) -> None:
         for r in self.loop.reductions:
             two = self._two_level(r)
-            total = _F64 if two else r.acc_dtype
-            slot = self.ctx.allocas.alloca(value_type(total))
-            self.b.store(self.scalar.constant(r.init, total), slot)
-            comp = partial = None
+            acc = _Acc(self.ctx.allocas.alloca(value_type(_F64 if two else r.acc_dtype)), self._ix(self.kept))
+            self.b.store(self.scalar.constant(r.init, _F64 if two else r.acc_dtype), acc.total)
             if two:
-                comp = self.ctx.allocas.alloca(value_type(_F64))
-                self.b.store(self.scalar.constant(0, _F64), comp)
-                partial = self.ctx.allocas.alloca(value_type(r.acc_dtype))
-            self.accs[r] = (slot, comp, partial, self._ix(self.kept))
+                acc.comp = self.ctx.allocas.alloca(value_type(_F64))
+                self.b.store(self.scalar.constant(0, _F64), acc.comp)
+                acc.partial = self.ctx.allocas.alloca(value_type(r.acc_dtype))
+            if _nan_flagged(r):
+                acc.nan = self.ctx.allocas.alloca(I1)
+                self.b.store(ir.Constant(I1, 0), acc.nan)
+            self.accs[r] = acc
+
+    def _register_combine(self, r, value) -> None:
+        acc, b = self.accs[r], self.b
+        slot = acc.partial or acc.total
+        old = b.load(slot)
+        if acc.nan is None:
+            b.store(self._combine(r, old, value), slot)
+            return
+        better = b.fcmp_ordered(">" if r.combine == "max" else "<", value, old, flags=("nnan", "nsz"))
+        b.store(b.select(better, value, old, flags=("nnan", "nsz")), slot)
+        b.store(b.or_(b.load(acc.nan), b.fcmp_unordered("uno", value, value)), acc.nan)
 
     def _partials_init(self) -> None:
         for r in self.loop.reductions:
             if self._two_level(r):
-                self.b.store(self.scalar.constant(0, r.acc_dtype), self.accs[r][2])
+                self.b.store(self.scalar.constant(0, r.acc_dtype), self.accs[r].partial)
 
     def _partials_fold(self) -> None:
         b = self.b
         for r in self.loop.reductions:
             if self._two_level(r):
-                slot, comp, partial, _ = self.accs[r]
-                x = self._convert(b.load(partial), r.acc_dtype, _F64)
-                s = b.load(slot)
+                acc = self.accs[r]
+                x = self._convert(b.load(acc.partial), r.acc_dtype, _F64)
+                s = b.load(acc.total)
                 t = b.fadd(s, x)
                 fabs = _intrinsic(b.module, "fabs", s.type, 1)
                 big = b.fcmp_ordered(">=", b.call(fabs, [s]), b.call(fabs, [x]))
                 lost = b.select(big, b.fadd(b.fsub(s, t), x), b.fadd(b.fsub(x, t), s))
-                b.store(b.fadd(b.load(comp), lost), comp)
-                b.store(t, slot)
+                b.store(b.fadd(b.load(acc.comp), lost), acc.comp)
+                b.store(t, acc.total)
 
     def _register_finish(self) -> None:
         for r in self.loop.reductions:
-            slot, comp, _, off = self.accs[r]
-            dt = self.ctx.buffers[r.out].dtype
-            value = self.b.load(slot)
-            if comp is not None:  # the float64 total rounds to the accumulator dtype first, as reduced
-                value = self._convert(self.b.fadd(value, self.b.load(comp)), _F64, r.acc_dtype)
-            store(self.b, self._convert(value, r.acc_dtype, dt), self.ctx.ptrs[r.out], off, dt)
+            acc, dt = self.accs[r], self.ctx.buffers[r.out].dtype
+            value = self.b.load(acc.total)
+            if acc.comp is not None:  # the float64 total rounds to the accumulator dtype first, as reduced
+                value = self._convert(self.b.fadd(value, self.b.load(acc.comp)), _F64, r.acc_dtype)
+            if acc.nan is not None:
+                value = self.b.select(self.b.load(acc.nan), self.scalar.constant(np.nan, r.acc_dtype), value)
+            store(self.b, self._convert(value, r.acc_dtype, dt), self.ctx.ptrs[r.out], acc.offset, dt)
 
     # memory accumulators: the output buffer, or scratch when the accumulator dtype differs
 

@@ -10,6 +10,8 @@ call `mathlib.call_math` (float16 through float32). No fast-math flags: results 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -252,12 +254,12 @@ def _int_pow_function(module: ir.Module, ty: ir.IntType, signed: bool) -> ir.Fun
 
 
 def _float_extreme(pred: str) -> Rule:
-    """np.maximum / np.minimum: `x` when it wins strictly or is NaN, else `y` (so NaN propagates,
-    and of two equal zeros the second operand is the result, as NumPy)."""
+    """np.maximum / np.minimum: `x` when it wins or is NaN, else `y`, so NaN propagates. Of two equal
+    zeros NumPy returns the second operand for float32/64 and the first for float16 (its loops differ)."""
     def rule(b, args, dt, out):
         x, y = args
-        take_x = b.or_(b.fcmp_ordered(pred, x, y), b.fcmp_unordered("uno", x, x))
-        return b.select(take_x, x, y)
+        wins = b.fcmp_ordered(pred + "=" if dt == _F16 else pred, x, y)
+        return b.select(b.or_(wins, b.fcmp_unordered("uno", x, x)), x, y)
     return rule
 
 
@@ -361,6 +363,13 @@ OPS: dict[str, Rule] = {
     "select": _select,
     **{name: _by_kind(f=_math(name)) for name in _UNARY_MATH},
 }
+
+def runtime_symbols() -> dict[str, int]:
+    """The C functions code from this table may call (float rem is `frem`, which LLVM lowers to
+    fmod/fmodf), name -> address, for a JIT that does not search the process's own symbols."""
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    return {name: ctypes.cast(getattr(libm, name), ctypes.c_void_p).value for name in ("fmod", "fmodf")}
+
 
 # Primitives whose result dtype is not their operands' (the operand dtype must be given).
 _OWN_OPERAND_DTYPE = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "is_finite", "convert_element_type"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import types
 
 import llvmlite.binding as llvm
@@ -14,7 +15,7 @@ from hypothesis import given, settings
 from llvmlite import ir
 
 import ember.numpy as jnp
-from ember.backends.kernel import Loop, evaluate, lower_kernel
+from ember.backends.kernel import evaluate, lower_kernel
 from ember.backends.llvm import loops
 from ember.backends.llvm.types import PTR, value_type
 from ember.tracer import prims as P
@@ -173,8 +174,10 @@ def test_layout_ops(name):
 @settings(max_examples=30, deadline=None)
 @given(programs())
 def test_random_elementwise_and_layout_programs(prog):
+    """Chains of exp/tanh/sin magnify the ulp differences of libm and NumPy; a wrong index map or
+    loop order gives errors of order one."""
     shape, g = prog
-    check(g, data(shape), rtol=1e-5)
+    check(g, data(shape), rtol=1e-3)
 
 
 SUBSETS = [(0,), (1,), (2,), (0, 1), (0, 2), (1, 2), (0, 1, 2)]
@@ -205,10 +208,11 @@ def test_float16_sums_accumulate_in_float32(shape, axes):
 
 @pytest.mark.parametrize("shape,axes", [((2, 3000), (1,)), ((3000, 2), (0,)), ((4, 50, 6), (0, 2)), ((7,), (0,))])
 @pytest.mark.parametrize("prim", ["reduce_max", "reduce_min"])
-def test_max_and_min_reductions_propagate_nan(prim, shape, axes):
-    g = body(lambda x: [getattr(P, prim)(x, axes)], (shape, "float32"))
-    native = check(g, data(shape))
-    x = data(shape)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_max_and_min_reductions_propagate_nan(prim, shape, axes, dtype):
+    g = body(lambda x: [getattr(P, prim)(x, axes)], (shape, dtype))
+    native = check(g, data(shape, dtype))
+    x = data(shape, dtype)
     x.reshape(-1)[x.size // 2] = np.nan
     (got,) = native(x)
     np.testing.assert_array_equal(got, evaluate(lower_kernel(g, "reduction"), x)[0])
@@ -287,7 +291,8 @@ def test_ops_of_outer_loop_vars_are_hoisted_out_of_the_inner_loop():
     native = check(g, data((8, 300)), data((8,)))
     kernel = native.unoptimized.split("define internal")[1].split("\n}")[0]
     blocks = kernel.split("\nloop")
-    assert len(blocks) == 3 and '@"expf"' in blocks[1] and '@"expf"' not in blocks[2]
+    assert len(blocks) == 3 and "call" in blocks[1] and '%"in1"' in blocks[1]
+    assert "call" not in blocks[2] and '%"in1"' not in blocks[2]  # exp(y[i0]) runs once per row
 
 
 def test_in_place_elementwise_loops_may_share_input_and_output():
@@ -354,5 +359,57 @@ def test_float64_sum_is_close_to_exact():
         assert abs(float(got) - exact) <= abs(float(np.sum(x)) - exact)
 
 
-def test_kernel_steps_without_loops_are_dispatched():
-    assert all(isinstance(s, Loop) for s in lower_kernel(body(lambda x: [x + 1.0], ((3,), "float32")), "loop").steps)
+def test_outputs_that_are_inputs_or_literals_are_stored():
+    from ember.tracer import ShapedArray
+    from ember.tracer.ir import Graph, Literal, Var
+
+    x = Var(ShapedArray((3,), np.dtype(np.float32)))
+    check(Graph([x], [], [x, Literal(2.5, np.float32), x]), data(3), kind="loop")
+
+
+# --- steps other than loops go to their modules -----------------------------------------------------
+
+def _naive_contraction(builder, step, buffers, ptrs, scratch):
+    """out[i, j] = sum_k lhs[i, k] * rhs[k, j] as three plain loops (a test double of dot.py)."""
+    from ember.backends.llvm.types import index, load, store
+
+    (m, kk), (_, n) = buffers[step.lhs].shape, buffers[step.rhs].shape
+    dt = buffers[step.out].dtype
+    fn = builder.function
+
+    def loop(count, body):
+        pre, head = builder.block, fn.append_basic_block()
+        builder.branch(head)
+        builder.position_at_end(head)
+        i = builder.phi(ir.IntType(64))
+        i.add_incoming(index(0), pre)
+        body(i)
+        nxt = builder.add(i, index(1))
+        i.add_incoming(nxt, builder.block)
+        done = fn.append_basic_block()
+        builder.cbranch(builder.icmp_unsigned("<", nxt, index(count)), head, done)
+        builder.position_at_end(done)
+
+    def cell(i, j):
+        acc = builder.alloca(value_type(dt))
+        builder.store(ir.Constant(value_type(dt), 0.0), acc)
+        loop(kk, lambda k: builder.store(builder.fadd(builder.load(acc), builder.fmul(
+            load(builder, ptrs[step.lhs], builder.add(builder.mul(i, index(kk)), k), dt),
+            load(builder, ptrs[step.rhs], builder.add(builder.mul(k, index(n)), j), dt))), acc))
+        store(builder, builder.load(acc), ptrs[step.out], builder.add(builder.mul(i, index(n)), j), dt)
+
+    loop(m, lambda i: loop(n, lambda j: cell(i, j)))
+
+
+def test_contraction_steps_go_to_dot_and_the_epilogue_runs_over_their_output(monkeypatch):
+    fake = types.SimpleNamespace(emit_contraction=_naive_contraction,
+                                 contraction_scratch_bytes=lambda step, buffers: 100)
+    monkeypatch.setitem(sys.modules, "ember.backends.llvm.dot", fake)
+    monkeypatch.delattr("ember.backends.llvm.dot", raising=False)
+
+    def dense(w, x, b):
+        return [jnp.tanh(P.dot_general(w, x, (((1,), (0,)), ((), ()))) + b[:, None])]
+
+    g = body(dense, ((4, 6), "float32"), ((6, 5), "float32"), ((4,), "float32"))
+    native = check(g, data((4, 6)), data((6, 5)), data((4,)), kind="epilogue", rtol=1e-5)
+    assert loops.scratch_bytes(native.kernel) == 128  # rounded up to the 64-byte alignment
