@@ -11,12 +11,13 @@ so threads run them in parallel; small ones through `PYFUNCTYPE`, which saves th
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 import weakref
 
 import numpy as np
 
-from ember.backends.llvm import dot
+from ember.backends.llvm import dot, scalar
 from ember.backends.llvm import graph as G
 from ember.backends.llvm.jit import compile_ir
 from ember.passes.memory import Plan, plan_memory
@@ -51,6 +52,12 @@ def check_layout() -> None:
                           "use the numpy backend (EMBER_BACKEND=numpy)")
 
 
+@functools.cache
+def _runtime_symbols() -> dict[str, int]:
+    """The external functions generated code may call: BLAS (dot.py), fmod (scalar.py)."""
+    return {**dot.blas_symbols(), **scalar.runtime_symbols()}
+
+
 def _aligned_empty(nbytes: int) -> np.ndarray:
     raw = np.empty(nbytes + G.ALIGN, np.uint8)
     skip = -raw.ctypes.data % G.ALIGN
@@ -68,8 +75,7 @@ class LLVMExecutable:
         module = G.build_module(graph, plan)
         self.source = module.ir
         self.kernels = module.kernels
-        symbols = {k: id(obj) for k, obj in module.symbols.items()}
-        symbols.update(dot.blas_symbols())
+        symbols = {**_runtime_symbols(), **{k: id(obj) for k, obj in module.symbols.items()}}
         self._pinned = tuple(module.symbols.values())  # the objects whose addresses the code holds
         self.library = compile_ir(module.ir, symbols, G.ENTRY)
         self.compile_seconds = self.library.compile_seconds
