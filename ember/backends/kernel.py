@@ -298,7 +298,9 @@ class _LoopBuilder:
         return self.ids[o]
 
     def const(self, value, dtype) -> int:
-        return self.op("const", (), dtype, (("value", np.asarray(value, dtype)[()].item()),))
+        """A constant op, hash-consed by its bits: -0.0 and 0.0 (equal as floats) stay apart."""
+        scalar = np.asarray(value, dtype)[()]
+        return self.op("const", (), dtype, (("bits", scalar.tobytes()), ("value", scalar.item())))
 
     def index(self, expr: Ix, dtype=np.int64) -> int:
         if expr.op == "const":

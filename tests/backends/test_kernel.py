@@ -584,3 +584,14 @@ def test_every_node_of_an_optimized_graph_with_arg_reductions_and_scatters_lower
         lowered |= {type(s).__name__ for s in k.steps}
         env.update(zip(node.outputs, run_body(b, args)))
     assert {"ArgReduce", "Scatter", "Loop"} <= lowered
+
+
+def test_constants_of_equal_value_but_other_bits_stay_apart():
+    """Found by the llvm backend: -0.0 and 0.0 compare equal, so hash-consing merged them and
+    divmod(-0.0, x) lost its sign."""
+    g = body(lambda x: [(-0.0 - x) * 0.0, P.div(-0.0, x)], ((3,), "float32"))
+    k = lower_kernel(g, "loop")
+    consts = [o.param("value") for o in k.steps[0].ops if o.prim == "const"]
+    assert sorted(map(str, consts)) == ["-0.0", "0.0"]
+    got = evaluate(k, np.array([1.0, 2.0, -3.0], np.float32))
+    assert np.signbit(got[1]).tolist() == [True, True, False]
