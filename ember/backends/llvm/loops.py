@@ -424,7 +424,11 @@ class _LoopRenderer:
             acc, dt = self.accs[r], self.ctx.buffers[r.out].dtype
             value = self.b.load(acc.total)
             if acc.comp is not None:  # the float64 total rounds to the accumulator dtype first, as reduced
-                value = self._convert(self.b.fadd(value, self.b.load(acc.comp)), _F64, r.acc_dtype)
+                # an infinite or NaN total is the plain sum's (the compensation of inf is inf - inf)
+                fabs = _intrinsic(self.b.module, "fabs", value.type, 1)
+                finite = self.b.fcmp_ordered("<", self.b.call(fabs, [value]), self.scalar.constant(np.inf, _F64))
+                compensated = self.b.fadd(value, self.b.load(acc.comp))
+                value = self._convert(self.b.select(finite, compensated, value), _F64, r.acc_dtype)
             if acc.nan is not None:
                 value = self.b.select(self.b.load(acc.nan), self.scalar.constant(np.nan, r.acc_dtype), value)
             store(self.b, self._convert(value, r.acc_dtype, dt), self.ctx.ptrs[r.out], acc.offset, dt)

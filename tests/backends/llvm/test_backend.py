@@ -154,3 +154,17 @@ def test_executable_runs_an_unoptimized_graph_with_the_naive_plan(rng):
     graph = f.lower(x).optimized
     exe = LLVMExecutable(graph, plan_memory(graph, inplace=False))
     np.testing.assert_allclose(exe(x)[0], np.sum(np.exp(x) * 2), rtol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("values", [[np.inf, 1.0], [-np.inf, np.inf], [np.nan, 1.0], [np.inf] * 1000,
+                                    [1.0] * 600 + [np.inf] + [-1.0] * 600])
+def test_sums_with_infinities_and_nans_are_numpys(values, dtype):
+    """Found by logsumexp([inf, 1]): the compensation of an infinite float64 total is inf - inf, which
+    made the sum NaN; an infinite or NaN total is now the plain sum's."""
+    x = np.array(values, dtype)
+    with np.errstate(all="ignore"):
+        want = np.sum(x)
+    got = _jit(jnp.sum)(x)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype
