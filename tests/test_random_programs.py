@@ -854,6 +854,8 @@ FOUND = {
              ("where", (3, 0, 1), (-0.5,)))),
     "nan-cotangent-through-maximum": Program(
         inputs=((), ()), ops=(("binary", (1, 0), ("maximum",)), ("reduce", (2,), ("std", None, False)))),
+    "in-place-output-of-an-earlier-loop": Program(
+        inputs=((2,), ()), ops=(("linspace", (1, 0), (2, False, 0)), ("softmax", (0,), ("softmax", 0)))),
 }
 
 
@@ -868,6 +870,14 @@ def test_found_nan_cotangent_reaches_the_losing_maximum_operand(dtype):
     """Found by the generator: grad of std(maximum(y, x)) at scalars is NaN for both operands in JAX
     (the cotangent is multiplied by the 0/0.5/1 mask), Ember gave the losing operand 0; fixed."""
     check_program(FOUND["nan-cotangent-through-maximum"], 0, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_found_in_place_output_written_before_the_operands_last_read(dtype):
+    """Found by the generator on the llvm backend: the plan put a fusion's reduced output in place of
+    an operand that the kernel's second loop still read; such an output is now written apart and
+    copied (graph.py, `loops.in_place_safe`)."""
+    check_program(FOUND["in-place-output-of-an-earlier-loop"], 0, dtype)
 
 
 def test_checks_catch_a_wrong_vjp_and_batching_rule(monkeypatch):

@@ -201,22 +201,38 @@ class _Builder:
         """Call `node`'s kernel; the bytes of workspace its temps and scratch need."""
         kernel, bound = node_kernel(node)
         args = [ptr[a] if isinstance(a, Var) else self.literal_ptr(a) for a in bound]
-        args += [ptr[v] for v in node.outputs]
         offset = self.kernel_region
+        copies = []
+        for k, v in enumerate(node.outputs):
+            operand = self.plan.inplace.get(v)
+            unsafe = operand is not None and any(
+                a is operand and not loops.in_place_safe(kernel, f"out{k}", f"in{j}") for j, a in enumerate(bound))
+            if unsafe:  # the kernel would overwrite the operand before its last read: write apart, then copy
+                args.append(self.b.gep(self.ws, [T.index(offset)], inbounds=True, source_etype=T.I8))
+                copies.append((ptr[v], args[-1], self.plan.nbytes[v]))
+                offset += _align(max(self.plan.nbytes[v], 1))
+            else:
+                args.append(ptr[v])
         for t in kernel.temps:
             args.append(self.b.gep(self.ws, [T.index(offset)], inbounds=True, source_etype=T.I8))
             offset += _align(max(int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize, 1))
         args.append(self.b.gep(self.ws, [T.index(offset)], inbounds=True, source_etype=T.I8))
         offset += _align(loops.scratch_bytes(kernel))
         self.b.call(self.kernel_fn(kernel), args)
+        for dst, src, nbytes in copies:
+            self.memcpy(dst, src, nbytes)
         self.work_elements += sum(v.aval.size for v in node.outputs) + sum(
             a.aval.size for a in node.inputs if isinstance(a, Var))
         return offset - self.kernel_region
 
+    def memcpy(self, dst: ir.Value, src: ir.Value, nbytes: int) -> None:
+        if nbytes:
+            fn = self.module.declare_intrinsic("llvm.memcpy", [T.PTR, T.PTR, T.I64])
+            self.b.call(fn, [dst, src, T.index(nbytes), ir.Constant(T.I1, 0)])
+
     def copy_outputs(self, ptr: dict[Var, ir.Value]) -> None:
         """Outputs no node wrote into their own array: copies of inputs, consts and repeats; literals."""
         written: set[Var] = set()
-        memcpy = self.module.declare_intrinsic("llvm.memcpy", [T.PTR, T.PTR, T.I64])
         for i, v in enumerate(self.graph.outputs):
             dst = self.out_ptr[i]
             if isinstance(v, Literal):
@@ -225,9 +241,7 @@ class _Builder:
             if self.plan.buffer_class.get(v) == OUTPUT and v not in written:
                 written.add(v)
                 continue
-            nbytes = v.aval.size * v.aval.dtype.itemsize
-            if nbytes:
-                self.b.call(memcpy, [dst, ptr[v], T.index(nbytes), ir.Constant(T.I1, 0)])
+            self.memcpy(dst, ptr[v], v.aval.size * v.aval.dtype.itemsize)
 
     def build(self) -> GraphModule:
         ptr = self.pointers()

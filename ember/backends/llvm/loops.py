@@ -108,12 +108,14 @@ def no_alias(kernel: Kernel) -> set[str]:
     risky = set()
     for o in kernel.outputs:
         for i in kernel.inputs:
-            if (i.shape, i.dtype) == (o.shape, o.dtype) and not _in_place_safe(kernel, o.name, i.name):
+            if (i.shape, i.dtype) == (o.shape, o.dtype) and not in_place_safe(kernel, o.name, i.name):
                 risky |= {o.name, i.name}
     return free | {b.name for b in kernel.inputs + kernel.outputs if b.name not in risky}
 
 
-def _in_place_safe(kernel: Kernel, out: str, inp: str) -> bool:
+def in_place_safe(kernel: Kernel, out: str, inp: str) -> bool:
+    """Whether output `out` may share input `inp`'s buffer: every write of `out` is a store at the
+    identity index in a loop that reads `inp` only there, and no later step reads `inp`."""
     written = False
     for step in kernel.steps:
         if not isinstance(step, Loop):
