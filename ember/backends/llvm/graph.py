@@ -17,13 +17,14 @@ object code cached under its hash, hold no process-specific value.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 from llvmlite import ir
 
 from ember.backends.kernel import Kernel, lower_kernel
-from ember.backends.llvm import loops
+from ember.backends.llvm import jit, loops
 from ember.backends.llvm import types as T
 from ember.backends.llvm.scalar import constant
 from ember.passes.memory import OUTPUT, Plan
@@ -251,9 +252,22 @@ class _Builder:
         consts = [np.require(np.asarray(c, dtype=v.aval.dtype), requirements=["C", "A"])
                   for v, c in zip(self.graph.consts, self.graph.const_values)]
         outs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in self.graph.outputs]
-        return GraphModule(str(self.module), self.n_in, outs, self.kernel_region + scratch, consts,
+        text = _prefer_wide_vectors(str(self.module))
+        return GraphModule(text, self.n_in, outs, self.kernel_region + scratch, consts,
                            dict(self.symbols), self.work_elements >= GIL_RELEASE_ELEMENTS,
                            [str(k) for k in self.kernel_fns])
+
+
+_DEFINE = re.compile(r'^(define .*\))$', re.MULTILINE)
+
+
+def _prefer_wide_vectors(text: str) -> str:
+    """Every function (kernels are inlined into the entry) uses 512-bit vectors where the host has
+    AVX-512 (LLVM prefers 256 bits; math loops measured 1.3-1.9x faster in cache). llvmlite cannot
+    spell these string attributes, so they are added to the text."""
+    if "+avx512f" not in jit.target().features:
+        return text
+    return _DEFINE.sub(r'\1 "prefer-vector-width"="512" "min-legal-vector-width"="512"', text)
 
 
 def build_module(graph: Graph, plan: Plan) -> GraphModule:
