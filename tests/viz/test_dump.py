@@ -55,7 +55,8 @@ def test_dump_writes_every_stage(tmp_path):
     assert [line.split(":")[0] for line in index] == [f"{i:02d} {s}" for i, s in enumerate(lowered.stage_names)]
     assert all(os.path.exists(p) for p in written)
     assert os.path.join(str(tmp_path), "stages.txt") in written
-    assert os.path.join(str(tmp_path), "model.source.py") in written  # the numpy backend's code
+    assert os.path.join(str(tmp_path), "model.ll") in written  # the llvm backend's code and assembly
+    assert os.path.join(str(tmp_path), "model.s") in written
 
 
 def test_dump_text_shows_ops_types_and_user_lines(tmp_path):
@@ -194,7 +195,7 @@ def test_default_formats_without_graphviz_warn_and_write_text_and_dot(tmp_path, 
     with pytest.warns(UserWarning, match="apt-get install graphviz"):
         written = ember.dump(model, np.ones(4), path=str(out))
     exts = {os.path.splitext(p)[1] for p in written}
-    assert exts == {".txt", ".dot", ".py"}  # .py: the numpy backend's code
+    assert exts == {".txt", ".dot", ".ll", ".s"}  # .ll, .s: the llvm backend's code and assembly
     assert not any(n.endswith(".svg") for n in os.listdir(out))
 
 
