@@ -6,11 +6,8 @@ budgets of NumPy (and exactly at special inputs: zeros, infinities, NaN)."""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import itertools
 import re
-import sys
-import types
 import warnings
 import zlib
 
@@ -32,30 +29,6 @@ PRIMS = {p.name: p for p in impl_rules if p.kind == "elementwise"}
 TRANSCENDENTAL = {"exp", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "erf", "pow"}
 # ulps from NumPy's result: mathlib's budget (<= 2 from the true value) plus NumPy's own error
 ULPS = {np.dtype(np.float16): 1, np.dtype(np.float32): 5, np.dtype(np.float64): 3}
-
-
-# --- mathlib fallback (TEST ONLY) -------------------------------------------------------------------
-# Until ember/backends/llvm/mathlib.py is merged, the transcendental rules are exercised with libm
-# through LLVM intrinsics and declared externals. The integrator deletes this block once mathlib is in.
-
-def _fallback_call_math(builder, name, args, dtype):
-    ty = args[0].type
-    f = "" if np.dtype(dtype) == np.float64 else "f"
-    if name in ("exp", "log", "sin", "cos", "pow"):
-        fn = builder.module.declare_intrinsic(f"llvm.{name}", [ty])
-        return builder.call(fn, args)
-    if name == "logistic":
-        e = _fallback_call_math(builder, "exp", [builder.fneg(args[0])], dtype)
-        return builder.fdiv(ir.Constant(ty, 1.0), builder.fadd(ir.Constant(ty, 1.0), e))
-    sym = name + f
-    fn = builder.module.globals.get(sym) or ir.Function(builder.module, ir.FunctionType(ty, [ty]), sym)
-    return builder.call(fn, args)
-
-
-if importlib.util.find_spec("ember.backends.llvm.mathlib") is None:
-    _fallback = types.ModuleType("ember.backends.llvm.mathlib")
-    _fallback.call_math = _fallback_call_math
-    sys.modules["ember.backends.llvm.mathlib"] = _fallback
 
 
 # --- which (operand dtypes, result dtype, params) each primitive accepts ----------------------------
