@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ember.backends.llvm.executable import LLVMExecutable, check_layout, executable
+from ember.backends.llvm.executable import LLVMExecutable, check_layout
 from ember.passes.memory import Plan
 from ember.tracer.ir import Graph
 
@@ -14,7 +14,7 @@ class LLVMBackend:
         check_layout()
 
     def compile(self, graph: Graph, plan: Plan | None = None) -> LLVMExecutable:
-        return executable(graph, plan)
+        return LLVMExecutable(graph, plan)
 
 
 BACKEND = LLVMBackend()
