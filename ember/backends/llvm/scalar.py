@@ -298,6 +298,22 @@ def _is_finite(b, args, dt, out):
     return b.fcmp_ordered("<", fabs, ir.Constant(args[0].type, float("inf")))
 
 
+def _float_pow(b, args, dt, out):
+    """x ** n for a constant n of 2, 3, 4 or -1 by multiplying (at most two roundings, within pow's
+    budget; float16 multiplies in float32 and rounds once), else mathlib's pow: `x ** 2` and `x ** 3`
+    of every gradient need no log and exp, which also cost about 100 ms of compile time per module."""
+    n = getattr(args[1], "constant", None) if isinstance(args[1], ir.Constant) else None
+    if n not in (2.0, 3.0, 4.0, -1.0):
+        return _math("pow")(b, args, dt, out)
+    x = b.fpext(args[0], FLOAT) if dt == _F16 else args[0]
+    if n == -1.0:
+        y = b.fdiv(ir.Constant(x.type, 1.0), x)
+    else:
+        sq = b.fmul(x, x)
+        y = {2.0: sq, 3.0: b.fmul(sq, x) if n == 3.0 else None, 4.0: b.fmul(sq, sq)}[n]
+    return b.fptrunc(y, HALF) if dt == _F16 else y
+
+
 def _math(name: str) -> Rule:
     """A mathlib function; float16 computes in float32 and rounds once, as NumPy's float16 loops."""
     def rule(b, args, dt, out):
@@ -341,7 +357,7 @@ OPS: dict[str, Rule] = {
     "mul": _by_kind(f=_method("fmul"), i=_method("mul"), u=_method("mul"), b=_method("and_")),
     "div": _by_kind(f=_method("fdiv"), i=_int_div, u=_int_div),
     "rem": _by_kind(f=_method("frem"), i=_int_rem, u=_int_rem),
-    "pow": _by_kind(f=_math("pow"), i=_int_pow, u=_int_pow),
+    "pow": _by_kind(f=_float_pow, i=_int_pow, u=_int_pow),
     "max": _by_kind(f=_float_extreme(">"), i=_call("llvm.smax"), u=_call("llvm.umax"), b=_method("or_")),
     "min": _by_kind(f=_float_extreme("<"), i=_call("llvm.smin"), u=_call("llvm.umin"), b=_method("and_")),
     "eq": _compare("=="), "ne": _compare("!=", float_pred="une"), "lt": _compare("<"),

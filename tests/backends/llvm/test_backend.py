@@ -168,3 +168,19 @@ def test_sums_with_infinities_and_nans_are_numpys(values, dtype):
     got = _jit(jnp.sum)(x)
     np.testing.assert_array_equal(got, want)
     assert got.dtype == want.dtype
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("n", [2.0, 3.0, 4.0, -1.0])
+def test_small_constant_powers_multiply(n, dtype):
+    """`x ** 2`, `x ** 3`, ... multiply (pow's log and exp cost time and ~100 ms of compile); the
+    values stay within pow's budget, specials and signed zeros as np.power."""
+    x = np.array([0.0, -0.0, 1.5, -2.25, np.inf, -np.inf, np.nan, 1e-3, 3e3, 7.0, -0.1], dtype)
+    f = _jit(lambda v: v ** n)
+    with np.errstate(all="ignore"):
+        want = np.power(x, dtype(n))
+    got = f(x)
+    np.testing.assert_allclose(got, want, rtol=2e-3 if dtype == np.float16 else 4e-7 if dtype == np.float32
+                               else 1e-15)
+    assert np.array_equal(np.signbit(got[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
+    assert "ember.math.pow" not in f.lower(x).source()
