@@ -112,11 +112,14 @@ class _Builder:
         native byte order (dtypes compare by type number: equal dtypes may be distinct objects)."""
         b = self.b
         aval = v.aval
+        bad = self.fn.append_basic_block(f"bad{k}")
+        is_array = self.fn.append_basic_block(f"array{k}")
         typ = self.field(obj, 8, T.PTR)
-        ok = b.icmp_unsigned("==", typ, self.symbol(PYARRAY_TYPE, np.ndarray))
+        b.cbranch(b.icmp_unsigned("==", typ, self.symbol(PYARRAY_TYPE, np.ndarray)), is_array, bad)
+        b.position_at_end(is_array)  # only an ndarray's fields are read
         descr = self.field(obj, ARRAY_DESCR, T.PTR)
         num = self.field(descr, DESCR_TYPE_NUM, T.I32)
-        ok = b.and_(ok, b.icmp_signed("==", num, ir.Constant(T.I32, np.dtype(aval.dtype).num)))
+        ok = b.icmp_signed("==", num, ir.Constant(T.I32, np.dtype(aval.dtype).num))
         order = self.field(descr, DESCR_BYTEORDER, T.I8)
         ok = b.and_(ok, b.icmp_unsigned("!=", order, ir.Constant(T.I8, ord(">"))))
         flags = self.field(obj, ARRAY_FLAGS, T.I32)
@@ -124,7 +127,6 @@ class _Builder:
         ok = b.and_(ok, b.icmp_unsigned("==", b.and_(flags, need), need))
         ndim = self.field(obj, ARRAY_NDIM, T.I32)
         ok = b.and_(ok, b.icmp_signed("==", ndim, ir.Constant(T.I32, len(aval.shape))))
-        bad = self.fn.append_basic_block(f"bad{k}")
         good = self.fn.append_basic_block(f"shape{k}")
         b.cbranch(ok, good, bad)
         b.position_at_end(bad)

@@ -184,3 +184,12 @@ def test_small_constant_powers_multiply(n, dtype):
                                else 1e-15)
     assert np.array_equal(np.signbit(got[~np.isnan(want)]), np.signbit(want[~np.isnan(want)]))
     assert "ember.math.pow" not in f.lower(x).source()
+
+
+def test_non_array_arguments_reaching_the_executable_are_converted():
+    """The entry reads an argument's array fields only after checking its type is ndarray: a NumPy or
+    Python scalar, or a list, is converted first (never dereferenced as an array)."""
+    exe = _exe(_jit(lambda a, b: a * b + 1.0), np.ones((), np.float64), np.ones(3))
+    for scalar in (np.float64(2.0), 2.0, [2.0]):
+        (out,) = exe(np.asarray(2.0) if isinstance(scalar, list) else scalar, [1.0, 2.0, 3.0])
+        np.testing.assert_array_equal(out, [3.0, 5.0, 7.0])
