@@ -15,10 +15,12 @@ import functools
 import inspect
 import os
 import threading
+import time
 import types
 import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,11 +52,36 @@ def _as_tuple(x) -> tuple:
     return tuple(x)
 
 
+@dataclass(frozen=True)
+class Timings:
+    """Where the time to make a compiled function went, in seconds: `trace` (tracing, grad and vmap
+    included), `optimize` (the pass pipeline and memory plan) and, once compiled, `compile` (the
+    backend's whole step: for llvm, generating IR and running LLVM, or loading the code from the
+    disk cache, then linking), of which `native` is the part past the cache lookup (`from_cache`:
+    whether it was a load); None where that has not run or the backend has no such part (numpy).
+    Loading a backend (imports, LLVM's setup) is once per process and not counted."""
+
+    trace: float
+    optimize: float
+    compile: float | None = None
+    native: float | None = None
+    from_cache: bool | None = None
+
+    def __str__(self) -> str:
+        def ms(s: float | None) -> str:
+            return "not yet" if s is None else f"{s * 1e3:.2f} ms"
+
+        native = "" if self.native is None else \
+            f" ({'disk cache load' if self.from_cache else 'LLVM'} {ms(self.native)} of it)"
+        return f"trace {ms(self.trace)}, optimize {ms(self.optimize)}, compile {ms(self.compile)}{native}"
+
+
 class Lowered:
     """A traced and optimized function: its stages, graphs, text, dumps, and `compile()`."""
 
     def __init__(self, name: str, stages: list[Stage], in_tree: PyTreeDef, out_tree: PyTreeDef,
-                 backend: str, statics: _Statics, disabled: tuple[str, ...] = ()):
+                 backend: str, statics: _Statics, disabled: tuple[str, ...] = (),
+                 seconds: tuple[float, float] = (0.0, 0.0)):
         self.name = name
         self.disabled = disabled  # the optional passes switched off (all of them with optimize=False)
         self.stages = stages
@@ -63,6 +90,8 @@ class Lowered:
         self.backend = backend
         self.statics = statics
         self._executable = None
+        self._seconds = seconds  # (trace, optimize)
+        self._compile_seconds: float | None = None
 
     def stage(self, name: str) -> Stage:
         for s in self.stages:
@@ -136,9 +165,18 @@ class Lowered:
 
     def compile(self) -> Compiled:
         if self._executable is None:
+            get_backend(self.backend)  # loading a backend (imports, LLVM's setup) is once per process, not this compile
+            start = time.perf_counter()
             self._executable, _ = compile_graph(self.optimized, backend=self.backend, plan=self.stages[-1].plan,
                                                 source=self.stage("after inline").graph, name=self.name)
+            self._compile_seconds = time.perf_counter() - start
         return Compiled(self)
+
+    def timings(self) -> Timings:
+        """How long tracing, optimizing and (once `compile()` ran) the backend's compile step took."""
+        exe = getattr(self._executable, "executable", self._executable)
+        return Timings(*self._seconds, self._compile_seconds, getattr(exe, "compile_seconds", None),
+                       getattr(exe, "from_cache", None))
 
 
 class Compiled:
@@ -535,14 +573,17 @@ class Jitted:
         if not all(_is_array_leaf(x) for x in tree_flatten(dyn)[0]):
             self._check_leaves(args, kwargs)
         with recording(StageRecorder()) as rec:
+            start = time.perf_counter()
             graph, _, in_tree, out_tree = trace_pytree(self._with_statics(statics), dyn_args, dyn_kwargs, known=False)
             rec.add("traced", graph)
+            traced = time.perf_counter()
             run_pipeline(graph, self._flat_donate(args), self._disabled)
+            seconds = (traced - start, time.perf_counter() - traced)
         static_pos, static_kw = statics or ((), ())
         info = _Statics(tuple(i for i, _ in static_pos), frozenset(k for k, _ in static_kw) | self._static_names,
                         len(dyn_args))
         return Lowered(fun_name(self._fun), rec.stages, in_tree, out_tree, self._backend or _default_backend(), info,
-                       self._disabled)
+                       self._disabled, seconds)
 
     def _flat_donate(self, args: tuple) -> list[int]:
         """donate_argnums as indices into the flat inputs (the leaves of the dynamic arguments)."""

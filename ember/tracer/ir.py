@@ -206,10 +206,13 @@ class Graph:
                 out += g.all_nodes()
         return out
 
-    def fingerprint(self) -> str:
+    def fingerprint(self, consts: bool = True) -> str:
         """A structural hash (hex) independent of Var identity: prims, params (subgraphs by their
-        fingerprint), avals, literal keys, topology, and consts by aval and content. Kernel and
-        disk caches key on it."""
+        fingerprint), avals, literal keys, topology, and consts by aval and content (by aval only
+        with `consts=False`: what code that reads consts at run time depends on). Kernel and disk
+        caches key on it."""
+        if not consts:
+            return hashlib.sha256(repr(_structure(self, const_values=False)).encode()).hexdigest()
         if self._fingerprint is None:
             self._fingerprint = hashlib.sha256(repr(_structure(self)).encode()).hexdigest()
         return self._fingerprint
@@ -321,8 +324,9 @@ def _const_key(v: Var, val) -> tuple:
     return (_aval_key(v.aval), arr.dtype.str, arr.shape, hashlib.sha256(arr.tobytes()).hexdigest())
 
 
-def _structure(graph: Graph) -> tuple:
-    """The graph as nested plain data, each Var replaced by its definition order."""
+def _structure(graph: Graph, const_values: bool = True) -> tuple:
+    """The graph as nested plain data, each Var replaced by its definition order (consts by aval
+    only unless `const_values`)."""
     index: dict[Var, int] = {}
 
     def define(v: Var) -> tuple:
@@ -335,7 +339,8 @@ def _structure(graph: Graph) -> tuple:
         return index.get(a, ("free", _aval_key(a.aval)))
 
     ins = tuple(define(v) for v in graph.inputs)
-    consts = tuple((define(v), _const_key(v, val)) for v, val in zip(graph.consts, graph.const_values))
+    consts = tuple((define(v), _const_key(v, val) if const_values else None)
+                   for v, val in zip(graph.consts, graph.const_values))
     nodes = tuple((n.prim.name, tuple(sorted((k, _param_key(p)) for k, p in n.params.items())),
                    tuple(ref(a) for a in n.inputs), tuple(define(v) for v in n.outputs))
                   for n in graph.nodes)

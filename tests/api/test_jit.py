@@ -439,3 +439,19 @@ def test_ember_dump_dir_writes_the_generated_code(tmp_path, monkeypatch, native_
     ember.jit(cube, backend="numpy")(np.ones(2))
     ember.jit(cube, backend=native_like)(np.ones(2))
     assert sorted(p.name for p in tmp_path.glob("*/cube*")) == ["cube.ll", "cube.s", "cube.source.py"]
+
+
+@pytest.mark.parametrize("backend", ["llvm", "numpy"])
+def test_timings_report_trace_optimize_and_compile_apart(backend):
+    low = ember.jit(ember.grad(lambda x: jnp.sum(jnp.tanh(x) ** 2)), backend=backend).lower(np.ones(8))
+    before = low.timings()
+    assert before.trace > 0 and before.optimize > 0 and before.compile is None and "not yet" in str(before)
+    low.compile()
+    after = low.timings()
+    assert (after.trace, after.optimize) == (before.trace, before.optimize) and after.compile > 0
+    if backend == "llvm":
+        assert 0 < after.native <= after.compile and after.from_cache in (True, False)
+        assert ("disk cache load" if after.from_cache else "LLVM") in str(after)
+    else:
+        assert after.native is None and after.from_cache is None
+    assert str(after).startswith("trace ") and "compile " in str(after)

@@ -21,7 +21,7 @@ from pathlib import Path
 import llvmlite
 
 MAGIC = b"EMBEROBJ"
-FORMAT = 1
+FORMAT = 2  # 2: the payload is (meta length, meta, object code)
 # magic, format version, key (32-byte digest), payload length, payload SHA-256
 HEADER = struct.Struct("<8sI32sQ32s")
 SUFFIX = ".o"

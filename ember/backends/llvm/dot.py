@@ -43,9 +43,12 @@ _REDUCE_STEPS = 4
 
 # --- BLAS symbols ------------------------------------------------------------------------------------
 
-def blas_symbols() -> dict[str, int]:
-    """Symbol name -> address of the SciPy BLAS routines the generated IR declares (for the JIT to
-    register); nothing is registered here."""
+def blas_symbols(ir_text: str | None = None) -> dict[str, int]:
+    """Symbol name -> address of the SciPy BLAS routines (those `ir_text` names, when given), for the
+    JIT to register; nothing is registered here. Without a routine to resolve, SciPy is not imported
+    (importing scipy.linalg costs about 50 ms, once per process)."""
+    if ir_text is not None and _symbol("") not in ir_text:
+        return {}
     return dict(_blas_addresses())
 
 
@@ -124,12 +127,14 @@ def _row_major(shape) -> list[int]:
 
 def _fortran(p: int, sp: int, q: int, sq: int) -> tuple[str, int, int, int] | None:
     """A p x q BLAS operand whose element (i, j) is at i*sp + j*sq: (trans, stored rows, stored
-    columns, leading dimension) of its column-major storage, or None when it has none."""
-    if (sp == 1 or p == 1) and (ld := sq if q > 1 else p) >= max(1, p):
-        return "N", p, q, ld
-    if (sq == 1 or q == 1) and (ld := sp if p > 1 else q) >= max(1, q):
+    columns, leading dimension) of its column-major storage, or None when it has none. A contiguous
+    row (p == 1) is read as one stored column: gemv then runs one dot product over it, where a
+    1 x q matrix would be q axpy steps of one element each (2x slower than sdot at q = 10**6)."""
+    normal = (sp == 1 or p == 1) and (ld := sq if q > 1 else p) >= max(1, p)
+    normal_form = ("N", p, q, ld) if normal else None
+    if (sq == 1 or q == 1) and (ld := sp if p > 1 else q) >= max(1, q) and (p == 1 or not normal):
         return "T", q, p, ld
-    return None
+    return normal_form
 
 
 def _contract_order(lhs: _Operand, rhs: _Operand) -> tuple[int, ...]:

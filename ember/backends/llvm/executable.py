@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import threading
 import weakref
 
 import numpy as np
 
-from ember.backends.llvm import dot, scalar
+from ember.backends.llvm import dot, jit, scalar
 from ember.backends.llvm import graph as G
-from ember.backends.llvm.jit import compile_ir
 from ember.passes.memory import Plan, plan_memory
 from ember.tracer.ir import Graph
 
@@ -53,9 +53,15 @@ def check_layout() -> None:
 
 
 @functools.cache
-def _runtime_symbols() -> dict[str, int]:
-    """The external functions generated code may call: BLAS (dot.py), fmod (scalar.py)."""
-    return {**dot.blas_symbols(), **scalar.runtime_symbols()}
+def _libm_symbols() -> dict[str, int]:
+    return scalar.runtime_symbols()
+
+
+def _runtime_symbols(meta: dict) -> dict[str, int]:
+    """The external functions the code may call: BLAS (dot.py, only where it does), fmod (scalar.py),
+    and the objects whose addresses it reads (graph.SYMBOLS)."""
+    blas = dot.blas_symbols() if meta["blas"] else {}
+    return {**blas, **_libm_symbols(), **{k: id(obj) for k, obj in G.SYMBOLS.items()}}
 
 
 def _aligned_empty(nbytes: int) -> np.ndarray:
@@ -72,24 +78,48 @@ class LLVMExecutable:
 
     def __init__(self, graph: Graph, plan: Plan | None = None):
         plan = plan if plan is not None else plan_memory(graph)
-        module = G.build_module(graph, plan)
-        self.source = module.ir
-        self.kernels = module.kernels
-        symbols = {**_runtime_symbols(), **{k: id(obj) for k, obj in module.symbols.items()}}
-        self._pinned = tuple(module.symbols.values())  # the objects whose addresses the code holds
-        self.library = compile_ir(module.ir, symbols, G.ENTRY)
-        self.compile_seconds = self.library.compile_seconds
-        proto = ctypes.CFUNCTYPE if module.release_gil else ctypes.PYFUNCTYPE
+        self._graph, self._plan, self._module = graph, plan, None
+        # keyed by the graph and plan: a disk-cache hit loads the code without generating its IR
+        key = jit.cache_key(G.code_signature(graph, plan))
+        self.library, raw = jit.compile_keyed(key, self._ir_and_meta, lambda m: _runtime_symbols(json.loads(m)),
+                                              G.ENTRY)
+        meta = json.loads(raw)
+        self.compile_seconds = self.library.compile_seconds  # LLVM, or the disk-cache load
+        self.from_cache = self.library.from_cache
+        self.releases_gil = meta["release_gil"]
+        proto = ctypes.CFUNCTYPE if self.releases_gil else ctypes.PYFUNCTYPE
         self._entry = proto(ctypes.c_int, ctypes.py_object)(self.library.address(G.ENTRY))
-        self.releases_gil = module.release_gil
-        self._n_in = module.n_inputs
-        self._outs = module.out_specs
-        self._single = len(module.out_specs) == 1
+        self._n_in = len(graph.inputs)
+        self._outs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in graph.outputs]
+        self._single = len(self._outs) == 1
         self._in_specs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype).newbyteorder("=")) for v in graph.inputs]
-        self._consts = tuple(module.consts)
-        self._ws_bytes = module.workspace_bytes
+        self._consts = tuple(G.runtime_consts(graph))
+        self._ws_bytes = meta["workspace_bytes"]
         self._tls = threading.local()
         weakref.finalize(self, self.library.close)
+
+    def _built(self) -> G.GraphModule:
+        """The module generated for the graph (made on demand after a disk-cache hit)."""
+        if self._module is None:
+            self._module = G.build_module(self._graph, self._plan)
+        return self._module
+
+    def _ir_and_meta(self) -> tuple[str, bytes]:
+        """The IR to compile, and what a call needs besides the graph, kept beside the cached code."""
+        module = self._built()
+        meta = {"workspace_bytes": module.workspace_bytes, "release_gil": module.release_gil,
+                "blas": bool(dot.blas_symbols(module.ir))}
+        return module.ir, json.dumps(meta).encode()
+
+    @property
+    def source(self) -> str:
+        """The generated LLVM IR."""
+        return self.library.ir
+
+    @property
+    def kernels(self) -> list[str]:
+        """The kernel descriptions the module's functions render, as text."""
+        return self._built().kernels
 
     @property
     def asm(self) -> str:

@@ -17,6 +17,8 @@ object code cached under its hash, hold no process-specific value.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -38,6 +40,8 @@ ARRAY_DATA, ARRAY_NDIM, ARRAY_DIMS, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 6
 DESCR_BYTEORDER, DESCR_TYPE_NUM = 26, 28  # the same in NumPy 1.x and 2.x
 NPY_C_CONTIGUOUS, NPY_ALIGNED = 0x1, 0x100
 PYARRAY_TYPE = "ember_pyarray_type"
+# the external symbols generated code reads: name -> the Python object whose address binds it
+SYMBOLS: dict[str, object] = {PYARRAY_TYPE: np.ndarray}
 # elements a call must touch before it releases the GIL (below, the release costs more than it gives)
 GIL_RELEASE_ELEMENTS = 1 << 16
 
@@ -78,6 +82,44 @@ def node_kernel(node: Node) -> tuple[Kernel, list]:
     return lower_kernel(single_node_body(node), node.prim.kind), [a for a in node.inputs if isinstance(a, Var)]
 
 
+def code_signature(graph: Graph, plan: Plan) -> str:
+    """Everything the generated code depends on, as text: the graph's structure (consts by shape and
+    dtype only: they are runtime buffers), the plan's schedule, buffers, classes and in-place writes,
+    and the backend's own source files (so a changed code generator never reuses old code). The
+    disk cache keys on it, so a hit skips generating the IR."""
+    index: dict[Var, int] = {}
+    for v in [*graph.inputs, *graph.consts, *(o for n in graph.nodes for o in n.outputs)]:
+        index[v] = len(index)
+    position = {id(n): i for i, n in enumerate(graph.nodes)}
+
+    def by_index(mapping, value=lambda x: x):
+        return tuple(sorted((index[v], value(x)) for v, x in mapping.items() if v in index))
+
+    plan_data = (tuple(position[id(n)] for n in plan.schedule), by_index(plan.buffer), by_index(plan.buffer_class),
+                 by_index(plan.nbytes), by_index(plan.inplace, lambda o: index.get(o, -1)))
+    return repr((graph.fingerprint(consts=False), plan_data, _generator_files()))
+
+
+def code_signature_setup() -> None:
+    """Read the code generator's files once (when the backend loads, not in a function's compile)."""
+    _generator_files()
+
+
+@functools.cache
+def _generator_files() -> tuple:
+    """(path, size, mtime) of every module of the ember package: any change to them, a new version
+    or an edited checkout, is a new key (a spurious miss at worst, never stale code)."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        for name in sorted(files):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(folder, name))
+                found.append((os.path.relpath(os.path.join(folder, name), root), st.st_size, st.st_mtime_ns))
+    return tuple(found)
+
+
 class _Builder:
     def __init__(self, graph: Graph, plan: Plan):
         self.graph, self.plan = graph, plan
@@ -85,7 +127,7 @@ class _Builder:
         self.fn = ir.Function(self.module, ir.FunctionType(T.I32, [T.PTR]), ENTRY)
         self.fn.args[0].name = "args"
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
-        self.symbols: dict[str, object] = {PYARRAY_TYPE: np.ndarray}
+        self.symbols: dict[str, object] = dict(SYMBOLS)
         self.kernel_fns: dict[Kernel, ir.Function] = {}
         self.n_in, self.n_out = len(graph.inputs), len(graph.outputs)
         self.ws_index = self.n_in + self.n_out
@@ -100,7 +142,8 @@ class _Builder:
         return self.b.load(self.b.gep(obj, [T.index(offset)], inbounds=True, source_etype=T.I8), typ=typ)
 
     def symbol(self, name: str, obj: object) -> ir.Value:
-        self.symbols[name] = obj
+        if SYMBOLS.get(name) is not obj:
+            raise ValueError(f"{name!r} is not in graph.SYMBOLS, which a cached module binds without its IR")
         g = self.module.globals.get(name)
         if g is None:
             g = ir.GlobalVariable(self.module, T.I8, name)
@@ -251,8 +294,7 @@ class _Builder:
         scratch = max((self.run_node(node, ptr) for node in self.plan.schedule), default=0)
         self.copy_outputs(ptr)
         self.b.ret(ir.Constant(T.I32, 0))
-        consts = [np.require(np.asarray(c, dtype=v.aval.dtype), requirements=["C", "A"])
-                  for v, c in zip(self.graph.consts, self.graph.const_values)]
+        consts = runtime_consts(self.graph)
         outs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in self.graph.outputs]
         text = _prefer_wide_vectors(str(self.module))
         return GraphModule(text, self.n_in, outs, self.kernel_region + scratch, consts,
@@ -270,6 +312,12 @@ def _prefer_wide_vectors(text: str) -> str:
     if "+avx512f" not in jit.target().features:
         return text
     return _DEFINE.sub(r'\1 "prefer-vector-width"="512" "min-legal-vector-width"="512"', text)
+
+
+def runtime_consts(graph: Graph) -> list[np.ndarray]:
+    """The consts as the entry reads them: C-contiguous, aligned arrays of their avals' dtypes."""
+    return [np.require(np.asarray(c, dtype=v.aval.dtype), requirements=["C", "A"])
+            for v, c in zip(graph.consts, graph.const_values)]
 
 
 def build_module(graph: Graph, plan: Plan) -> GraphModule:

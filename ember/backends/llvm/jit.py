@@ -1,4 +1,4 @@
-"""Compile LLVM IR to native code: O3 with loop and SLP vectorization, object code, one ORC LLJIT.
+"""Compile LLVM IR to native code: O3 with loop and SLP vectorization (no unrolling), object code, one ORC LLJIT.
 
 `compile_ir(ir_text, symbols, name)` optimizes the module for the host CPU, emits object code (or
 loads it from the disk cache, `cache.py`) and links it into the process-wide LLJIT as a library of
@@ -13,9 +13,10 @@ from __future__ import annotations
 import ctypes
 import itertools
 import re
+import struct
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
@@ -24,6 +25,10 @@ from ember.backends.llvm import cache
 
 LLVM_LOCK = threading.RLock()
 OPT_LEVEL = 3
+# LLVM's loop unroller is off: the vectorizer still interleaves its vector loops, and unrolling them
+# again doubled compile time (cosine-softmax gradient: 163 -> 97 ms) while running no faster on the
+# seed workloads (the same or up to 1.5x slower: bigger code around small, static trip counts).
+LOOP_UNROLLING = False
 # Code model and relocation shape the object code, so they are part of the cache key. JIT code uses
 # the large code model: RuntimeDyld may place sections and imported symbols beyond 2 GiB of each other.
 CODEGEN = "rtdyld jit-large-code-model"
@@ -87,6 +92,7 @@ def _optimized(ir_text: str, context, tm: llvm.TargetMachine) -> llvm.ModuleRef:
     pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
+    pto.loop_unrolling = LOOP_UNROLLING
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(module, pb)
     pb.close()
@@ -130,15 +136,25 @@ def _link(obj: bytes, symbols: Mapping[str, int], name: str, ir_text: str) -> tu
 
 
 class Library:
-    """Compiled code loaded into the process: function addresses until `close()` frees it."""
+    """Compiled code loaded into the process: function addresses until `close()` frees it. `ir` is
+    the module's text; after a disk-cache hit keyed by something other than the text, it is made
+    on first use by the `source` function given."""
 
-    def __init__(self, name: str, ir: str, library: str, tracker: llvm.ResourceTracker,
+    def __init__(self, name: str, source: str | Callable[[], str], library: str, tracker: llvm.ResourceTracker,
                  compile_seconds: float, from_cache: bool):
-        self.name, self.ir, self.library = name, ir, library
+        self.name, self.library = name, library
+        self._ir, self._source = (source, None) if isinstance(source, str) else (None, source)
         self.compile_seconds, self.from_cache = compile_seconds, from_cache
         self._trackers = [tracker]
         self._addresses = {name: tracker[name]}
         self._listing: tuple[str, str] | None = None
+
+    @property
+    def ir(self) -> str:
+        """The module's LLVM IR as generated (before optimization)."""
+        if self._ir is None:
+            self._ir = self._source()
+        return self._ir
 
     @property
     def closed(self) -> bool:
@@ -190,31 +206,66 @@ class Library:
         return f"<Library {self.library} {state} in {self.compile_seconds * 1e3:.2f} ms>"
 
 
-def cache_key(ir_text: str) -> str:
-    """The disk cache key of `ir_text` compiled for this host: target, options and versions included."""
+def cache_key(content: str) -> str:
+    """The disk cache key of code made from `content` (IR text, or what determines it) for this
+    host: target, options and versions included."""
     t = target()
-    return cache.key(ir_text, t.triple, t.data_layout, t.cpu, t.features, f"O{OPT_LEVEL}", CODEGEN,
-                     ".".join(map(str, llvm.llvm_version_info)))
+    return cache.key(content, t.triple, t.data_layout, t.cpu, t.features, f"O{OPT_LEVEL}",
+                     f"unroll={LOOP_UNROLLING}", CODEGEN, ".".join(map(str, llvm.llvm_version_info)))
 
 
 def compile_ir(ir_text: str, symbols: Mapping[str, int], name: str) -> Library:
-    """Compile `ir_text` (or reload it from the disk cache) and load it; `name` is the function to export.
+    """Compile `ir_text` (or reload it from the disk cache, keyed by the text) and load it; `name` is
+    the function to export. `symbols` maps external names the code calls (e.g. BLAS routines) to
+    their addresses."""
+    return compile_keyed(cache_key(ir_text), lambda: (ir_text, b""), symbols, name)[0]
 
-    `symbols` maps external names the code calls (e.g. BLAS routines) to their addresses.
-    `compile_seconds` excludes LLVM's one-time initialization in this process and waiting for the lock.
+
+def compile_keyed(key: str, build: Callable[[], tuple[str, bytes]],
+                  symbols: Mapping[str, int] | Callable[[bytes], Mapping[str, int]],
+                  name: str) -> tuple[Library, bytes]:
+    """Load the code cached under `key` (see `cache_key`), else compile the IR that `build()`
+    returns with `meta` (bytes kept beside the code) and cache both; (library, meta). A hit never
+    calls `build`, so a key made from what determines the IR (a graph and its plan) skips generating
+    it. `symbols` may be a function of `meta`. `compile_seconds` excludes LLVM's one-time
+    initialization in this process and waiting for the lock.
     """
     target()  # the first call initializes LLVM under the lock: not this function's compile time
     start = time.perf_counter()
-    key = cache_key(ir_text)
-    obj = cache.load(key)
-    from_cache = obj is not None
+    found = _unpack(cache.load(key))
+    source: str | Callable[[], str]
+    if found is not None:
+        meta, obj = found
+        source = lambda: build()[0]  # noqa: E731 (made again only if the text is asked for)
+        ir_text = ""
+    else:
+        ir_text, meta = build()
+        source, obj = ir_text, None
     waiting = time.perf_counter()
     with LLVM_LOCK:
         waited = time.perf_counter() - waiting
         if obj is None:
             obj = _codegen(ir_text, lambda tm, m: tm.emit_object(m))
-        library, tracker = _link(obj, dict(symbols), name, ir_text)
-    if not from_cache:
-        cache.store(key, obj)
+        resolved = symbols(meta) if callable(symbols) else symbols
+        library, tracker = _link(obj, dict(resolved), name, ir_text)
+    if found is None:
+        cache.store(key, _pack(meta, obj))
     seconds = time.perf_counter() - start - waited
-    return Library(name, ir_text, library, tracker, seconds, from_cache)
+    return Library(name, source, library, tracker, seconds, found is not None), meta
+
+
+_META = struct.Struct("<I")
+
+
+def _pack(meta: bytes, obj: bytes) -> bytes:
+    return _META.pack(len(meta)) + meta + obj
+
+
+def _unpack(payload: bytes | None) -> tuple[bytes, bytes] | None:
+    """(meta, object code) of a cache payload (already checked against its digest), or None."""
+    if payload is None or len(payload) < _META.size:
+        return None
+    (n,) = _META.unpack_from(payload)
+    if _META.size + n > len(payload):
+        return None
+    return payload[_META.size:_META.size + n], payload[_META.size + n:]

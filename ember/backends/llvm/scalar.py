@@ -383,7 +383,9 @@ OPS: dict[str, Rule] = {
 def runtime_symbols() -> dict[str, int]:
     """The C functions code from this table may call (float rem is `frem`, which LLVM lowers to
     fmod/fmodf), name -> address, for a JIT that does not search the process's own symbols."""
-    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    libm = ctypes.CDLL(None)  # CPython links libm; find_library would run a subprocess (milliseconds)
+    if not all(hasattr(libm, name) for name in ("fmod", "fmodf")):
+        libm = ctypes.CDLL(ctypes.util.find_library("m"))
     return {name: ctypes.cast(getattr(libm, name), ctypes.c_void_p).value for name in ("fmod", "fmodf")}
 
 

@@ -1,6 +1,7 @@
 """The llvm backend's whole-graph entry and call path: memory classes of the plan, argument checks
 and conversions, copies of outputs that are inputs, consts, literals or repeats, threads and the GIL."""
 
+import sys
 import threading
 import time
 
@@ -117,15 +118,24 @@ def test_large_entries_release_the_gil_and_small_ones_do_not():
     def count():
         while not stop.is_set():
             ticks.append(0)
+            time.sleep(0)  # hands the GIL back at once
 
+    # with a long switch interval the main thread, running Python, keeps the GIL: the counter can
+    # only run while a call has released it (on a loaded machine it may take several calls)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(5.0)
     t = threading.Thread(target=count)
-    t.start()
-    time.sleep(0.01)
-    before = len(ticks)
-    for _ in range(20):
-        big(x)
-    stop.set()
-    t.join()
+    try:
+        t.start()
+        time.sleep(0.01)
+        before = len(ticks)
+        deadline = time.monotonic() + 10
+        while len(ticks) == before and time.monotonic() < deadline:
+            big(x)
+    finally:
+        stop.set()
+        sys.setswitchinterval(interval)
+        t.join()
     assert len(ticks) > before
 
 

@@ -252,6 +252,9 @@ def test_blas_symbols_name_what_the_ir_declares():
     assert all(isinstance(v, int) and v > 0 for v in symbols.values())
     product = Product((40, 40), (40, 40), np.float64, MATMUL)
     assert re.search(r'declare void @"?ember_blas_dgemm"?\(ptr', product.ir)
+    assert dot.blas_symbols(product.ir) == symbols
+    # IR without a BLAS call resolves none (and need not import SciPy)
+    assert dot.blas_symbols(Product((4, 4), (4, 4), np.float64, MATMUL).ir) == {}
 
 
 def test_large_sgemm_matches_numpy():
