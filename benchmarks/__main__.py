@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 import time
 from dataclasses import asdict, replace
 from types import ModuleType
@@ -92,6 +94,27 @@ def workload_settings(settings: Settings, mod: ModuleType, args: argparse.Namesp
 def main(argv: list[str] | None = None) -> int:
     """Run the selected workloads and write the reports; returns the exit status."""
     args = parse_args(argv)
+    pinned = pin_threads(args.threads)
+    # compile columns are cold: this run's own disk cache (the reload is measured apart, as a note)
+    cache_dir = tempfile.mkdtemp(prefix="ember-benchmarks-cache-")
+    os.environ["EMBER_CACHE_DIR"] = cache_dir
+    try:
+        return _run(args, pinned)
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+
+
+def pin_threads(n: int | None) -> list[int]:
+    """With --threads N, bind the process (and every thread it starts) to N CPUs: XLA's CPU runtime
+    starts worker threads whatever its flags say, so only this makes every library use N cores."""
+    if n is None or not hasattr(os, "sched_setaffinity"):
+        return []
+    cpus = sorted(os.sched_getaffinity(0))[:n]
+    os.sched_setaffinity(0, cpus)
+    return cpus
+
+
+def _run(args: argparse.Namespace, pinned: list[int]) -> int:
     import ember
 
     backends = args.backend or ember.available_backends()
@@ -110,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     meta = environment.collect(found)
     meta["ember_backends"] = backends
     meta["quick"] = args.quick
-    meta["threads"] = threads_description(args, found)
+    meta["threads"] = threads_description(args, found) + (f"; pinned to CPU {pinned}" if pinned else "")
+    meta["blas"] = environment.blas_description()
 
     t0 = time.perf_counter()
     sections, derived = [], []

@@ -66,3 +66,29 @@ def load_average() -> float | None:
         return round(os.getloadavg()[0], 2)
     except OSError:
         return None
+
+
+def blas_description() -> str:
+    """The OpenBLAS builds loaded (SciPy's, which the llvm backend calls, and NumPy's) and the kernel
+    each chose: `OPENBLAS_CORETYPE` can force one (this machine's environment sets Haswell, AVX2,
+    where OpenBLAS would pick SkylakeX, AVX-512: sgemm runs about 2x slower)."""
+    import ctypes
+
+    import scipy.linalg  # noqa: F401 (loads SciPy's OpenBLAS)
+
+    found = []
+    try:
+        with open("/proc/self/maps") as f:
+            libs = sorted({line.split()[-1] for line in f if "openblas" in line and line.rstrip().endswith(".so")})
+    except OSError:
+        return "unknown"
+    for path in libs:
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_get_corename", "scipy_openblas_get_corename64_", "openblas_get_corename"):
+            fn = getattr(lib, name, None)
+            if fn is not None:
+                fn.restype = ctypes.c_char_p
+                found.append(f"{os.path.basename(path)}: {fn().decode()}")
+                break
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    return ", ".join(found) + (f" (OPENBLAS_CORETYPE={forced})" if forced else "") if found else "unknown"

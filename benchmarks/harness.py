@@ -38,6 +38,7 @@ class Prepared:
     memory_note: str = ""                    # shown instead of a number when memory is None
     subset: tuple[Callable[[], Any], float, str] | None = None  # (cheaper run, time scale, note) for slow loops
     note: str = ""
+    after_first: Callable[[], str] | None = None  # run after the first call: a note to add (e.g. a cache reload)
     keep_gc: bool = False                    # time with the GC running: collecting is part of building graphs
     calibrate: bool = True                   # False: the first call is already warm and estimates the time
 
@@ -51,6 +52,17 @@ class Impl:
     prepare: Callable[[], Prepared] | None = None
     status: str | None = None               # set for absent or disabled peers: no prepare, no timing
     baseline: bool = False
+    check: bool = True                       # False: a floor row, computing something else (not checked)
+
+
+FLOOR = "floor"
+
+
+def floor(name: str, fn: Callable[..., Any], args: tuple) -> Impl:
+    """A row timing a lower bound of the case beside its implementations (one pass of np.exp over
+    the input, the BLAS calls a product needs): `fn(*args)` computes something else, so it is never
+    checked against the baseline; derived ratios set implementations over it."""
+    return Impl(f"{FLOOR}: {name}", FLOOR, lambda: Prepared(lambda: fn(*args)), check=False)
 
 
 @dataclass
@@ -117,6 +129,14 @@ class Settings:
 def log(msg: str) -> None:
     """Progress line on stderr (stdout is reserved for the table)."""
     print(msg, file=sys.stderr, flush=True)
+
+
+def case_label(row: Row) -> str:
+    """The case name, with the problem size when the case has one."""
+    n, updates = row.params.get("n"), row.params.get("updates")
+    if updates is not None:
+        return f"{row.case}, {updates:,} updates"
+    return f"{row.case}, n={n:,}" if n is not None else row.case
 
 
 def fmt_time(s: float | None) -> str:
@@ -212,7 +232,7 @@ def _prepare(case: Case, impl: Impl, row: Row, ref: Any, settings: Settings) -> 
         t0 = time.perf_counter()
         out = prepared.run()
         row.first_call_s = time.perf_counter() - t0
-        if ref is not None:
+        if ref is not None and impl.check:
             row.max_abs_err = check_close(out, ref, case.rtol, case.atol)
         t_est = row.first_call_s
         if prepared.calibrate:
@@ -228,6 +248,11 @@ def _prepare(case: Case, impl: Impl, row: Row, ref: Any, settings: Settings) -> 
     else:
         row.compile_kind = "first call - steady"  # compile_s is filled in from the median
     row.note = prepared.note
+    if prepared.after_first is not None:
+        try:
+            row.note = "; ".join(n for n in (row.note, prepared.after_first()) if n)
+        except Exception as e:  # an extra measurement failing is reported, not fatal
+            row.note = "; ".join(n for n in (row.note, f"after first call: {type(e).__name__}: {e}") if n)[:300]
     live = _Live(row, prepared.run, t_est=t_est, keep_gc=prepared.keep_gc)
     if prepared.subset is not None and t_est > settings.slow_call_s:
         fn, scale, note = prepared.subset

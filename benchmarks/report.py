@@ -8,7 +8,7 @@ import os
 from dataclasses import asdict, dataclass, field
 
 from benchmarks.derived import Derived
-from benchmarks.harness import FAILED, Row, fmt_time
+from benchmarks.harness import FAILED, Row, case_label, fmt_time
 
 COLUMNS = ["case", "implementation", "median", "IQR", "min", "compile/trace", "× numpy", "× JAX",
            "reps×calls", "notes"]
@@ -116,14 +116,6 @@ def _compile(r: Row) -> str:
     return fmt_time(r.compile_s)
 
 
-def case_label(row: Row) -> str:
-    """The case name, with the problem size when the case has one."""
-    n, updates = row.params.get("n"), row.params.get("updates")
-    if updates is not None:
-        return f"{row.case}, {updates:,} updates"
-    return f"{row.case}, n={n:,}" if n is not None else row.case
-
-
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -175,6 +167,7 @@ def markdown(results: Results) -> str:
            f"- 1-minute load average at start / end: {m.get('load_start')} / {m.get('load_end')} (on "
            f"{m['machine'].split('-core')[0]} cores; other processes inflate and spread the timings)",
            f"- threads: {m.get('threads', 'library defaults')}",
+           f"- BLAS kernels: {m.get('blas', 'unknown')}",
            f"- timing: {s['budget_s']:g} s budget per case, samples of ≥ {s['sample_s'] * 1e3:g} ms, "
            f"{s['min_reps']}–{s['max_reps']} repetitions", ""]
     for sec in results.sections:

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from benchmarks.__main__ import FULL, main, parse_args, workload_settings
+from benchmarks.derived import over_floor
 from benchmarks.frameworks import Loop, NumpyHand, RunConfig, Unavailable
-from benchmarks.harness import FAILED, Case, Impl, MismatchError, Prepared, Settings, check_close, measure_case
+from benchmarks.harness import FAILED, Case, Impl, MismatchError, Prepared, Settings, check_close, floor, measure_case
 from benchmarks.harness import _timed_sample as timed_sample
 from benchmarks.report import COLUMNS, MEMORY_COLUMN
 from benchmarks.workloads import WORKLOADS, cosine, dense_bias_act, optimizer
@@ -39,7 +40,8 @@ def test_every_workload_quick_numpy_backend(tmp_path):
     for name in WORKLOADS:
         mine = [r for r in rows if r["workload"] == name]
         measured = {r["framework"] for r in mine if r["median_s"] is not None}
-        assert measured == ({"ember"} if name == "optimizer" else {"numpy", "ember"}), (name, measured)
+        floors = {"floor"} if name in ("eam", "per_sample", "dense_bias_act") else set()
+        assert measured == ({"ember"} if name == "optimizer" else {"numpy", "ember"} | floors), (name, measured)
         assert all(r["status"].startswith("disabled") for r in mine if r["framework"] in ("jax", "torch"))
         assert all((r["vs_baseline"] is not None) == (name != "optimizer") for r in mine if r["median_s"] is not None)
         assert f"## {name}:" in md
@@ -51,7 +53,13 @@ def test_every_workload_quick_numpy_backend(tmp_path):
     ember_dense = [r for r in rows if r["workload"] == "dense_bias_act" and r["framework"] == "ember"]
     assert all(r["memory_bytes"] > 0 for r in ember_dense)
     assert "**Memory: ember[numpy]'s plan" in md
-    assert {d["workload"] for d in data["derived"]} == {"per_sample", "dead_gradient", "optimizer"}
+    assert {d["workload"] for d in data["derived"]} == {"per_sample", "dead_gradient", "optimizer", "eam",
+                                                        "dense_bias_act"}
+    goals = [d for d in data["derived"] if "1.5 x write once" in d["what"]]
+    assert goals and all(d["value"] > 0 for d in goals)
+    assert any(d["workload"] == "eam" and "np.exp" in d["what"] for d in data["derived"])
+    assert any(d["workload"] == "dense_bias_act" and "sgemm" in d["what"] for d in data["derived"])
+    assert "BLAS kernels:" in md
     assert data["meta"]["versions"]["ember"] and data["meta"]["machine"]
     assert header in data["stdout"]  # the table also goes to stdout
     if importlib.util.find_spec("matplotlib"):
@@ -83,6 +91,25 @@ def test_mismatch_fails_loudly_and_absent_peers_are_reported():
     assert rows[0].median_s is not None and rows[0].vs_baseline == 1.0
     assert rows[1].status.startswith(FAILED) and rows[1].median_s is None
     assert rows[2].status == "absent: not installed"
+
+
+def test_floor_rows_are_timed_but_not_checked_and_derived_over():
+    fw = NumpyHand()
+    x = np.arange(4.0)
+    case = Case("t", "c", [fw.impl(lambda f: lambda v: v * 2, (x,)), floor("exp pass", np.exp, (x,))])
+    rows = measure_case(case, Settings(budget_s=0, min_reps=1, measure_memory=False))
+    assert all(r.median_s is not None and r.status == "ok" for r in rows)
+    assert rows[1].impl == "floor: exp pass" and rows[1].framework == "floor" and rows[1].max_abs_err is None
+    (d,) = over_floor("t", rows)
+    assert d.impl == rows[0].impl and d.value == rows[0].median_s / rows[1].median_s and "floor: exp pass" in d.what
+
+
+def test_a_note_from_after_the_first_call():
+    calls = []
+    prepared = Prepared(lambda: calls.append(1), after_first=lambda: "after a call" if calls else "before")
+    case = Case("t", "c", [Impl("one", "numpy", lambda: prepared, baseline=True)])
+    (row,) = measure_case(case, Settings(budget_s=0, min_reps=1, measure_memory=False))
+    assert row.note == "after a call"
 
 
 def test_slow_loops_are_timed_on_a_subset():
