@@ -10,6 +10,7 @@ during the samples: collecting the graphs these phases build is part of what the
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -39,9 +40,9 @@ B = 1, 2, 4: 8, 16, 32 updates). Each phase of `jit(f).lower(a, b).compile()` is
 previous phase's result: *trace* is tracing with autodiff (`lower` with `optimize=False`, which adds only
 inlining and the naive memory plan), *optimize* the pass pipeline as `lower` runs it
 (`ember.backends.compile.lower_graph`: inline, the optimizations, the memory plan), *compile* the backend's
-compile of the optimized graph and its plan (its result is checked against the hand-written NumPy gradient
-first). The GC runs during these samples (collecting the graphs is part of the cost). Notes give the node
-counts; the derived ratios t(n) / t(n/2) say how each phase scales: 2 is linear."""
+compile of the optimized graph and its plan, without the disk cache (its result is checked against the
+hand-written NumPy gradient first). The GC runs during these samples (collecting the graphs is part of the
+cost). Notes give the node counts; the derived ratios t(n) / t(n/2) say how each phase scales: 2 is linear."""
 
 
 class Graphs:
@@ -61,10 +62,19 @@ class Graphs:
         return lower_graph(self.traced.graph)
 
     def compile(self) -> Any:
-        """The backend's executable for the optimized graph and plan."""
+        """The backend's executable for the optimized graph and plan, compiled anew: without the disk
+        cache, which would serve every repetition after the first."""
         graph, plan, stages = self.optimized
         inlined = next(s.graph for s in stages if s.name == "after inline")
-        return compile_graph(graph, backend=self.fw.backend, plan=plan, source=inlined)[0]
+        saved = os.environ.get("EMBER_CACHE_DIR")
+        os.environ["EMBER_CACHE_DIR"] = "0"
+        try:
+            return compile_graph(graph, backend=self.fw.backend, plan=plan, source=inlined)[0]
+        finally:
+            if saved is None:
+                del os.environ["EMBER_CACHE_DIR"]
+            else:
+                os.environ["EMBER_CACHE_DIR"] = saved
 
 
 def prepare(phase: str, graphs: Graphs, reference: Callable[[], Any]) -> Prepared:

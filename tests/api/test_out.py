@@ -141,3 +141,40 @@ def test_the_oracle_check_sees_an_executable_that_ignores_out():
     ignores(np.arange(3.0))  # without out: correct
     with pytest.raises(AssertionError, match="ignores: given out= arrays, the executable returned other arrays"):
         ignores(np.arange(3.0), out=[np.empty(3)])
+
+
+def test_out_calls_allocate_no_arrays_on_the_llvm_backend():
+    """Seed 001: a gradient into preallocated storage with zero allocations per call. NumPy reports
+    its array buffers to tracemalloc; a call with `out=` allocates only the argument tuple."""
+    import tracemalloc
+
+    import ember.config
+
+    was = ember.config.read("ember_check_oracle")  # the oracle check copies the inputs on every call
+    ember.config.update("ember_check_oracle", False)
+
+    def eam(x):
+        rho = jnp.sum(jnp.exp(-3.0 * (x + 1.0)))
+        return rho ** 2 + rho ** 3 + 0.25 * rho ** 4
+
+    x = np.linspace(0, 1, 10_000)
+    c = ember.jit(ember.grad(eam), backend="llvm").lower(x).compile()
+    g = np.empty_like(x)
+    c(x, out=g)
+    c(x)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        for _ in range(100):
+            c(x, out=g)
+        with_out = tracemalloc.get_traced_memory()[1] - base
+        tracemalloc.reset_peak()
+        base = tracemalloc.get_traced_memory()[0]
+        c(x)
+        without = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+        ember.config.update("ember_check_oracle", was)
+    assert with_out < 4096 and without >= x.nbytes, (with_out, without)  # small Python objects only
+    np.testing.assert_allclose(g, ember.jit(ember.grad(eam), backend="numpy")(x), rtol=1e-12)

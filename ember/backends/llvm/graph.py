@@ -6,13 +6,15 @@ one foreign call: no data pointer is fetched in Python (FACTS.md). It first chec
 ndarray type, dtype number in native byte order, rank, shape, C-contiguous and aligned) and returns k+1
 when input k fails, so the caller converts it and calls again; then it runs every node of the
 schedule (each a kernel function from `loops`, one per distinct kernel description), writes
-outputs that are inputs, consts, literals or repeats by copying, and returns 0.
+outputs that are inputs, consts, literals or repeats by copying, and returns 0. A long schedule
+runs as segment functions of `SEGMENT_NODES` nodes, each reading the data pointers it uses from the
+argument tuple again, so LLVM never sees one huge function.
 
 Memory follows the plan: a value lives in its input's, const's or output's array, or at a fixed
 offset of the workspace (one region per plan buffer id, so in-place writes and pooled reuse are the
-plan's); kernel temps and scratch share one region after the buffers. Process addresses (the
-ndarray type) is an external symbol bound at link time, so the IR text, and the
-object code cached under its hash, hold no process-specific value.
+plan's); kernel temps and scratch share one region after the buffers. The one process address the
+code needs (the ndarray type) is an external symbol bound at link time, so the IR text, and the
+object code cached from it, hold no process-specific value.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ NPY_C_CONTIGUOUS, NPY_ALIGNED = 0x1, 0x100
 PYARRAY_TYPE = "ember_pyarray_type"
 # the external symbols generated code reads: name -> the Python object whose address binds it
 SYMBOLS: dict[str, object] = {PYARRAY_TYPE: np.ndarray}
+# a schedule longer than this is emitted as functions of this many nodes each, called in order, and
+# its kernels are not inlined: LLVM's time on one function grows faster than its size (the naive-loop
+# cosine gradient, 17,923 nodes in one function: 25 s; in segments, kernels called: 6.5 s)
+SEGMENT_NODES = 256
 # elements a call must touch before it releases the GIL (below, the release costs more than it gives)
 GIL_RELEASE_ELEMENTS = 1 << 16
 
@@ -120,6 +126,16 @@ def _generator_files() -> tuple:
     return tuple(found)
 
 
+class _Pointers:
+    """Each value's data pointer, made in the function being emitted on first use there."""
+
+    def __init__(self, builder: _Builder, loc: dict[Var, tuple[str, int]]):
+        self.builder, self.loc = builder, loc
+
+    def __getitem__(self, v: Var) -> ir.Value:
+        return self.builder.data(self.loc[v])
+
+
 class _Builder:
     def __init__(self, graph: Graph, plan: Plan):
         self.graph, self.plan = graph, plan
@@ -132,11 +148,30 @@ class _Builder:
         self.n_in, self.n_out = len(graph.inputs), len(graph.outputs)
         self.ws_index = self.n_in + self.n_out
         self.work_elements = 0
+        self.args = self.fn.args[0]  # the argument tuple, in the function being emitted
+        self.made: dict[tuple[str, int], ir.Value] = {}  # data pointers made in that function
 
     # --- reading the argument tuple ---
     def item(self, k: int) -> ir.Value:
-        at = self.b.gep(self.fn.args[0], [T.index(TUPLE_ITEMS + 8 * k)], inbounds=True, source_etype=T.I8)
+        at = self.b.gep(self.args, [T.index(TUPLE_ITEMS + 8 * k)], inbounds=True, source_etype=T.I8)
         return self.b.load(at, typ=T.PTR)
+
+    def data(self, where: tuple[str, int]) -> ir.Value:
+        """The pointer at `where`, ("item", k): argument k's data, or ("ws", offset): into the
+        workspace; made once per function, on first use (every use follows it in straight-line code)."""
+        got = self.made.get(where)
+        if got is None:
+            kind, n = where
+            if kind == "item":
+                got = self.field(self.item(n), ARRAY_DATA, T.PTR)
+            else:
+                got = self.b.gep(self.ws, [T.index(n)], inbounds=True, source_etype=T.I8)
+            self.made[where] = got
+        return got
+
+    @property
+    def ws(self) -> ir.Value:
+        return self.data(("item", self.ws_index))
 
     def field(self, obj: ir.Value, offset: int, typ: ir.Type) -> ir.Value:
         return self.b.load(self.b.gep(obj, [T.index(offset)], inbounds=True, source_etype=T.I8), typ=typ)
@@ -186,32 +221,27 @@ class _Builder:
             b.position_at_end(nxt)
 
     # --- the plan's buffers ---
-    def pointers(self) -> dict[Var, ir.Value]:
-        """The data pointer of every graph value: its argument's, or its workspace buffer's."""
+    def pointers(self) -> _Pointers:
+        """Where every graph value lives: its argument's array, or its workspace buffer (the inputs
+        are checked here, first)."""
         g, plan = self.graph, self.plan
-        ptr: dict[Var, ir.Value] = {}
-        by_buffer: dict[int, ir.Value] = {}
+        loc: dict[Var, tuple[str, int]] = {}
+        by_buffer: dict[int, tuple[str, int]] = {}
         for k, v in enumerate(g.inputs):
-            obj = self.item(k)
-            self.check_input(k, v, obj)
-            ptr[v] = self.field(obj, ARRAY_DATA, T.PTR)
-            by_buffer.setdefault(plan.buffer[v], ptr[v])
-        first_out: dict[Var, int] = {}
+            self.check_input(k, v, self.item(k))
+            loc[v] = ("item", k)
+            by_buffer.setdefault(plan.buffer[v], loc[v])
         for i, v in enumerate(g.outputs):
             if isinstance(v, Var) and plan.buffer_class.get(v) == OUTPUT:
-                first_out.setdefault(v, i)
-        self.out_ptr = [self.field(self.item(self.n_in + i), ARRAY_DATA, T.PTR) for i in range(self.n_out)]
-        for v, i in first_out.items():
-            ptr[v] = self.out_ptr[i]
+                loc.setdefault(v, ("item", self.n_in + i))
         for k, v in enumerate(g.consts):
-            ptr[v] = self.field(self.item(self.ws_index + 1 + k), ARRAY_DATA, T.PTR)
-            by_buffer.setdefault(plan.buffer[v], ptr[v])
-        ws = self.field(self.item(self.ws_index), ARRAY_DATA, T.PTR)
+            loc[v] = ("item", self.ws_index + 1 + k)
+            by_buffer.setdefault(plan.buffer[v], loc[v])
         offsets: dict[int, int] = {}
         size: dict[int, int] = {}
         for node in plan.schedule:
             for v in node.outputs:
-                if v not in ptr and plan.buffer[v] not in by_buffer:
+                if v not in loc and plan.buffer[v] not in by_buffer:
                     size[plan.buffer[v]] = max(size.get(plan.buffer[v], 0), plan.nbytes[v])
         top = 0
         for bid, n in size.items():
@@ -219,14 +249,9 @@ class _Builder:
         self.kernel_region = top
         for node in plan.schedule:
             for v in node.outputs:
-                if v in ptr:
-                    continue
-                bid = plan.buffer[v]
-                base = by_buffer.get(bid)
-                ptr[v] = base if base is not None else self.b.gep(ws, [T.index(offsets[bid])], inbounds=True,
-                                                                   source_etype=T.I8)
-        self.ws = ws
-        return ptr
+                if v not in loc:
+                    loc[v] = by_buffer.get(plan.buffer[v]) or ("ws", offsets[plan.buffer[v]])
+        return _Pointers(self, loc)
 
     # --- nodes ---
     def literal_ptr(self, lit: Literal) -> ir.Value:
@@ -241,6 +266,8 @@ class _Builder:
         fn = self.kernel_fns.get(kernel)
         if fn is None:
             fn = self.kernel_fns[kernel] = loops.kernel_function(self.module, kernel, f"kernel{len(self.kernel_fns)}")
+            if len(self.plan.schedule) > SEGMENT_NODES:  # inlined at every call, a long schedule's
+                fn.attributes.add("noinline")              # kernels made its module several times larger
         return fn
 
     def run_node(self, node: Node, ptr: dict[Var, ir.Value]) -> int:
@@ -271,16 +298,31 @@ class _Builder:
             a.aval.size for a in node.inputs if isinstance(a, Var))
         return offset - self.kernel_region
 
+    def segment(self, k: int, nodes, ptr: _Pointers) -> int:
+        """Emit `nodes` as function `segment<k>(args)`, called from the entry here; its scratch bytes."""
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [T.PTR]), f"segment{k}")
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        self.b.call(fn, [self.args])
+        outer = (self.b, self.args, self.made)
+        self.b, self.args, self.made = ir.IRBuilder(fn.append_basic_block("entry")), fn.args[0], {}
+        try:
+            scratch = max(self.run_node(node, ptr) for node in nodes)
+            self.b.ret_void()
+        finally:
+            self.b, self.args, self.made = outer
+        return scratch
+
     def memcpy(self, dst: ir.Value, src: ir.Value, nbytes: int) -> None:
         if nbytes:
             fn = self.module.declare_intrinsic("llvm.memcpy", [T.PTR, T.PTR, T.I64])
             self.b.call(fn, [dst, src, T.index(nbytes), ir.Constant(T.I1, 0)])
 
-    def copy_outputs(self, ptr: dict[Var, ir.Value]) -> None:
+    def copy_outputs(self, ptr: _Pointers) -> None:
         """Outputs no node wrote into their own array: copies of inputs, consts and repeats; literals."""
         written: set[Var] = set()
         for i, v in enumerate(self.graph.outputs):
-            dst = self.out_ptr[i]
+            dst = self.data(("item", self.n_in + i))
             if isinstance(v, Literal):
                 T.store(self.b, constant(v.val, v.dtype), dst, T.index(0), v.dtype)
                 continue
@@ -291,7 +333,12 @@ class _Builder:
 
     def build(self) -> GraphModule:
         ptr = self.pointers()
-        scratch = max((self.run_node(node, ptr) for node in self.plan.schedule), default=0)
+        schedule = self.plan.schedule
+        if len(schedule) <= SEGMENT_NODES:
+            scratch = max((self.run_node(node, ptr) for node in schedule), default=0)
+        else:
+            scratch = max(self.segment(k, schedule[start:start + SEGMENT_NODES], ptr)
+                          for k, start in enumerate(range(0, len(schedule), SEGMENT_NODES)))
         self.copy_outputs(ptr)
         self.b.ret(ir.Constant(T.I32, 0))
         consts = runtime_consts(self.graph)

@@ -203,3 +203,30 @@ def test_non_array_arguments_reaching_the_executable_are_converted():
     for scalar in (np.float64(2.0), 2.0, [2.0]):
         (out,) = exe(np.asarray(2.0) if isinstance(scalar, list) else scalar, [1.0, 2.0, 3.0])
         np.testing.assert_array_equal(out, [3.0, 5.0, 7.0])
+
+
+@pytest.mark.parametrize("segment", [1, 2])
+def test_a_long_schedule_runs_as_segments_with_called_kernels(segment, monkeypatch, rng):
+    """Past SEGMENT_NODES nodes the schedule is split into functions (LLVM's time on one huge function
+    grows faster than its size); values, in-place writes, donation and output copies cross them."""
+    import ember.backends.llvm.graph as G
+
+    monkeypatch.setattr(G, "SEGMENT_NODES", segment)
+    c = rng.standard_normal(8)
+
+    def f(x, w):
+        h = jnp.tanh(x @ w + 1.0)
+        s = jnp.sum(h * h, axis=0)
+        y = jnp.exp(-h) * c
+        return s, y, x, s, jnp.max(y, axis=1) + s[-1]
+
+    x, w = rng.standard_normal((16, 8)), rng.standard_normal((8, 8))
+    for donate in ((), (1,)):
+        low = _jit(f, donate_argnums=donate).lower(x, w)
+        assert len(low.optimized.nodes) > segment
+        src = low.source()
+        assert "define internal void @\"segment1\"" in src and "noinline" in src
+        got = low.compile()(x.copy(), w.copy())
+        want = ember.jit(f, backend="numpy", optimize=False)(x, w)
+        for g, e in zip(got, want):
+            np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
