@@ -208,10 +208,12 @@ def test_non_array_arguments_reaching_the_executable_are_converted():
 @pytest.mark.parametrize("segment", [1, 2])
 def test_a_long_schedule_runs_as_segments_with_called_kernels(segment, monkeypatch, rng):
     """Past SEGMENT_NODES nodes the schedule is split into functions (LLVM's time on one huge function
-    grows faster than its size); values, in-place writes, donation and output copies cross them."""
+    grows faster than its size), past INLINE_KERNELS_UP_TO its kernels are called, not inlined;
+    values, in-place writes, donation and output copies cross them."""
     import ember.backends.llvm.graph as G
 
     monkeypatch.setattr(G, "SEGMENT_NODES", segment)
+    monkeypatch.setattr(G, "INLINE_KERNELS_UP_TO", segment)
     c = rng.standard_normal(8)
 
     def f(x, w):
