@@ -158,7 +158,8 @@ def _operands(step: Contraction, buffers: dict[str, Buffer]) -> tuple[_Operand, 
         free = tuple(a for a in range(len(shape)) if a not in c and a not in b)
         ops.append(_Operand(name, shape, tuple(b), free, tuple(c), tuple(_row_major(shape))))
     lhs, rhs = ops
-    order = _contract_order(lhs, rhs)
+    # float16 sums in float32 in the reference's k order (bit for bit): no reordering to spare a copy
+    order = tuple(range(len(lc))) if np.dtype(buffers[step.lhs].dtype) == _F16 else _contract_order(lhs, rhs)
     return tuple(_Operand(o.buffer, o.shape, o.batch, o.free, tuple(o.contract[i] for i in order), o.strides)
                  for o in (lhs, rhs))
 

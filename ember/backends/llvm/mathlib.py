@@ -255,14 +255,16 @@ def _exp_unscaled(e: _Emit, x, x_lo=None):
 
 
 def _exp_value(e: _Emit, x):
-    """exp(x) for a non-NaN x: float64 adds the low parts in (its budget is 1 ulp); float32's plain
-    polynomial stays within 1 ulp with fewer operations."""
+    """exp(x) for a non-NaN x: 2**n (1 + (r + r**2 P(r))), rounded once at the 1 +; float64 adds the
+    reduction's rounding error r_lo into the small part, which keeps it within 0.85 ulp (bound: 0.5
+    for the last rounding, 0.25 for r + p's, 0.1 for the rest) at half the operations of carrying
+    hi + lo pairs (those measured 0.74 ulp, and 1.4x slower: 0.72 against 0.51 ns per element)."""
+    n, r, r_lo = _reduce_ln2(e, e.clamp(x, *e.f.exp_range))
+    coeffs = [1.0 / math.factorial(k) for k in range(2, 2 + e.f.exp_terms)]
     if e.f is F32:
-        n, r, _ = _reduce_ln2(e, e.clamp(x, *e.f.exp_range))
-        coeffs = [1.0 / math.factorial(k) for k in range(2, 2 + e.f.exp_terms)]
         return e.scale(e.add(e.c(1.0), e.fma(e.mul(r, r), e.poly(r, coeffs), r)), e.to_int(n))
-    hi, lo, k = _exp_unscaled(e, x)
-    return e.scale(e.add(hi, lo), k)
+    p = e.fma(e.mul(r, r), e.poly(r, coeffs), r_lo)
+    return e.scale(e.add(e.c(1.0), e.add(r, p)), e.to_int(n))
 
 
 def _exp(e: _Emit, x):

@@ -232,3 +232,38 @@ def test_a_long_schedule_runs_as_segments_with_called_kernels(segment, monkeypat
         want = ember.jit(f, backend="numpy", optimize=False)(x, w)
         for g, e in zip(got, want):
             np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
+
+
+def _eam(x):
+    rho = jnp.sum(jnp.exp(-3.0 * (x + 1.0)))
+    return rho ** 2 + rho ** 3 + 0.25 * rho ** 4
+
+
+@pytest.mark.parametrize("fun, hosted", [
+    (ember.grad(_eam), True),                                             # exp values, then scaled in place
+    (lambda x: jnp.exp(x)[::-1] * jnp.sum(jnp.exp(x)), False),            # read reversed: not where written
+    (lambda x: (jnp.exp(x) * jnp.sum(jnp.exp(x)), jnp.exp(x)[0] + x), False),  # element 0 read in every step
+    (lambda x: (jnp.exp(x) * jnp.sum(jnp.exp(x)), jnp.exp(x) + jnp.sum(x)), True),  # two outputs, same index
+    (lambda x: (lambda e: (lambda y: (y, jnp.dot(e, y)))(e * jnp.sum(e)))(jnp.exp(x)), False),  # read after
+])
+def test_a_workspace_value_lives_in_the_output_computed_from_it(fun, hosted, rng):
+    """A value that dies where an output is computed from it elementwise is written into that output's
+    array, and the output is then computed in place (one hot array instead of two); never when the
+    kernel reads it elsewhere than where it writes, or a later node still reads it."""
+    import ember.backends.llvm.graph as G
+
+    x = rng.random(1000)
+    low = _jit(fun).lower(x)
+    got = low.compile()(x)
+    exe = low._executable.executable
+    want = ember.jit(fun, backend="numpy", optimize=False)(x)
+    for g, w in zip(*(o if isinstance(o, tuple) else (o,) for o in (got, want))):
+        np.testing.assert_allclose(g, w, rtol=1e-13)
+    builder = G._Builder(low.optimized, low.stages[-1].plan)
+    where = builder.pointers().loc
+    outputs = set(low.optimized.outputs)
+    in_outputs = [v for v, (kind, k) in where.items()
+                  if kind == "item" and builder.n_in <= k < builder.ws_index and v not in outputs]
+    assert bool(in_outputs) == hosted
+    if hosted:
+        assert exe._ws_bytes < x.nbytes  # the hosted value takes no workspace

@@ -9,7 +9,7 @@ from unittest import mock
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from ember.backends.kernel import Buffer, Contraction
@@ -123,6 +123,9 @@ def check_random(case, dtype, blas, seed):
 
 @settings(max_examples=100)
 @given(contractions(), st.sampled_from(DTYPES), st.booleans(), st.integers(0, 2 ** 32 - 1))
+# found by a random seed: float16 contracting axes read in the rhs's memory order summed in another
+# order than the reference's (one result 1 ulp off); float16 now keeps the reference's k order
+@example(((7, 9, 9, 4), (9, 7, 4, 9), (((1, 3), (3, 2)), ((2, 0), (0, 1)))), np.dtype("float16"), False, 14025)
 def test_random_dimension_numbers_match_the_numpy_rule(case, dtype, blas, seed):
     check_random(case, dtype, blas, seed)
 
