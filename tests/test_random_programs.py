@@ -856,6 +856,11 @@ FOUND = {
         inputs=((), ()), ops=(("binary", (1, 0), ("maximum",)), ("reduce", (2,), ("std", None, False)))),
     "in-place-output-of-an-earlier-loop": Program(
         inputs=((2,), ()), ops=(("linspace", (1, 0), (2, False, 0)), ("softmax", (0,), ("softmax", 0)))),
+    "noalias-in-place-pair": Program(
+        inputs=((2, 4), (4,)),
+        ops=(("binary", (1, 0), ("*",)), ("binary", (2, 2), ("*",)), ("traced", (3, 3), ("add", 0, 2, 0, False, 1.5)),
+             ("softmax", (4,), ("softmax", 0)), ("binary", (5, 5), ("*",)), ("binary", (6, 6), ("*",)),
+             ("where", (4, 3, 4), (0.0,)))),
 }
 
 
@@ -878,6 +883,15 @@ def test_found_in_place_output_written_before_the_operands_last_read(dtype):
     an operand that the kernel's second loop still read; such an output is now written apart and
     copied (graph.py, `loops.in_place_safe`)."""
     check_program(FOUND["in-place-output-of-an-earlier-loop"], 0, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_found_in_place_pair_marked_noalias(dtype):
+    """Found by the generator on the llvm backend: a fusion writing an output in place of an operand
+    it also reads at the same index had both pointers marked noalias, so LLVM loaded the operand after
+    storing the output (`where` then read the new value); kernels called with one buffer for an
+    (output, input) pair now get a variant without noalias on the pair (loops.no_alias)."""
+    check_program(FOUND["noalias-in-place-pair"], 0, dtype)
 
 
 def test_checks_catch_a_wrong_vjp_and_batching_rule(monkeypatch):

@@ -149,7 +149,7 @@ class _Builder:
         self.fn.args[0].name = "args"
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
         self.symbols: dict[str, object] = dict(SYMBOLS)
-        self.kernel_fns: dict[Kernel, ir.Function] = {}
+        self.kernel_fns: dict[tuple[Kernel, frozenset], ir.Function] = {}
         self.n_in, self.n_out = len(graph.inputs), len(graph.outputs)
         self.ws_index = self.n_in + self.n_out
         self.work_elements = 0
@@ -299,10 +299,13 @@ class _Builder:
         g.initializer = ir.Constant(T.I8, int(value.constant)) if lit.dtype.kind == "b" else value
         return g
 
-    def kernel_fn(self, kernel: Kernel) -> ir.Function:
-        fn = self.kernel_fns.get(kernel)
+    def kernel_fn(self, kernel: Kernel, aliased: frozenset[tuple[str, str]]) -> ir.Function:
+        """The function computing `kernel` for calls passing one buffer for each (output, input) pair
+        in `aliased` (those pointers are not noalias)."""
+        fn = self.kernel_fns.get((kernel, aliased))
         if fn is None:
-            fn = self.kernel_fns[kernel] = loops.kernel_function(self.module, kernel, f"kernel{len(self.kernel_fns)}")
+            fn = self.kernel_fns[kernel, aliased] = loops.kernel_function(
+                self.module, kernel, f"kernel{len(self.kernel_fns)}", aliased=aliased)
             if len(self.plan.schedule) > INLINE_KERNELS_UP_TO:
                 fn.attributes.add("noinline")
         return fn
@@ -312,7 +315,7 @@ class _Builder:
         kernel, bound = self.kernel_of(node)
         args = [ptr[a] if isinstance(a, Var) else self.literal_ptr(a) for a in bound]
         offset = self.kernel_region
-        copies = []
+        copies, apart = [], set()
         for k, v in enumerate(node.outputs):
             operand = self.plan.inplace.get(v)
             unsafe = operand is not None and any(
@@ -320,6 +323,7 @@ class _Builder:
             if unsafe:  # the kernel would overwrite the operand before its last read: write apart, then copy
                 args.append(self.b.gep(self.ws, [T.index(offset)], inbounds=True, source_etype=T.I8))
                 copies.append((ptr[v], args[-1], self.plan.nbytes[v]))
+                apart.add(k)
                 offset += _align(max(self.plan.nbytes[v], 1))
             else:
                 args.append(ptr[v])
@@ -328,7 +332,10 @@ class _Builder:
             offset += _align(max(int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize, 1))
         args.append(self.b.gep(self.ws, [T.index(offset)], inbounds=True, source_etype=T.I8))
         offset += _align(loops.scratch_bytes(kernel))
-        self.b.call(self.kernel_fn(kernel), args)
+        outs = {f"out{k}": ptr.loc[v] for k, v in enumerate(node.outputs) if k not in apart}
+        aliased = frozenset((o, f"in{j}") for o, where in outs.items() for j, a in enumerate(bound)
+                            if isinstance(a, Var) and ptr.loc.get(a) == where)
+        self.b.call(self.kernel_fn(kernel, aliased), args)
         for dst, src, nbytes in copies:
             self.memcpy(dst, src, nbytes)
         self.work_elements += sum(v.aval.size for v in node.outputs) + sum(
@@ -383,7 +390,7 @@ class _Builder:
         text = _prefer_wide_vectors(str(self.module))
         return GraphModule(text, self.n_in, outs, self.kernel_region + scratch, consts,
                            dict(self.symbols), self.work_elements >= GIL_RELEASE_ELEMENTS,
-                           [str(k) for k in self.kernel_fns])
+                           [str(k) for k, _ in self.kernel_fns])
 
 
 _DEFINE = re.compile(r'^(define .*\))$', re.MULTILINE)

@@ -31,19 +31,21 @@ _I64 = np.dtype(np.int64)
 _BOOL = np.dtype(bool)
 
 
-def kernel_function(module: ir.Module, kernel: Kernel, name: str, scalar=None) -> ir.Function:
+def kernel_function(module: ir.Module, kernel: Kernel, name: str, scalar=None,
+                    aliased: frozenset[tuple[str, str]] = frozenset()) -> ir.Function:
     """Define `internal void @name(ptr in0.., ptr out0.., ptr t0.., ptr scratch)` computing `kernel`;
     `scratch` must hold `scratch_bytes(kernel)` bytes, 64-byte aligned. `scalar` is the scalar op
     table (a module with emit_op(builder, op, args, arg_dtypes), constant, convert; by default
     ember.backends.llvm.scalar). The module must carry the target's data layout: without it LLVM's
-    vectorizer has no cost model and every loop stays scalar."""
+    vectorizer has no cost model and every loop stays scalar. `aliased` names the (output, input)
+    pairs the caller passes one buffer for (an in-place write): neither is marked noalias."""
     if scalar is None:
         from ember.backends.llvm import scalar
     buffers = {b.name: b for b in kernel.inputs + kernel.outputs + kernel.temps}
     names = list(buffers) + ["scratch"]
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * len(names)), name)
     fn.linkage = "internal"
-    free = no_alias(kernel)
+    free = no_alias(kernel, aliased)
     for arg, n in zip(fn.args, names):
         arg.name = n
         if n in free:
@@ -100,12 +102,13 @@ def _round_up(n: int) -> int:
 
 # --- which pointers may be marked noalias -----------------------------------------------------------
 
-def no_alias(kernel: Kernel) -> set[str]:
-    """Parameters LLVM may assume alias nothing else: temps and scratch always; an output and an input
-    of its shape and dtype (the only pairs the memory plan may give one buffer) only when the output
-    is written solely by loops storing it at the identity index, which read the input there alone."""
+def no_alias(kernel: Kernel, aliased: frozenset[tuple[str, str]] = frozenset()) -> set[str]:
+    """Parameters LLVM may assume alias nothing else: temps and scratch always; inputs and outputs
+    unless the call passes one buffer for an (output, input) pair in `aliased` (noalias there let
+    LLVM move a store of the output before a load of the input: a miscompile the random programs
+    found), or an output and an input of its shape and dtype are not `in_place_safe`."""
     free = {t.name for t in kernel.temps} | {"scratch"}
-    risky = set()
+    risky = {name for pair in aliased for name in pair}
     for o in kernel.outputs:
         for i in kernel.inputs:
             if (i.shape, i.dtype) == (o.shape, o.dtype) and not in_place_safe(kernel, o.name, i.name):

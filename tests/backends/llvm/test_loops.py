@@ -116,12 +116,13 @@ def target_module() -> ir.Module:
 
 
 class Native:
-    """A kernel's function behind an exported wrapper, compiled; called like `evaluate`."""
+    """A kernel's function behind an exported wrapper, compiled; called like `evaluate` (with `out`
+    arrays that are inputs only for the (output, input) pairs in `aliased`)."""
 
-    def __init__(self, kernel):
+    def __init__(self, kernel, aliased=frozenset()):
         self.kernel = kernel
         self.module = target_module()
-        self.fn = loops.kernel_function(self.module, kernel, "kernel", scalar=SCALAR)
+        self.fn = loops.kernel_function(self.module, kernel, "kernel", scalar=SCALAR, aliased=aliased)
         n = len(self.fn.args)
         run = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [PTR] * n), "run")
         b = ir.IRBuilder(run.append_basic_block())
@@ -299,7 +300,9 @@ def test_in_place_elementwise_loops_may_share_input_and_output():
     g = body(lambda x, y: [jnp.exp(x) * y + x], ((1000,), "float32"), ((1000,), "float32"))
     k = lower_kernel(g, "loop")
     assert loops.no_alias(k) >= {"in0", "in1", "out0"}
-    native = Native(k)
+    shared = frozenset({("out0", "in0")})
+    assert loops.no_alias(k, shared) & {"in0", "out0"} == set() and "in1" in loops.no_alias(k, shared)
+    native = Native(k, shared)
     x, y = data(1000), data(1000)
     want = evaluate(k, x, y)[0]
     native(x, y, out=[x])
