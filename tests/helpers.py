@@ -8,8 +8,15 @@ import numpy as np
 import pytest
 
 import ember
+import ember.numpy as jnp
 from ember.tracer.ir import Graph
 from ember.tree import tree_flatten, tree_map, tree_unflatten
+
+
+def eam(x):
+    """Seed 001's energy: rho**2 + rho**3 + rho**4 / 4 with rho = sum(exp(-3 (x + 1)))."""
+    rho = jnp.sum(jnp.exp(-3.0 * (x + 1.0)))
+    return rho**2 + rho**3 + 0.25 * rho**4
 
 
 def numerical_grad(f, args, argnum: int = 0, eps: float = 1e-6):

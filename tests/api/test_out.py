@@ -12,6 +12,7 @@ from ember.backends.debug import Checked
 from ember.backends.numpy import NumpyExecutable
 from ember.backends.outputs import check_out
 from ember.tracer.aval import ShapedArray
+from tests.helpers import eam
 
 
 def _two_outputs():
@@ -152,10 +153,6 @@ def test_out_calls_allocate_no_arrays_on_the_llvm_backend():
 
     was = ember.config.read("ember_check_oracle")  # the oracle check copies the inputs on every call
     ember.config.update("ember_check_oracle", False)
-
-    def eam(x):
-        rho = jnp.sum(jnp.exp(-3.0 * (x + 1.0)))
-        return rho ** 2 + rho ** 3 + 0.25 * rho ** 4
 
     x = np.linspace(0, 1, 10_000)
     c = ember.jit(ember.grad(eam), backend="llvm").lower(x).compile()

@@ -9,7 +9,7 @@ import ember.nn as nn
 import ember.numpy as jnp
 from ember.passes.autodiff import activity, grad_graph, split_forward_backward, vjp_graph
 from ember.tracer import ShapedArray, trace_flat
-from tests.helpers import check_grads, numerical_grad
+from tests.helpers import check_grads, eam, numerical_grad
 
 RNG = np.random.default_rng(42)
 
@@ -54,11 +54,6 @@ def test_cosine_versions_agree():
 
 
 # --- seed 001: the eam function --------------------------------------------------------------------
-
-def eam(x):
-    rho = jnp.sum(jnp.exp(-3.0 * (x + 1.0)))
-    return rho**2 + rho**3 + 0.25 * rho**4
-
 
 def test_eam_gradient_matches_hand_written_and_finite_differences():
     x = RNG.random(20)

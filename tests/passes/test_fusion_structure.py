@@ -18,6 +18,7 @@ import ember.nn as nn
 import ember.numpy as jnp
 from ember.passes import fusion_rules as R
 from ember.passes.fusion import fusion
+from tests.helpers import eam
 
 
 def _stages(fn, *args):
@@ -62,11 +63,6 @@ def check_fused(before, after):
     have, had = _expensive(fused_nodes), _expensive(before.nodes)
     assert all(have[k] <= had[k] for k in have), (have, had)
     assert {n.loc for n in fused_nodes} <= {n.loc for n in before.nodes}
-
-
-def eam(x):
-    rho = jnp.sum(jnp.exp(-3.0 * (x + 1.0)))
-    return rho**2 + rho**3 + 0.25 * rho**4
 
 
 def test_eam_gradient_is_two_loops_over_x():

@@ -130,11 +130,13 @@ def _fortran(p: int, sp: int, q: int, sq: int) -> tuple[str, int, int, int] | No
     columns, leading dimension) of its column-major storage, or None when it has none. A contiguous
     row (p == 1) is read as one stored column: gemv then runs one dot product over it, where a
     1 x q matrix would be q axpy steps of one element each (2x slower than sdot at q = 10**6)."""
-    normal = (sp == 1 or p == 1) and (ld := sq if q > 1 else p) >= max(1, p)
-    normal_form = ("N", p, q, ld) if normal else None
-    if (sq == 1 or q == 1) and (ld := sp if p > 1 else q) >= max(1, q) and (p == 1 or not normal):
+    if p == 1 and q >= 1 and (sq == 1 or q == 1):
+        return "T", q, p, q
+    if (sp == 1 or p == 1) and (ld := sq if q > 1 else p) >= max(1, p):
+        return "N", p, q, ld
+    if (sq == 1 or q == 1) and (ld := sp if p > 1 else q) >= max(1, q):
         return "T", q, p, ld
-    return normal_form
+    return None
 
 
 def _contract_order(lhs: _Operand, rhs: _Operand) -> tuple[int, ...]:

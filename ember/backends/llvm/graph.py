@@ -65,14 +65,11 @@ def _align(n: int) -> int:
 
 @dataclass
 class GraphModule:
-    """The entry's module and what its caller needs: the argument tuple's layout and the symbols."""
+    """The entry's module and what a call needs beyond the graph (its inputs, outputs and consts
+    give the argument tuple's layout; `SYMBOLS` the addresses to bind)."""
 
     ir: str
-    n_inputs: int
-    out_specs: list[tuple[tuple[int, ...], np.dtype]]
     workspace_bytes: int
-    consts: list[np.ndarray]
-    symbols: dict[str, object] = field(default_factory=dict)  # name -> Python object whose address binds it
     release_gil: bool = False
     kernels: list[str] = field(default_factory=list)  # str() of each distinct kernel, for dumps
 
@@ -148,7 +145,6 @@ class _Builder:
         self.fn = ir.Function(self.module, ir.FunctionType(T.I32, [T.PTR]), ENTRY)
         self.fn.args[0].name = "args"
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
-        self.symbols: dict[str, object] = dict(SYMBOLS)
         self.kernel_fns: dict[tuple[Kernel, frozenset], ir.Function] = {}
         self.n_in, self.n_out = len(graph.inputs), len(graph.outputs)
         self.ws_index = self.n_in + self.n_out
@@ -272,7 +268,7 @@ class _Builder:
         for node in plan.schedule:
             kernel, bound = self.kernel_of(node)
             for k, v in enumerate(node.outputs):
-                if plan.buffer_class.get(v) != OUTPUT or loc.get(v, ("ws",))[0] != "item" or v in plan.inplace:
+                if plan.buffer_class.get(v) != OUTPUT or v in plan.inplace:  # an output: its own fresh array
                     continue
                 for j, u in enumerate(bound):
                     if (isinstance(u, Var) and u not in hosted and plan.buffer_class.get(u) == WORKSPACE
@@ -385,12 +381,8 @@ class _Builder:
                           for k, start in enumerate(range(0, len(schedule), SEGMENT_NODES)))
         self.copy_outputs(ptr)
         self.b.ret(ir.Constant(T.I32, 0))
-        consts = runtime_consts(self.graph)
-        outs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in self.graph.outputs]
-        text = _prefer_wide_vectors(str(self.module))
-        return GraphModule(text, self.n_in, outs, self.kernel_region + scratch, consts,
-                           dict(self.symbols), self.work_elements >= GIL_RELEASE_ELEMENTS,
-                           [str(k) for k, _ in self.kernel_fns])
+        return GraphModule(_prefer_wide_vectors(str(self.module)), self.kernel_region + scratch,
+                           self.work_elements >= GIL_RELEASE_ELEMENTS, [str(k) for k, _ in self.kernel_fns])
 
 
 _DEFINE = re.compile(r'^(define .*\))$', re.MULTILINE)

@@ -14,6 +14,7 @@ from ember.backends import get_backend
 from ember.backends.llvm.executable import LLVMExecutable, check_layout
 from ember.backends.llvm.graph import GIL_RELEASE_ELEMENTS
 from ember.passes.memory import plan_memory
+from tests.helpers import eam
 
 
 def _jit(fun, **kw):
@@ -234,13 +235,8 @@ def test_a_long_schedule_runs_as_segments_with_called_kernels(segment, monkeypat
             np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-12)
 
 
-def _eam(x):
-    rho = jnp.sum(jnp.exp(-3.0 * (x + 1.0)))
-    return rho ** 2 + rho ** 3 + 0.25 * rho ** 4
-
-
 @pytest.mark.parametrize("fun, hosted", [
-    (ember.grad(_eam), True),                                             # exp values, then scaled in place
+    (ember.grad(eam), True),                                              # exp values, then scaled in place
     (lambda x: jnp.exp(x)[::-1] * jnp.sum(jnp.exp(x)), False),            # read reversed: not where written
     (lambda x: (jnp.exp(x) * jnp.sum(jnp.exp(x)), jnp.exp(x)[0] + x), False),  # element 0 read in every step
     (lambda x: (jnp.exp(x) * jnp.sum(jnp.exp(x)), jnp.exp(x) + jnp.sum(x)), True),  # two outputs, same index

@@ -16,6 +16,7 @@ import pytest
 
 from ember.backends.llvm import cache, jit
 from tests.backends.llvm.test_jit import chain_module, check_chain, layers_for
+from tests.helpers import eam
 
 ROOT = Path(__file__).resolve().parents[3]
 WALL_MARGIN = 10  # the reload goal is 5 ms; its wall time may take this factor more on a loaded machine
@@ -217,17 +218,10 @@ def test_entry_format_round_trips_and_rejects_damage():
 
 # --- whole functions: the cache is keyed by the graph and its plan, so a hit generates no IR ---
 
-def _eam(x):
-    import ember.numpy as jnp
-
-    rho = jnp.sum(jnp.exp(-3.0 * (x + 1.0)))
-    return rho ** 2 + rho ** 3 + 0.25 * rho ** 4
-
-
 def _lower_eam(x):
     import ember
 
-    return ember.jit(ember.grad(_eam), backend="llvm").lower(x)
+    return ember.jit(ember.grad(eam), backend="llvm").lower(x)
 
 
 def test_a_function_hit_generates_no_ir_and_shows_its_source_on_demand(cache_root, monkeypatch):
@@ -283,7 +277,7 @@ def test_the_function_key_covers_the_plan_and_the_code_generator(monkeypatch):
     graph, plan = low.optimized, low.stages[-1].plan
     sig = G.code_signature(graph, plan)
     assert sig == G.code_signature(graph, plan)
-    naive = ember.jit(ember.grad(_eam), backend="llvm", disable_passes=("inplace",)).lower(x)
+    naive = ember.jit(ember.grad(eam), backend="llvm", disable_passes=("inplace",)).lower(x)
     assert G.code_signature(naive.optimized, naive.stages[-1].plan) != sig or not plan.inplace
     monkeypatch.setattr(G, "_generator_files", lambda: (("ember/edited.py", 1, 2),))
     assert G.code_signature(graph, plan) != sig
