@@ -1,6 +1,7 @@
 """Runtime options, named after JAX's: `ember.config.update("ember_debug_nans", True)`, read back with
 `ember.config.read("ember_debug_nans")` or the attribute `ember.config.debug_nans`. Each option's
-default comes from its environment variable (EMBER_DEBUG_NANS=1), read when ember is imported.
+default comes from its environment variable (EMBER_DEBUG_NANS=1), read when ember is imported. Options
+are typed: a flag takes a bool, a count an int in its range, and a wrong type or value raises.
 
 - ember_debug_nans: a compiled function whose output holds a NaN that its inputs did not is rerun
   node by node, and a FloatingPointError names the node that made the first NaN.
@@ -9,19 +10,33 @@ default comes from its environment variable (EMBER_DEBUG_NANS=1), read when embe
   naive plan, numpy backend) and an AssertionError names the output that differs, an input that was
   written without being donated, or an output that aliases another or an input. The test suite turns
   it on, so every function it tests is a differential test of the optimizer. Slow: for debugging.
+- ember_num_threads (EMBER_NUM_THREADS): the threads Ember's native code may run on, its own loops
+  and the BLAS calls it makes. Default: the CPUs this process may use (`os.sched_getaffinity`),
+  at most OMP_NUM_THREADS when that is set. 1 runs everything on the calling thread.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
-# option name -> (module attribute, environment variable)
-_OPTIONS = {
-    "ember_debug_nans": ("debug_nans", "EMBER_DEBUG_NANS"),
-    "ember_debug_infs": ("debug_infs", "EMBER_DEBUG_INFS"),
-    "ember_check_oracle": ("check_oracle", "EMBER_CHECK_ORACLE"),
-}
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"", "0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class _Option:
+    attr: str  # the module attribute holding the value
+    env: str  # the environment variable giving the default
+    kind: type  # bool or int
+    minimum: int = 0  # for ints
+
+
+_OPTIONS = {
+    "ember_debug_nans": _Option("debug_nans", "EMBER_DEBUG_NANS", bool),
+    "ember_debug_infs": _Option("debug_infs", "EMBER_DEBUG_INFS", bool),
+    "ember_check_oracle": _Option("check_oracle", "EMBER_CHECK_ORACLE", bool),
+    "ember_num_threads": _Option("num_threads", "EMBER_NUM_THREADS", int, minimum=1),
+}
 
 
 def _env_flag(var: str) -> bool:
@@ -32,25 +47,61 @@ def _env_flag(var: str) -> bool:
     return text in _TRUE
 
 
+def _env_count(var: str, minimum: int) -> int | None:
+    """The integer in environment variable `var`, or None when it is unset or empty."""
+    raw = os.environ.get(var, "").strip()
+    if not raw:
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        n = None
+    if n is None or n < minimum:
+        raise ValueError(f"{var}={raw!r} is not an integer >= {minimum}; set it to a count such as 1 or 4")
+    return n
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), at most OMP_NUM_THREADS when that is a
+    positive integer (a malformed OMP_NUM_THREADS is ignored, as OpenMP runtimes ignore it)."""
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if omp.isdigit() and int(omp) > 0:
+        n = min(n, int(omp))
+    return max(n, 1)
+
+
 debug_nans: bool = _env_flag("EMBER_DEBUG_NANS")
 debug_infs: bool = _env_flag("EMBER_DEBUG_INFS")
 check_oracle: bool = _env_flag("EMBER_CHECK_ORACLE")
+num_threads: int = _env_count("EMBER_NUM_THREADS", 1) or available_cpus()
 
 
-def _attr(name: str) -> str:
+def _option(name: str) -> _Option:
     if name not in _OPTIONS:
         raise AttributeError(f"ember has no config option {name!r}; the options are {sorted(_OPTIONS)}")
-    return _OPTIONS[name][0]
+    return _OPTIONS[name]
 
 
-def update(name: str, value: bool) -> None:
-    """Set option `name` (e.g. "ember_debug_nans") to `value`."""
-    attr = _attr(name)
-    if not isinstance(value, (bool, int)):
-        raise TypeError(f"config option {name} takes a bool, got {type(value).__name__}")
-    globals()[attr] = bool(value)
+def update(name: str, value: bool | int) -> None:
+    """Set option `name` (e.g. "ember_debug_nans") to `value` (a bool for flags, an int for counts)."""
+    opt = _option(name)
+    if opt.kind is bool:
+        if not isinstance(value, (bool, int)):
+            raise TypeError(f"config option {name} takes a bool, got {type(value).__name__}")
+        value = bool(value)
+    else:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"config option {name} takes an int, got {type(value).__name__}")
+        if value < opt.minimum:
+            raise ValueError(f"config option {name} takes an int >= {opt.minimum}, got {value}")
+        value = int(value)
+    globals()[opt.attr] = value
 
 
-def read(name: str) -> bool:
+def read(name: str) -> bool | int:
     """The current value of option `name`."""
-    return globals()[_attr(name)]
+    return globals()[_option(name).attr]
