@@ -86,6 +86,15 @@ def _option(name: str) -> _Option:
     return _OPTIONS[name]
 
 
+_watchers: dict[str, list] = {}
+
+
+def watch(name: str, callback) -> None:
+    """Call `callback(value)` whenever option `name` is updated (the thread pool follows num_threads)."""
+    _option(name)
+    _watchers.setdefault(name, []).append(callback)
+
+
 def update(name: str, value: bool | int) -> None:
     """Set option `name` (e.g. "ember_debug_nans") to `value` (a bool for flags, an int for counts)."""
     opt = _option(name)
@@ -100,6 +109,8 @@ def update(name: str, value: bool | int) -> None:
             raise ValueError(f"config option {name} takes an int >= {opt.minimum}, got {value}")
         value = int(value)
     globals()[opt.attr] = value
+    for callback in _watchers.get(name, ()):
+        callback(value)
 
 
 def read(name: str) -> bool | int:

@@ -18,7 +18,7 @@ import weakref
 
 import numpy as np
 
-from ember.backends.llvm import dot, jit, scalar
+from ember.backends.llvm import dot, jit, pool, scalar
 from ember.backends.llvm import graph as G
 from ember.passes.memory import Plan, plan_memory
 from ember.tracer.ir import Graph
@@ -61,7 +61,8 @@ def _runtime_symbols(meta: dict) -> dict[str, int]:
     """The external functions the code may call: BLAS (dot.py, only where it does), fmod (scalar.py),
     and the objects whose addresses it reads (graph.SYMBOLS)."""
     blas = dot.blas_symbols() if meta["blas"] else {}
-    return {**blas, **_libm_symbols(), **{k: id(obj) for k, obj in G.SYMBOLS.items()}}
+    threads = pool.symbols() if meta.get("parallel") else {}
+    return {**blas, **threads, **_libm_symbols(), **{k: id(obj) for k, obj in G.SYMBOLS.items()}}
 
 
 def _aligned_empty(nbytes: int) -> np.ndarray:
@@ -87,6 +88,9 @@ class LLVMExecutable:
         self.compile_seconds = self.library.compile_seconds  # LLVM, or the disk-cache load
         self.from_cache = self.library.from_cache
         self.releases_gil = meta["release_gil"]
+        self.parallel = bool(meta.get("parallel"))
+        if self.parallel:
+            pool.ensure_threads()
         proto = ctypes.CFUNCTYPE if self.releases_gil else ctypes.PYFUNCTYPE
         self._entry = proto(ctypes.c_int, ctypes.py_object)(self.library.address(G.ENTRY))
         self._n_in = len(graph.inputs)
@@ -108,7 +112,7 @@ class LLVMExecutable:
         """The IR to compile, and what a call needs besides the graph, kept beside the cached code."""
         module = self._built()
         meta = {"workspace_bytes": module.workspace_bytes, "release_gil": module.release_gil,
-                "blas": bool(dot.blas_symbols(module.ir))}
+                "blas": bool(dot.blas_symbols(module.ir)), "parallel": pool.PARALLEL_FOR in module.ir}
         return module.ir, json.dumps(meta).encode()
 
     @property

@@ -93,8 +93,8 @@ def node_kernel(node: Node) -> tuple[Kernel, list]:
 def code_signature(graph: Graph, plan: Plan) -> str:
     """Everything the generated code depends on, as text: the graph's structure (consts by shape and
     dtype only: they are runtime buffers), the plan's schedule, buffers, classes and in-place writes,
-    and the backend's own source files (so a changed code generator never reuses old code). The
-    disk cache keys on it, so a hit skips generating the IR."""
+    how large loops split into chunks, and the backend's own source files (so a changed code generator
+    never reuses old code). The disk cache keys on it, so a hit skips generating the IR."""
     index: dict[Var, int] = {}
     for v in [*graph.inputs, *graph.consts, *(o for n in graph.nodes for o in n.outputs)]:
         index[v] = len(index)
@@ -105,7 +105,8 @@ def code_signature(graph: Graph, plan: Plan) -> str:
 
     plan_data = (tuple(position[id(n)] for n in plan.schedule), by_index(plan.buffer), by_index(plan.buffer_class),
                  by_index(plan.nbytes), by_index(plan.inplace, lambda o: index.get(o, -1)))
-    return repr((graph.fingerprint(consts=False), plan_data, _generator_files()))
+    threads = (loops.PARALLEL_MIN_WORK, loops.MIN_CHUNK_WORK, loops.MAX_CHUNKS)  # how loops split into chunks
+    return repr((graph.fingerprint(consts=False), plan_data, threads, _generator_files()))
 
 
 def code_signature_setup() -> None:

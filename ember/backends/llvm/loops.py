@@ -10,6 +10,12 @@ vectorize as plain compares beside a NaN flag), else in a buffer over the kept i
 scratch when the accumulator dtype differs) while the inner loop runs over the contiguous kept axis.
 Contractions go to `dot`, the argreduce and scatter steps to `indexing`; the scalar ops of every
 primitive come from `scalar`.
+
+A large loop runs in chunks of its outermost level on the native thread pool (`pool.py`): the chunk
+body is a function of its own, called through `ember_parallel_for`. How a loop is chunked depends on
+its shape and ops alone, never on the thread count, and a reduction over the chunked level keeps one
+partial result per chunk, combined in chunk order after the pool is done: results are bitwise
+identical whatever the number of threads (`_split`).
 """
 
 from __future__ import annotations
@@ -22,9 +28,18 @@ from llvmlite import ir
 from ember.backends import kernel_index as ix
 from ember.backends.kernel import Contraction, Kernel, Loop
 from ember.backends.kernel_index import Ix
-from ember.backends.llvm.types import I1, I64, PTR, index, load, memory_type, store, value_type
+from ember.backends.llvm.pool import PARALLEL_FOR
+from ember.backends.llvm.types import I1, I8, I64, PTR, index, load, memory_type, store, value_type
 
 BLOCK = 256  # float sums: elements per block summed in registers before the float64 total
+# A loop runs in chunks on the thread pool when its work (iterations times computing ops, at least one)
+# reaches PARALLEL_MIN_WORK; a chunk holds at least MIN_CHUNK_WORK of it, and there are at most
+# MAX_CHUNKS (enough to balance 16 threads). Measured on 2 AVX-512 cores: a float32 exp + multiply
+# pass breaks even near 2**16 elements when the workers are awake (a job's dispatch costs ~1-2 us).
+PARALLEL_MIN_WORK = 1 << 17
+MIN_CHUNK_WORK = 1 << 15
+MAX_CHUNKS = 64
+PARTIAL_SLOT = 24  # bytes of scratch per reduction and chunk: total (8), compensation (8), NaN flag
 ALIGN = 64
 _F64 = np.dtype(np.float64)
 _I64 = np.dtype(np.int64)
@@ -77,7 +92,11 @@ class _Context:
 
 def _emit_step(ctx: _Context, step) -> None:
     if isinstance(step, Loop):
-        _LoopRenderer(ctx, step).render()
+        renderer = _LoopRenderer(ctx, step)
+        if renderer.split is None:
+            renderer.render()
+        else:
+            renderer.render_parallel()
     elif isinstance(step, Contraction):
         from ember.backends.llvm import dot
         dot.emit_contraction(ctx.builder, step, ctx.buffers, ctx.ptrs, ctx.ptrs["scratch"])
@@ -88,7 +107,9 @@ def _emit_step(ctx: _Context, step) -> None:
 
 def _step_scratch(step, buffers: dict) -> int:
     if isinstance(step, Loop):
-        return sum(_round_up(n) for _, n in _memory_accumulators(step, buffers))
+        split = loop_split(step, buffers)
+        partials = _round_up(split.chunks * len(step.reductions) * PARTIAL_SLOT) if split and split.partial else 0
+        return sum(_round_up(n) for _, n in _memory_accumulators(step, buffers)) + partials
     if isinstance(step, Contraction):
         from ember.backends.llvm import dot
         return _round_up(dot.contraction_scratch_bytes(step, buffers))
@@ -226,21 +247,113 @@ class _Level:
     block: int = 0  # > 0: run in blocks of this many iterations (float sums)
 
 
-class _LoopRenderer:
-    """One Loop step: the nest of levels, ops placed at the outermost level that knows their inputs."""
+@dataclass(frozen=True)
+class Split:
+    """How a loop runs on the thread pool: its outermost level in `chunks` chunks of `chunk`
+    iterations; `partial`: that level is reduced, so each chunk keeps partial results in scratch."""
 
-    def __init__(self, ctx: _Context, loop: Loop):
+    chunk: int
+    chunks: int
+    partial: bool
+
+
+@dataclass(frozen=True)
+class _Nest:
+    """The loop nest a Loop step runs as: its levels, accumulator mode, element offsets and split."""
+
+    memory: bool  # reductions accumulate in memory (a kept axis is inside a reduced one)
+    loads: dict  # op id -> flat element offset of the load
+    stores: list  # (store, flat element offset)
+    kept: Ix  # the flat offset of the kept index
+    levels: list
+    split: Split | None
+
+
+def _nest(loop: Loop, buffers: dict) -> _Nest:
+    memory = not _register_mode(loop)
+    loads = {k: _offset(o.param("index"), buffers[o.param("buffer")].shape)
+             for k, o in enumerate(loop.ops) if o.prim == "load"}
+    stores = [(s, _offset(s.index, buffers[s.buffer].shape)) for s in loop.stores]
+    kept = _kept_offset(loop)
+    exprs = list(loads.values()) + [off for _, off in stores] + [kept]
+    exprs += [o.param("index") for o in loop.ops if o.prim == "index"]
+    levels = _levels(loop, memory, exprs)
+    return _Nest(memory, loads, stores, kept, levels, _split(loop, memory, levels, stores))
+
+
+def loop_split(loop: Loop, buffers: dict) -> Split | None:
+    """How `loop` runs on the thread pool, or None when it runs on the calling thread alone."""
+    return _nest(loop, buffers).split
+
+
+def _levels(loop: Loop, memory: bool, exprs) -> list[_Level]:
+    """Loop levels, outer to inner: adjacent axes that every index form reads alike collapse into one;
+    in register mode the reduced axes go innermost, and a float sum's inner level runs in blocks."""
+    nonlinear = set().union(*(_vars_in(a) for e in exprs for a in _affine(e)[1]))
+    forms = [_affine(e)[0] for e in exprs]
+    axes = [a for a, n in enumerate(loop.space) if n > 1]
+    if not memory:
+        axes = [a for a in axes if a not in loop.reduce_axes] + [a for a in axes if a in loop.reduce_axes]
+    levels: list[_Level] = []
+    for a in axes:
+        n = loop.space[a]
+        last = levels[-1] if levels else None
+        if last is not None and a not in nonlinear and not nonlinear & set(last.axes) \
+                and (a in loop.reduce_axes) == (last.axes[0] in loop.reduce_axes) \
+                and all(f.get(last.axes[-1], 0) == f.get(a, 0) * n for f in forms):
+            levels[-1] = _Level(last.axes + (a,), last.extent * n)
+        else:
+            levels.append(_Level((a,), n))
+    partials = not memory and bool(levels) and levels[-1].axes[0] in loop.reduce_axes
+    if partials and levels[-1].extent > BLOCK and any(
+            r.combine == "add" and r.acc_dtype.kind == "f" for r in loop.reductions):
+        levels[-1] = _Level(levels[-1].axes, levels[-1].extent, BLOCK)
+    return levels
+
+
+_FREE_OPS = ("load", "const", "index", "convert_element_type", "broadcast_in_dim", "reshape")
+
+
+def _split(loop: Loop, memory: bool, levels: list[_Level], stores: list) -> Split | None:
+    """Chunks of the outermost level when the loop's work is large, by its shape and ops alone (never
+    the thread count, so results do not depend on it). Declined: a memory-mode loop whose outermost
+    level is reduced (chunks would share accumulators), and stores not at distinct elements per chunk
+    (an index not linear in the loop variables, or not reading the chunked level's axes)."""
+    if not levels:
+        return None
+    total = int(np.prod(loop.space, dtype=np.int64))
+    work = total * max(1, sum(o.prim not in _FREE_OPS for o in loop.ops))
+    if work < PARALLEL_MIN_WORK:
+        return None
+    outer = levels[0]
+    reduced = outer.axes[0] in loop.reduce_axes
+    if reduced and memory:
+        return None
+    for _, off in stores:
+        coefs, atoms, _ = _affine(off)
+        if atoms or not any(coefs.get(a, 0) for a in outer.axes):
+            return None
+    per_iteration = work // outer.extent
+    chunk = max(-(-outer.extent // MAX_CHUNKS), -(-MIN_CHUNK_WORK // per_iteration), 1)
+    if outer.block:
+        chunk = -(-chunk // outer.block) * outer.block
+    chunks = -(-outer.extent // chunk)
+    return Split(chunk, chunks, reduced) if chunks > 1 else None
+
+
+class _LoopRenderer:
+    """One Loop step: the nest of levels, ops placed at the outermost level that knows their inputs.
+    With `chunk` (an i64 value), only that chunk of the outermost level (see `Split`)."""
+
+    def __init__(self, ctx: _Context, loop: Loop, chunk: ir.Value | None = None):
         self.ctx, self.loop, self.b = ctx, loop, ctx.builder
         self.fn = self.b.function
         self.scalar = ctx.scalar
-        self.memory = not _register_mode(loop)
-        self.loads = {k: _offset(o.param("index"), ctx.buffers[o.param("buffer")].shape)
-                      for k, o in enumerate(loop.ops) if o.prim == "load"}
-        self.stores = [(s, _offset(s.index, ctx.buffers[s.buffer].shape)) for s in loop.stores]
-        self.kept = _kept_offset(loop)
-        exprs = list(self.loads.values()) + [off for _, off in self.stores] + [self.kept]
-        exprs += [o.param("index") for o in loop.ops if o.prim == "index"]
-        self.levels = self._levels(exprs)
+        self.chunk = chunk
+        nest = _nest(loop, ctx.buffers)
+        self.memory, self.loads, self.stores, self.kept = nest.memory, nest.loads, nest.stores, nest.kept
+        self.levels, self.split = nest.levels, nest.split
+        self.partials = not self.memory and bool(self.levels) and self.levels[-1].axes[0] in loop.reduce_axes
         self.depth_of_axis = {a: d + 1 for d, lv in enumerate(self.levels) for a in lv.axes}
         self.reduce_level = next((d for d, lv in enumerate(self.levels) if lv.axes[0] in loop.reduce_axes),
                                  len(self.levels))
@@ -250,30 +363,6 @@ class _LoopRenderer:
         self.depth: list[int] = []
         for k, o in enumerate(loop.ops):
             self.depth.append(self._op_depth(k, o))
-
-    # the nest's shape
-
-    def _levels(self, exprs) -> list[_Level]:
-        loop = self.loop
-        nonlinear = set().union(*(_vars_in(a) for e in exprs for a in _affine(e)[1]))
-        forms = [_affine(e)[0] for e in exprs]
-        axes = [a for a, n in enumerate(loop.space) if n > 1]
-        if not self.memory:
-            axes = [a for a in axes if a not in loop.reduce_axes] + [a for a in axes if a in loop.reduce_axes]
-        levels: list[_Level] = []
-        for a in axes:
-            n = loop.space[a]
-            last = levels[-1] if levels else None
-            if last is not None and a not in nonlinear and not nonlinear & set(last.axes) \
-                    and (a in loop.reduce_axes) == (last.axes[0] in loop.reduce_axes) \
-                    and all(f.get(last.axes[-1], 0) == f.get(a, 0) * n for f in forms):
-                levels[-1] = _Level(last.axes + (a,), last.extent * n)
-            else:
-                levels.append(_Level((a,), n))
-        self.partials = not self.memory and bool(levels) and levels[-1].axes[0] in loop.reduce_axes
-        if self.partials and any(self._two_level(r) for r in loop.reductions) and levels[-1].extent > BLOCK:
-            levels[-1] = _Level(levels[-1].axes, levels[-1].extent, BLOCK)
-        return levels
 
     def _two_level(self, r) -> bool:
         """Float sums over an innermost reduce loop fold register partial sums (blocks of it) into a
@@ -321,16 +410,127 @@ class _LoopRenderer:
         if k == self.reduce_level and not self.memory:
             self._register_finish()
 
+    def render_parallel(self) -> None:
+        """The loop as chunks run by `ember_parallel_for`: memory accumulators set up before and
+        finished after, and a reduced outer level's partial results combined in chunk order."""
+        loop, b = self.loop, self.b
+        self.accs = {}
+        if self.memory:
+            self._memory_init()
+        body = self._chunk_function()
+        slots = self.ctx.allocas.alloca(PTR, size=len(self.fn.args))
+        for j, arg in enumerate(self.fn.args):
+            b.store(arg, b.gep(slots, [index(j)], inbounds=True, source_etype=PTR))
+        b.call(_parallel_for(b.module), [body, slots, index(self.split.chunks)])
+        if self.memory:
+            self._memory_finish()
+        if self.split.partial:
+            for k, r in enumerate(loop.reductions):
+                self._combine_partials(k, r)
+
+    def _chunk_function(self) -> ir.Function:
+        """`void (ptr slots, i64 chunk)`: reads the kernel's pointers from `slots` and runs one chunk
+        in a function with the kernel's own parameters and noalias marks (LLVM inlines it)."""
+        module, parent = self.b.module, self.fn
+        name = module.get_unique_name(f"{parent.name}.chunk")
+        body = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * len(parent.args) + [I64]), name)
+        body.linkage = "internal"
+        for arg, outer in zip(body.args, parent.args):
+            arg.name = outer.name
+            if "noalias" in outer.attributes:
+                arg.add_attribute("noalias")
+        body.args[-1].name = "chunk"
+        entry = body.append_basic_block("entry")
+        builder = ir.IRBuilder(body.append_basic_block("start"))
+        ptrs = {a.name: a for a in body.args[:-1]}
+        ctx = _Context(builder, ir.IRBuilder(entry), self.ctx.buffers, ptrs, self.scalar)
+        inner = _LoopRenderer(ctx, self.loop, chunk=body.args[-1])
+        inner.accs = {}
+        if inner.memory:
+            inner.accs = {r: inner._memory_pointer(r, k) for k, r in enumerate(self.loop.reductions)}
+        inner._nest(0)
+        builder.ret_void()
+        ctx.allocas.branch(body.basic_blocks[1])
+
+        tramp = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), f"{name}.run")
+        tramp.linkage = "internal"
+        tb = ir.IRBuilder(tramp.append_basic_block("entry"))
+        slots, chunk = tramp.args
+        args = [tb.load(tb.gep(slots, [index(j)], inbounds=True, source_etype=PTR), typ=PTR)
+                for j in range(len(parent.args))]
+        tb.call(body, args + [chunk])
+        tb.ret_void()
+        return tramp
+
+    def _partial_slot(self, k: int, field: int, chunk: ir.Value) -> ir.Value:
+        """The address of `field` (0 total, 1 compensation, 2 NaN flag) of reduction k's partial
+        result of `chunk`, after the scratch of the memory accumulators."""
+        before = sum(_round_up(n) for _, n in _memory_accumulators(self.loop, self.ctx.buffers))
+        n = len(self.loop.reductions)
+        at = self.b.add(index(before + k * PARTIAL_SLOT + 8 * field),
+                        self.b.mul(chunk, index(n * PARTIAL_SLOT), flags=("nuw", "nsw")), flags=("nuw", "nsw"))
+        return self.b.gep(self.ctx.ptrs["scratch"], [at], inbounds=True, source_etype=I8)
+
+    def _store_partial(self, k: int, r, acc: _Acc) -> None:
+        b = self.b
+        b.store(b.load(acc.total), self._partial_slot(k, 0, self.chunk))
+        if acc.comp is not None:
+            b.store(b.load(acc.comp), self._partial_slot(k, 1, self.chunk))
+        if acc.nan is not None:
+            b.store(b.zext(b.load(acc.nan), I8), self._partial_slot(k, 2, self.chunk))
+
+    def _combine_partials(self, k: int, r) -> None:
+        """Reduction k's result from its chunks' partial results, combined in chunk order (float sums:
+        the chunks' float64 totals summed with Neumaier's compensation, their compensations added)."""
+        b, two = self.b, self._two_level(r)
+        acc_type = value_type(_F64 if two else r.acc_dtype)
+        acc = _Acc(self.ctx.allocas.alloca(acc_type), index(0))
+        b.store(self.scalar.constant(r.init, _F64 if two else r.acc_dtype), acc.total)
+        if two:
+            acc.comp = self.ctx.allocas.alloca(value_type(_F64))
+            b.store(self.scalar.constant(0, _F64), acc.comp)
+        if _nan_flagged(r):
+            acc.nan = self.ctx.allocas.alloca(I1)
+            b.store(ir.Constant(I1, 0), acc.nan)
+        saved = self.accs.get(r)
+        self.accs[r] = acc
+
+        def combine(c):
+            total = b.load(self._partial_slot(k, 0, c), typ=acc_type)
+            if two:
+                self._fold(acc, total)
+                b.store(b.fadd(b.load(acc.comp), b.load(self._partial_slot(k, 1, c), typ=value_type(_F64))),
+                        acc.comp)
+            elif acc.nan is not None:
+                self._register_combine(r, total)
+                seen = b.load(self._partial_slot(k, 2, c), typ=I8)
+                b.store(b.or_(b.load(acc.nan), b.icmp_unsigned("!=", seen, ir.Constant(I8, 0))), acc.nan)
+            else:
+                b.store(self._combine(r, b.load(acc.total), total), acc.total)
+
+        self._flat_loop(self.split.chunks, combine)
+        self._finish(r, acc)
+        self.accs[r] = saved
+
     def _level(self, k: int) -> None:
         lv = self.levels[k]
         inner = k == len(self.levels) - 1
-        if lv.block:
-            blocks = -(-lv.extent // lv.block)
-            jb, state = self._open(index(blocks))
-            base = self.b.mul(jb, index(lv.block), flags=("nuw", "nsw"))
-            count = self._min(self.b.sub(index(lv.extent), base), index(lv.block))
+        if k == 0 and self.chunk is not None:  # this chunk of the outermost level
+            origin = self.b.mul(self.chunk, index(self.split.chunk), flags=("nuw", "nsw"))
+            extent = self._min(self.b.sub(index(lv.extent), origin), index(self.split.chunk))
         else:
-            base, count = None, index(lv.extent)
+            origin, extent = None, index(lv.extent)
+        if lv.block:
+            if isinstance(extent, ir.Constant):
+                blocks = index(-(-lv.extent // lv.block))
+            else:
+                blocks = self.b.udiv(self.b.add(extent, index(lv.block - 1)), index(lv.block))
+            jb, state = self._open(blocks)
+            start = self.b.mul(jb, index(lv.block), flags=("nuw", "nsw"))
+            count = self._min(self.b.sub(extent, start), index(lv.block))
+            base = start if origin is None else self.b.add(origin, start, flags=("nuw", "nsw"))
+        else:
+            base, count = origin, extent
         if inner:
             self._partials_init()
         j, inner_state = self._open(count)
@@ -340,7 +540,7 @@ class _LoopRenderer:
         if inner:
             self._partials_fold()
         if lv.block:
-            self._close(state, index(blocks))
+            self._close(state, blocks)
 
     def _open(self, count) -> tuple:
         pre = self.b.block
@@ -411,47 +611,58 @@ class _LoopRenderer:
                 self.b.store(self.scalar.constant(0, r.acc_dtype), self.accs[r].partial)
 
     def _partials_fold(self) -> None:
-        b = self.b
         for r in self.loop.reductions:
             if self._two_level(r):
                 acc = self.accs[r]
-                x = self._convert(b.load(acc.partial), r.acc_dtype, _F64)
-                s = b.load(acc.total)
-                t = b.fadd(s, x)
-                fabs = _intrinsic(b.module, "fabs", s.type, 1)
-                big = b.fcmp_ordered(">=", b.call(fabs, [s]), b.call(fabs, [x]))
-                lost = b.select(big, b.fadd(b.fsub(s, t), x), b.fadd(b.fsub(x, t), s))
-                b.store(b.fadd(b.load(acc.comp), lost), acc.comp)
-                b.store(t, acc.total)
+                self._fold(acc, self._convert(self.b.load(acc.partial), r.acc_dtype, _F64))
+
+    def _fold(self, acc: _Acc, x) -> None:
+        """Add float64 `x` to the float64 total, keeping what rounding lost in the compensation."""
+        b = self.b
+        s = b.load(acc.total)
+        t = b.fadd(s, x)
+        fabs = _intrinsic(b.module, "fabs", s.type, 1)
+        big = b.fcmp_ordered(">=", b.call(fabs, [s]), b.call(fabs, [x]))
+        lost = b.select(big, b.fadd(b.fsub(s, t), x), b.fadd(b.fsub(x, t), s))
+        b.store(b.fadd(b.load(acc.comp), lost), acc.comp)
+        b.store(t, acc.total)
 
     def _register_finish(self) -> None:
-        for r in self.loop.reductions:
-            acc, dt = self.accs[r], self.ctx.buffers[r.out].dtype
-            value = self.b.load(acc.total)
-            if acc.comp is not None:  # the float64 total rounds to the accumulator dtype first, as reduced
-                # an infinite or NaN total is the plain sum's (the compensation of inf is inf - inf)
-                fabs = _intrinsic(self.b.module, "fabs", value.type, 1)
-                finite = self.b.fcmp_ordered("<", self.b.call(fabs, [value]), self.scalar.constant(np.inf, _F64))
-                compensated = self.b.fadd(value, self.b.load(acc.comp))
-                value = self._convert(self.b.select(finite, compensated, value), _F64, r.acc_dtype)
-            if acc.nan is not None:
-                value = self.b.select(self.b.load(acc.nan), self.scalar.constant(np.nan, r.acc_dtype), value)
-            store(self.b, self._convert(value, r.acc_dtype, dt), self.ctx.ptrs[r.out], acc.offset, dt)
+        for k, r in enumerate(self.loop.reductions):
+            if self.chunk is not None and self.split.partial:
+                self._store_partial(k, r, self.accs[r])
+            else:
+                self._finish(r, self.accs[r])
+
+    def _finish(self, r, acc: _Acc) -> None:
+        """Store reduction r's result from its accumulator."""
+        dt = self.ctx.buffers[r.out].dtype
+        value = self.b.load(acc.total)
+        if acc.comp is not None:  # the float64 total rounds to the accumulator dtype first, as reduced
+            # an infinite or NaN total is the plain sum's (the compensation of inf is inf - inf)
+            fabs = _intrinsic(self.b.module, "fabs", value.type, 1)
+            finite = self.b.fcmp_ordered("<", self.b.call(fabs, [value]), self.scalar.constant(np.inf, _F64))
+            compensated = self.b.fadd(value, self.b.load(acc.comp))
+            value = self._convert(self.b.select(finite, compensated, value), _F64, r.acc_dtype)
+        if acc.nan is not None:
+            value = self.b.select(self.b.load(acc.nan), self.scalar.constant(np.nan, r.acc_dtype), value)
+        store(self.b, self._convert(value, r.acc_dtype, dt), self.ctx.ptrs[r.out], acc.offset, dt)
 
     # memory accumulators: the output buffer, or scratch when the accumulator dtype differs
 
-    def _memory_init(self) -> None:
+    def _memory_pointer(self, r, k: int) -> ir.Value:
+        """Where reduction k (`r`) accumulates: its output, or its region of scratch."""
         scratch = dict(_memory_accumulators(self.loop, self.ctx.buffers))
+        if r not in scratch:
+            return self.ctx.ptrs[r.out]
+        offset = sum(_round_up(scratch[q]) for q in self.loop.reductions[:k] if q in scratch)
+        return self.b.gep(self.ctx.ptrs["scratch"], [index(offset)], inbounds=True, source_etype=ir.IntType(8))
+
+    def _memory_init(self) -> None:
         kept = int(np.prod([n for a, n in enumerate(self.loop.space) if a not in self.loop.reduce_axes],
                            dtype=np.int64))
-        offset = 0
-        for r in self.loop.reductions:
-            if r in scratch:
-                ptr = self.b.gep(self.ctx.ptrs["scratch"], [index(offset)], inbounds=True,
-                                 source_etype=ir.IntType(8))
-                offset += _round_up(scratch[r])
-            else:
-                ptr = self.ctx.ptrs[r.out]
+        for k, r in enumerate(self.loop.reductions):
+            ptr = self._memory_pointer(r, k)
             init = self.scalar.constant(r.init, r.acc_dtype)
             self._flat_loop(kept, lambda j, p=ptr, v=init, dt=r.acc_dtype: store(self.b, v, p, j, dt))
             self.accs[r] = ptr
@@ -607,3 +818,10 @@ def _intrinsic(module: ir.Module, name: str, typ: ir.Type, arity: int = 2) -> ir
         return module.globals[full]
     return ir.Function(module, ir.FunctionType(typ, [typ] * arity), full)
 
+
+
+def _parallel_for(module: ir.Module) -> ir.Function:
+    """`void @ember_parallel_for(ptr fn, ptr ctx, i64 chunks)` of the thread pool, declared once."""
+    if PARALLEL_FOR in module.globals:
+        return module.globals[PARALLEL_FOR]
+    return ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR, I64]), PARALLEL_FOR)

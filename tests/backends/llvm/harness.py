@@ -10,6 +10,8 @@ import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
+from ember.backends.llvm import pool
+
 _ready = False
 
 
@@ -33,7 +35,7 @@ class Compiled:
 
     def __init__(self, module: ir.Module | str, symbols: Mapping[str, int] = (), opt: int = 3):
         _init()
-        for name, addr in dict(symbols).items():
+        for name, addr in {**pool.symbols(), **dict(symbols)}.items():  # large loops run on the thread pool
             llvm.add_symbol(name, addr)
         self.ir = str(module)
         mod = llvm.parse_assembly(self.ir)
