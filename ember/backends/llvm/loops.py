@@ -249,12 +249,14 @@ class _Level:
 
 @dataclass(frozen=True)
 class Split:
-    """How a loop runs on the thread pool: its outermost level in `chunks` chunks of `chunk`
-    iterations; `partial`: that level is reduced, so each chunk keeps partial results in scratch."""
+    """How a loop runs on the thread pool: nest level `level` in `chunks` chunks of `chunk` iterations
+    (each chunk runs the levels outside it whole); `partial`: that level is reduced (a whole-array
+    reduction), so each chunk keeps partial results in scratch."""
 
     chunk: int
     chunks: int
     partial: bool
+    level: int = 0
 
 
 @dataclass(frozen=True)
@@ -315,20 +317,22 @@ _FREE_OPS = ("load", "const", "index", "convert_element_type", "broadcast_in_dim
 
 
 def _split(loop: Loop, memory: bool, levels: list[_Level], stores: list) -> Split | None:
-    """Chunks of the outermost level when the loop's work is large, by its shape and ops alone (never
-    the thread count, so results do not depend on it). Declined: a memory-mode loop whose outermost
-    level is reduced (chunks would share accumulators), and stores not at distinct elements per chunk
-    (an index not linear in the loop variables, or not reading the chunked level's axes)."""
+    """Chunks of one level when the loop's work is large, by its shape and ops alone (never the thread
+    count, so results do not depend on it): the outermost level, or in memory mode (accumulators over
+    the kept index) the outermost kept level, so chunks never share an accumulator. Declined: no kept
+    level in memory mode, and stores not at distinct elements per chunk (an index not linear in the
+    loop variables, or not reading the chunked level's axes)."""
     if not levels:
         return None
     total = int(np.prod(loop.space, dtype=np.int64))
     work = total * max(1, sum(o.prim not in _FREE_OPS for o in loop.ops))
     if work < PARALLEL_MIN_WORK:
         return None
-    outer = levels[0]
-    reduced = outer.axes[0] in loop.reduce_axes
-    if reduced and memory:
+    kept = [d for d, lv in enumerate(levels) if lv.axes[0] not in loop.reduce_axes]
+    level = (kept or [None])[0] if memory else 0
+    if level is None:
         return None
+    outer = levels[level]
     for _, off in stores:
         coefs, atoms, _ = _affine(off)
         if atoms or not any(coefs.get(a, 0) for a in outer.axes):
@@ -338,7 +342,8 @@ def _split(loop: Loop, memory: bool, levels: list[_Level], stores: list) -> Spli
     if outer.block:
         chunk = -(-chunk // outer.block) * outer.block
     chunks = -(-outer.extent // chunk)
-    return Split(chunk, chunks, reduced) if chunks > 1 else None
+    reduced = outer.axes[0] in loop.reduce_axes
+    return Split(chunk, chunks, reduced, level) if chunks > 1 else None
 
 
 class _LoopRenderer:
@@ -515,7 +520,7 @@ class _LoopRenderer:
     def _level(self, k: int) -> None:
         lv = self.levels[k]
         inner = k == len(self.levels) - 1
-        if k == 0 and self.chunk is not None:  # this chunk of the outermost level
+        if self.chunk is not None and k == self.split.level:  # this chunk of the split level
             origin = self.b.mul(self.chunk, index(self.split.chunk), flags=("nuw", "nsw"))
             extent = self._min(self.b.sub(index(lv.extent), origin), index(self.split.chunk))
         else:
