@@ -18,7 +18,7 @@ import weakref
 
 import numpy as np
 
-from ember.backends.llvm import dot, jit, scalar
+from ember.backends.llvm import blas, dot, jit, scalar
 from ember.backends.llvm import graph as G
 from ember.passes.memory import Plan, plan_memory
 from ember.tracer.ir import Graph
@@ -97,6 +97,8 @@ class LLVMExecutable:
         self._ws_bytes = meta["workspace_bytes"]
         self._tls = threading.local()
         weakref.finalize(self, self.library.close)
+        if meta.get("blas_threads"):  # its BLAS calls read config.num_threads (blas.py)
+            self.__class__ = _BLASThreadedExecutable
 
     def _built(self) -> G.GraphModule:
         """The module generated for the graph (made on demand after a disk-cache hit)."""
@@ -108,7 +110,7 @@ class LLVMExecutable:
         """The IR to compile, and what a call needs besides the graph, kept beside the cached code."""
         module = self._built()
         meta = {"workspace_bytes": module.workspace_bytes, "release_gil": module.release_gil,
-                "blas": bool(dot.blas_symbols(module.ir))}
+                "blas": bool(dot.blas_symbols(module.ir)), "blas_threads": blas.reads_num_threads(module.ir)}
         return module.ir, json.dumps(meta).encode()
 
     @property
@@ -168,3 +170,12 @@ class LLVMExecutable:
                   and a.flags.aligned)
             fixed.append(a if ok else np.array(a, dtype=dtype, order="C", copy=True))
         return tuple(fixed)
+
+
+class _BLASThreadedExecutable(LLVMExecutable):
+    """An executable with a product large enough for several BLAS threads: each call first copies
+    `ember.config.num_threads` where its code reads it (the other executables skip that step)."""
+
+    def __call__(self, *args, out=None) -> list[np.ndarray]:
+        blas.sync_num_threads()
+        return LLVMExecutable.__call__(self, *args, out=out)
