@@ -14,7 +14,17 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from benchmarks.workloads import cosine, dead_gradient, dense_bias_act, dispatch, eam, optimizer, per_sample, threads
+from benchmarks.workloads import (
+    blas_threads,
+    cosine,
+    dead_gradient,
+    dense_bias_act,
+    dispatch,
+    eam,
+    optimizer,
+    per_sample,
+    threads,
+)
 
 WORKLOADS: dict[str, ModuleType] = {m.NAME: m for m in (cosine, eam, per_sample, dead_gradient, dense_bias_act,
-                                                         dispatch, optimizer, threads)}
+                                                         dispatch, optimizer, blas_threads, threads)}

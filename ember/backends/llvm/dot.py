@@ -12,8 +12,6 @@ bit for bit), or, for rows shorter than a vector, vectors along k summed across 
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +20,7 @@ import numpy as np
 from llvmlite import ir
 
 from ember.backends.kernel import Buffer, Contraction
+from ember.backends.llvm import blas
 from ember.backends.llvm.types import I8, I32, PTR, element_ptr, index, load, memory_type, store
 
 # BLAS is called when the generated loop would take at least this many vector multiply-add steps
@@ -31,7 +30,6 @@ from ember.backends.llvm.types import I8, I32, PTR, element_ptr, index, load, me
 BLAS_MIN_STEPS = 2048
 
 _BLAS_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}
-_ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv")
 _INT_MAX = 2 ** 31 - 1
 _F16 = np.dtype(np.float16)
 _FLOAT_BITS = {"half": 16, "float": 32, "double": 64}
@@ -44,27 +42,15 @@ _REDUCE_STEPS = 4
 # --- BLAS symbols ------------------------------------------------------------------------------------
 
 def blas_symbols(ir_text: str | None = None) -> dict[str, int]:
-    """Symbol name -> address of the SciPy BLAS routines (those `ir_text` names, when given), for the
-    JIT to register; nothing is registered here. Without a routine to resolve, SciPy is not imported
-    (importing scipy.linalg costs about 50 ms, once per process)."""
-    if ir_text is not None and _symbol("") not in ir_text:
+    """Symbol name -> address of the BLAS routines and thread setter (blas.py) when `ir_text` (if
+    given) calls them, for the JIT to register; nothing is registered here, and without a routine to
+    resolve no library is loaded."""
+    if ir_text is not None and not blas.uses_blas(ir_text):
         return {}
-    return dict(_blas_addresses())
+    return blas.symbols()
 
 
-@functools.cache
-def _blas_addresses() -> dict[str, int]:
-    from scipy.linalg import cython_blas
-
-    api = ctypes.pythonapi
-    get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", api))
-    get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_GetPointer", api))
-    caps = cython_blas.__pyx_capi__
-    return {_symbol(r): get_pointer(caps[r], get_name(caps[r])) for r in _ROUTINES}
-
-
-def _symbol(routine: str) -> str:
-    return f"ember_blas_{routine}"
+_symbol = blas.symbol
 
 
 # --- the plan: how one contraction is computed ------------------------------------------------------
@@ -295,6 +281,7 @@ def _gemm(builder, plan: _Plan, lhs, rhs, out, scratch) -> None:
     args = [c.char(ta), c.char(tb), c.int(plan.n), c.int(plan.m), c.int(plan.k), c.scalar(1.0),
             _at(builder, rhs, plan.dtype), c.int(lda), _at(builder, lhs, plan.dtype), c.int(ldb),
             c.scalar(0.0), _at(builder, out, plan.dtype), c.int(plan.n)]
+    blas.emit_threads(builder, plan.m * plan.n * plan.k)
     builder.call(_declare(builder.module, plan.dtype, "gemm", 13), args)
 
 
@@ -313,6 +300,7 @@ def _gemv(builder, plan: _Plan, lhs, rhs, out, scratch) -> None:
     args = [c.char(trans), c.int(stored_rows), c.int(stored_cols), c.scalar(1.0), _at(builder, a, plan.dtype),
             c.int(lda), _at(builder, x, plan.dtype), c.int(incx), c.scalar(0.0), _at(builder, out, plan.dtype),
             c.int(1)]
+    blas.emit_threads(builder, plan.m * plan.n * plan.k)
     builder.call(_declare(builder.module, plan.dtype, "gemv", 11), args)
 
 

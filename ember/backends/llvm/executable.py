@@ -60,9 +60,9 @@ def _libm_symbols() -> dict[str, int]:
 def _runtime_symbols(meta: dict) -> dict[str, int]:
     """The external functions the code may call: BLAS (dot.py, only where it does), fmod (scalar.py),
     and the objects whose addresses it reads (graph.SYMBOLS)."""
-    blas = dot.blas_symbols() if meta["blas"] else {}
+    routines = dot.blas_symbols() if meta["blas"] else {}
     threads = pool.symbols() if meta.get("parallel") else {}
-    return {**blas, **threads, **_libm_symbols(), **{k: id(obj) for k, obj in G.SYMBOLS.items()}}
+    return {**routines, **threads, **_libm_symbols(), **{k: id(obj) for k, obj in G.SYMBOLS.items()}}
 
 
 def _aligned_empty(nbytes: int) -> np.ndarray:
