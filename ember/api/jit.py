@@ -28,7 +28,7 @@ import numpy as np
 
 import ember.config as config
 from ember.api.tracing import ARRAY_LEAF_TYPES, fun_name, is_hashable, leaf_avals, to_array, trace_pytree
-from ember.backends import default_backend, get_backend
+from ember.backends import default_backend, get_backend, one_time_seconds
 from ember.backends.compile import compile_graph
 from ember.backends.outputs import check_out
 from ember.errors import ArgumentError, ArgumentValueError, TracerEscapeError, user_location
@@ -62,13 +62,22 @@ class Timings:
     backend's whole step: for llvm, generating IR and running LLVM, or loading the code from the
     disk cache, then linking), of which `native` is the part past the cache lookup (`from_cache`:
     whether it was a load); None where that has not run or the backend has no such part (numpy).
-    Loading a backend (imports, LLVM's setup) is once per process and not counted."""
+    `one_time` is the process's one-time setup this compile paid for, apart from `compile`: loading
+    the backend (imports, LLVM's initialization), binding a library on first use (BLAS, scipy.special);
+    None for every function compiled after that setup. Their sum is the wall time of the function's
+    first call, less running it (a jitted call's own cost: microseconds)."""
 
     trace: float
     optimize: float
     compile: float | None = None
     native: float | None = None
     from_cache: bool | None = None
+    one_time: float | None = None
+
+    @property
+    def total(self) -> float:
+        """trace + optimize + compile + one_time (those that ran)."""
+        return sum(t for t in (self.trace, self.optimize, self.compile, self.one_time) if t is not None)
 
     def __str__(self) -> str:
         def ms(s: float | None) -> str:
@@ -76,7 +85,10 @@ class Timings:
 
         native = "" if self.native is None else \
             f" ({'disk cache load' if self.from_cache else 'LLVM'} {ms(self.native)} of it)"
-        return f"trace {ms(self.trace)}, optimize {ms(self.optimize)}, compile {ms(self.compile)}{native}"
+        text = f"trace {ms(self.trace)}, optimize {ms(self.optimize)}, compile {ms(self.compile)}{native}"
+        if self.one_time is not None:
+            text += f"; once per process: {ms(self.one_time)} (loading the backend, binding libraries)"
+        return text
 
 
 class Lowered:
@@ -95,6 +107,7 @@ class Lowered:
         self._executable = None
         self._seconds = seconds  # (trace, optimize)
         self._compile_seconds: float | None = None
+        self._one_time_seconds: float | None = None
 
     def stage(self, name: str) -> Stage:
         for s in self.stages:
@@ -168,18 +181,21 @@ class Lowered:
 
     def compile(self) -> Compiled:
         if self._executable is None:
-            get_backend(self.backend)  # loading a backend (imports, LLVM's setup) is once per process, not this compile
-            start = time.perf_counter()
+            setup, start = one_time_seconds(), time.perf_counter()
+            get_backend(self.backend)  # loaded once per process: one-time setup
             self._executable, _ = compile_graph(self.optimized, backend=self.backend, plan=self.stages[-1].plan,
                                                 source=self.stage("after inline").graph, name=self.name)
-            self._compile_seconds = time.perf_counter() - start
+            once = one_time_seconds() - setup  # the process's setup this compile ran, not its own work
+            self._compile_seconds = time.perf_counter() - start - once
+            self._one_time_seconds = once or None
         return Compiled(self)
 
     def timings(self) -> Timings:
-        """How long tracing, optimizing and (once `compile()` ran) the backend's compile step took."""
+        """How long tracing, optimizing and (once `compile()` ran) the backend's compile step and the
+        process's one-time setup it paid for took."""
         exe = getattr(self._executable, "executable", self._executable)
         return Timings(*self._seconds, self._compile_seconds, getattr(exe, "compile_seconds", None),
-                       getattr(exe, "from_cache", None))
+                       getattr(exe, "from_cache", None), self._one_time_seconds)
 
 
 class Compiled:
