@@ -14,7 +14,16 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from benchmarks.workloads import cosine, dead_gradient, dense_bias_act, dispatch, eam, optimizer, per_sample
+from benchmarks.workloads import (
+    cosine,
+    dead_gradient,
+    dense_bias_act,
+    dispatch,
+    eam,
+    optimizer,
+    per_sample,
+    startup,
+)
 
 WORKLOADS: dict[str, ModuleType] = {m.NAME: m for m in (cosine, eam, per_sample, dead_gradient, dense_bias_act,
-                                                         dispatch, optimizer)}
+                                                         dispatch, optimizer, startup)}

@@ -28,7 +28,7 @@ import numpy as np
 
 import ember.config as config
 from ember.api.tracing import ARRAY_LEAF_TYPES, fun_name, is_hashable, leaf_avals, to_array, trace_pytree
-from ember.backends import default_backend, get_backend, one_time_seconds
+from ember.backends import available_backends, default_backend, get_backend, one_time_seconds
 from ember.backends.compile import compile_graph
 from ember.backends.outputs import check_out
 from ember.errors import ArgumentError, ArgumentValueError, TracerEscapeError, user_location
@@ -782,8 +782,8 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), d
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
                              donate_argnums=donate_argnums, backend=backend, optimize=optimize,
                              disable_passes=disable_passes, cache_size=cache_size)
-    if backend is not None:
-        get_backend(backend)  # fail early on an unknown name
+    if backend is not None and backend not in available_backends():
+        get_backend(backend)  # fail early on an unknown name (a known one loads at the first compile)
     return Jitted(fun, static_argnums, static_argnames, donate_argnums, backend, optimize, disable_passes,
                   cache_size)
 
