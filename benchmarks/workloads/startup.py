@@ -39,11 +39,12 @@ call). *import*: `import numpy` (the baseline), then `import ember` resp. `impor
 those imports, then the first call of `jit(lambda x: x * 2 + 1)` on a float32 array of 8 (the baseline
 computes `x * 2 + 1` with NumPy): *cold* with an empty Ember disk cache (a new `EMBER_CACHE_DIR` per
 process), *warm* with the cache an earlier process filled (JAX keeps no disk cache by default: its two
-cases are the same). *compile/trace* is the first call inside the first measured process. The processes
-run with Python bytecode cached (`PYTHONPYCACHEPREFIX`, a warm-up process first), as an installed package
-has it. Each process also times its own steps; the notes and the table after the timings give their
-medians: the import alone, the first call alone (wall), and for Ember the sum of `Lowered.timings()`
-(trace + optimize + compile + one-time setup) over that wall."""
+cases are the same). *compile/trace* is the first call inside the first measured process (for *import*:
+that process less the median, noise). The processes run with Python bytecode cached
+(`PYTHONPYCACHEPREFIX`, a warm-up process first), as an installed package has it. Each process also times
+its own steps; the notes and the table after the timings give their medians: the import alone, the first
+call alone (wall), and for Ember the sum of `Lowered.timings()` (trace + optimize + compile + one-time
+setup) over that wall."""
 
 IMPORT, COLD, WARM = "import", "first call, cold disk cache", "first call, warm disk cache"
 
@@ -149,7 +150,7 @@ def _note(samples: list[dict], kind: str, call: bool) -> str:
     if not samples:
         return ""
     s = samples[-1]
-    text = f"in the process: import {fmt_time(s['import'])}"
+    text = f"in the process: import {fmt_time(s['numpy' if kind == 'numpy' else 'import'])}"
     if call:
         text += f", first call {fmt_time(s['call'])}"
         if kind == "ember":
@@ -200,7 +201,8 @@ def tables(cfg: RunConfig) -> list[Table]:
             continue
         med = functools.partial(_median, samples)
         call = "call" in samples[0]
-        cells = [case, impl, str(len(samples)), fmt_time(med("numpy")), fmt_time(med("import")),
+        imported = "—" if impl == "numpy" else fmt_time(med("import"))  # NumPy's import has its own column
+        cells = [case, impl, str(len(samples)), fmt_time(med("numpy")), imported,
                  fmt_time(med("call")) if call else "—", "—", "—"]
         record = {"case": case, "impl": impl, "processes": len(samples), "numpy_s": med("numpy"),
                   "import_s": med("import"), "first_call_s": med("call") if call else None}
