@@ -23,8 +23,9 @@ from benchmarks.workloads import (
     eam,
     optimizer,
     per_sample,
+    startup,
     threads,
 )
 
 WORKLOADS: dict[str, ModuleType] = {m.NAME: m for m in (cosine, eam, per_sample, dead_gradient, dense_bias_act,
-                                                         dispatch, optimizer, blas_threads, threads)}
+                                                         dispatch, optimizer, blas_threads, threads, startup)}

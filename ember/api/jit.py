@@ -2,7 +2,9 @@
 
 The cache key is (pytree structure, shapes, dtypes and weak types of the array leaves, static argument
 types and values, backend); a call with a new key retraces. A call with plain ndarrays only (no
-keywords, no statics) takes a hit path keyed by their shapes and dtypes, with no pytree work.
+keywords, no statics) takes a hit path keyed by their shapes and dtypes, with no pytree work; a Python or
+NumPy scalar among them is keyed by its type (which fixes its dtype and weak type) and converted to
+the 0-d array the executable takes.
 Caches are bounded (LRU) and shared: they belong to the underlying function (held weakly) and the
 options, not to the wrapper object. Inside another trace a jitted function's graph (traced once per
 signature) is re-emitted, so transforms see through it.
@@ -26,7 +28,7 @@ import numpy as np
 
 import ember.config as config
 from ember.api.tracing import ARRAY_LEAF_TYPES, fun_name, is_hashable, leaf_avals, to_array, trace_pytree
-from ember.backends import default_backend, get_backend
+from ember.backends import available_backends, default_backend, get_backend, one_time_seconds
 from ember.backends.compile import compile_graph
 from ember.backends.outputs import check_out
 from ember.errors import ArgumentError, ArgumentValueError, TracerEscapeError, user_location
@@ -35,6 +37,7 @@ from ember.passes.memory import MemoryReport
 from ember.passes.pipeline import disabled_passes
 from ember.passes.pipeline import optimize as run_pipeline
 from ember.passes.stages import Stage, StageRecorder, recording
+from ember.tracer import dtypes
 from ember.tracer.ir import Graph
 from ember.tracer.trace import Tracer, eval_graph
 from ember.tracer.trace import _state as _trace_state  # read directly on the hit path: is_tracing() costs 70 ns
@@ -59,13 +62,22 @@ class Timings:
     backend's whole step: for llvm, generating IR and running LLVM, or loading the code from the
     disk cache, then linking), of which `native` is the part past the cache lookup (`from_cache`:
     whether it was a load); None where that has not run or the backend has no such part (numpy).
-    Loading a backend (imports, LLVM's setup) is once per process and not counted."""
+    `one_time` is the process's one-time setup this compile paid for, apart from `compile`: loading
+    the backend (imports, LLVM's initialization), binding a library on first use (BLAS, scipy.special);
+    None for every function compiled after that setup. Their sum is the wall time of the function's
+    first call, less running it (a jitted call's own cost: microseconds)."""
 
     trace: float
     optimize: float
     compile: float | None = None
     native: float | None = None
     from_cache: bool | None = None
+    one_time: float | None = None
+
+    @property
+    def total(self) -> float:
+        """trace + optimize + compile + one_time (those that ran)."""
+        return sum(t for t in (self.trace, self.optimize, self.compile, self.one_time) if t is not None)
 
     def __str__(self) -> str:
         def ms(s: float | None) -> str:
@@ -73,7 +85,10 @@ class Timings:
 
         native = "" if self.native is None else \
             f" ({'disk cache load' if self.from_cache else 'LLVM'} {ms(self.native)} of it)"
-        return f"trace {ms(self.trace)}, optimize {ms(self.optimize)}, compile {ms(self.compile)}{native}"
+        text = f"trace {ms(self.trace)}, optimize {ms(self.optimize)}, compile {ms(self.compile)}{native}"
+        if self.one_time is not None:
+            text += f"; once per process: {ms(self.one_time)} (loading the backend, binding libraries)"
+        return text
 
 
 class Lowered:
@@ -92,6 +107,7 @@ class Lowered:
         self._executable = None
         self._seconds = seconds  # (trace, optimize)
         self._compile_seconds: float | None = None
+        self._one_time_seconds: float | None = None
 
     def stage(self, name: str) -> Stage:
         for s in self.stages:
@@ -165,18 +181,21 @@ class Lowered:
 
     def compile(self) -> Compiled:
         if self._executable is None:
-            get_backend(self.backend)  # loading a backend (imports, LLVM's setup) is once per process, not this compile
-            start = time.perf_counter()
+            setup, start = one_time_seconds(), time.perf_counter()
+            get_backend(self.backend)  # loaded once per process: one-time setup
             self._executable, _ = compile_graph(self.optimized, backend=self.backend, plan=self.stages[-1].plan,
                                                 source=self.stage("after inline").graph, name=self.name)
-            self._compile_seconds = time.perf_counter() - start
+            once = one_time_seconds() - setup  # the process's setup this compile ran, not its own work
+            self._compile_seconds = time.perf_counter() - start - once
+            self._one_time_seconds = once or None
         return Compiled(self)
 
     def timings(self) -> Timings:
-        """How long tracing, optimizing and (once `compile()` ran) the backend's compile step took."""
+        """How long tracing, optimizing and (once `compile()` ran) the backend's compile step and the
+        process's one-time setup it paid for took."""
         exe = getattr(self._executable, "executable", self._executable)
         return Timings(*self._seconds, self._compile_seconds, getattr(exe, "compile_seconds", None),
-                       getattr(exe, "from_cache", None))
+                       getattr(exe, "from_cache", None), self._one_time_seconds)
 
 
 class Compiled:
@@ -193,6 +212,9 @@ class Compiled:
         plain = lowered.in_tree == tree_flatten((tuple(range(len(avals))), {}))[1]
         # the hit path: positional plain ndarrays of exactly these shapes and dtypes
         self._fast_sig = tuple((a.shape, a.dtype) for a in avals) if plain else None
+        # per input, the scalar types taken as they are where it is 0-d (a Python float where it is float32)
+        self._scalar_types = tuple(frozenset(t for t, d in _PY_SCALAR_DTYPES.items() if d == a.dtype) | {a.dtype.type}
+                                   if a.shape == () else frozenset() for a in avals)
         self._out_avals = lowered.optimized.out_avals
         self._out_names = None
         self._takes_out = "out" in (lowered.in_tree.children[1].aux or ())  # a keyword argument named out
@@ -215,7 +237,7 @@ class Compiled:
         else:
             for x, (shape, dtype) in zip(args, sig):
                 if type(x) is not np.ndarray or x.shape != shape or x.dtype != dtype:
-                    arrays = self._arrays(args, kwargs)
+                    arrays = self._scalars_converted(args) or self._arrays(args, kwargs)
                     break
         checking = config.check_oracle or config.debug_nans or config.debug_infs
         exe = low._executable if checking else self._unchecked
@@ -224,6 +246,29 @@ class Compiled:
         else:
             outs = exe(*arrays, out=self._check_out(out, arrays))
         return outs[0] if self._single else tree_unflatten(low.out_tree, outs)
+
+    def _scalars_converted(self, args: tuple) -> list | None:
+        """The arrays of a positional call of plain ndarrays and scalars that match the signature as
+        they are (a scalar where a 0-d input of its dtype is), scalars converted; else None."""
+        if len(args) == 1 and type(args[0]) in self._scalar_types[0]:  # the common case, without the loop
+            try:
+                return (_array(args[0], self._fast_sig[0][1]),)
+            except OverflowError:  # a Python int out of the default int's range: as the checked path says
+                return None
+        arrays = []
+        for x, (shape, dtype), taken in zip(args, self._fast_sig, self._scalar_types):
+            if type(x) is np.ndarray:
+                if x.shape != shape or x.dtype != dtype:
+                    return None
+            elif type(x) in taken or (not shape and isinstance(x, np.generic) and x.dtype == dtype):
+                try:
+                    x = _array(x, dtype)
+                except OverflowError:  # a Python int out of the default int's range: as the checked path says
+                    return None
+            else:
+                return None
+            arrays.append(x)
+        return arrays
 
     def _arrays(self, args: tuple, kwargs: dict) -> list:
         """The flat arrays of a call, checked against the signature (ArgumentError naming both)."""
@@ -276,16 +321,34 @@ _Statics = namedtuple("_Statics", ["positions", "names", "n_dynamic"])
 
 class _Entry:
     """A compiled signature: its executable (checked: see backends/debug.py), the same without the
-    checks (`unchecked`, what runs while no debug or oracle option is on), the output structure."""
+    checks (`unchecked`, what runs while no debug or oracle option is on), the output structure, and
+    the hit path's keys filed for it (several: a 0-d float32 array and an np.float32 scalar reach one)."""
 
-    __slots__ = ("executable", "unchecked", "out_tree", "single", "lowered", "key", "fast_key", "used")
+    __slots__ = ("executable", "unchecked", "out_tree", "single", "lowered", "key", "fast_keys", "used")
 
     def __init__(self, executable, out_tree: PyTreeDef, lowered, key):
         self.executable, self.out_tree, self.lowered, self.key = executable, out_tree, lowered, key
         self.unchecked = getattr(executable, "unchecked", executable)
         self.single = out_tree.node is None  # one array out: no unflattening
-        self.fast_key = None
+        self.fast_keys: list = []
         self.used = 0
+
+
+class _ScalarHit:
+    """The hit path's value for a key with scalar arguments: the entry, and per positional argument the
+    dtype to convert a scalar to (None: an ndarray passed as it is)."""
+
+    __slots__ = ("entry", "dtypes", "first")
+
+    def __init__(self, entry: _Entry, dtypes: tuple):
+        self.entry, self.dtypes = entry, dtypes
+        self.first = dtypes[0] if len(dtypes) == 1 else None  # one scalar argument: no loop
+
+    def arrays(self, args: tuple) -> tuple | list:
+        """`args` as the executable takes them (OverflowError: a Python int out of its dtype's range)."""
+        if self.first is not None:
+            return (_array(args[0], self.first),)
+        return [x if d is None else _array(x, d) for x, d in zip(args, self.dtypes)]
 
 
 class _Cache:
@@ -295,7 +358,9 @@ class _Cache:
     def __init__(self, maxsize: int):
         self.maxsize = maxsize
         self.entries: dict = {}
-        self.fast: dict = {}  # (backend, shape, dtype, shape, dtype, ...) of plain arrays -> an entry
+        # (backend, shape, dtype, ..., scalar type, ...) of plain arrays and scalars -> an entry (a _ScalarHit
+        # where scalars are converted)
+        self.fast: dict = {}
         self.graphs: OrderedDict = OrderedDict()  # signature inside a trace -> (graph, out_tree)
         self.misses = self.adds = 0
         # Every use of an entry ticks the clock: a hit, or its add, so hits = clock - adds (one store
@@ -321,8 +386,8 @@ class _Cache:
         while len(self.entries) > self.maxsize:
             old = min(self.entries.values(), key=lambda e: e.used)
             del self.entries[old.key]
-            if old.fast_key is not None:
-                self.fast.pop(old.fast_key, None)
+            for k in old.fast_keys:
+                self.fast.pop(k, None)
 
     def lock(self, key) -> threading.Lock:
         """The lock under which signature `key` is traced and compiled once, even from many threads."""
@@ -483,19 +548,26 @@ class Jitted:
         backend = self._backend or _backend_of_env.get(_read_backend_env()) or _default_backend()
         if kwargs:
             return self._call_slow(backend, args, kwargs)
-        # The hit path for f(array, ...), about 0.7 us: a key of each array's shape and dtype, one
-        # lookup, the executable without the checks' wrapper unless a check option is on.
+        # The hit path for f(array, ...), about 0.7 us: a key of each array's shape and dtype (of each
+        # other argument's type: a scalar's type fixes its dtype and weak type), one lookup, the executable
+        # without the checks' wrapper unless a check option is on.
         if len(args) == 1:
             x = args[0]
-            sig = (backend, x.shape, x.dtype) if type(x) is np.ndarray else None
+            sig = (backend, x.shape, x.dtype) if type(x) is np.ndarray else (backend, type(x))
         else:
             sig = (backend,)
             for x in args:
-                sig += (x.shape, x.dtype) if type(x) is np.ndarray else (None,)
+                sig += (x.shape, x.dtype) if type(x) is np.ndarray else (type(x),)
         cache = self._cache
         entry = cache.fast.get(sig)
         if entry is None:
             return self._call_slow(backend, args, kwargs)
+        if entry.__class__ is _ScalarHit:  # scalars converted to 0-d arrays (np.array: about 0.1 us)
+            try:
+                args = (_array(args[0], entry.first),) if entry.first is not None else entry.arrays(args)
+            except OverflowError:  # a Python int out of the default int's range: the slow path says so
+                return self._call_slow(backend, args, kwargs)
+            entry = entry.entry
         entry.used = cache.clock = cache.clock + 1  # a hit (see _Cache.hits)
         outs = (entry.executable if config.check_oracle or config.debug_nans or config.debug_infs
                 else entry.unchecked)(*args)
@@ -518,10 +590,11 @@ class Jitted:
             entry = self._compile(key, args, kwargs)
         else:
             cache.touch(entry)
-        if entry.fast_key is None and key in cache.entries:
-            entry.fast_key = _fast_key(backend, args, kwargs, arrays, self._static_nums)
-            if entry.fast_key is not None:
-                cache.fast[entry.fast_key] = entry
+        if key in cache.entries:
+            fast = _fast_key(backend, args, kwargs, arrays, self._static_nums)
+            if fast is not None and fast[0] not in cache.fast:
+                cache.fast[fast[0]] = entry if fast[1] is None else _ScalarHit(entry, fast[1])
+                entry.fast_keys.append(fast[0])
         return _run(entry, arrays)
 
     def _compile(self, key, args: tuple, kwargs: dict) -> _Entry:
@@ -622,17 +695,27 @@ def _is_array_leaf(x) -> bool:
     return isinstance(x, ARRAY_LEAF_TYPES)
 
 
+_PY_SCALAR_DTYPES = {float: dtypes.float_, int: dtypes.int_, bool: dtypes.bool_}  # as dtypes.scalar_dtype
+_array = np.array  # a local name: 30 ns less than np.array on the hit path
+
+
 def _fast_key(backend: str, args: tuple, kwargs: dict, arrays: list, static_nums) -> tuple | None:
-    """The hit path's key for a call whose arguments are plain ndarrays passed to the executable as
-    they are (not converted), or None when the call cannot take the hit path."""
-    if kwargs or static_nums or len(arrays) != len(args) or any(a is not x for a, x in zip(arrays, args)):
+    """(the hit path's key, the dtypes to convert scalar arguments to or None when there are none) for
+    a positional call of plain ndarrays passed to the executable as they are and of Python or NumPy
+    scalars; None when the call cannot take the hit path."""
+    if kwargs or static_nums or len(arrays) != len(args):
         return None
-    if any(type(x) is not np.ndarray for x in args):
-        return None
-    sig = (backend,)
-    for x in args:
-        sig += (x.shape, x.dtype)
-    return sig
+    sig, convert = (backend,), []
+    for x, a in zip(args, arrays):
+        if type(x) is np.ndarray and a is x:
+            sig += (x.shape, x.dtype)
+            convert.append(None)
+        elif type(x) in _PY_SCALAR_DTYPES or isinstance(x, np.generic):
+            sig += (type(x),)  # the type fixes the dtype (and the weak type) the slow path gave `a`
+            convert.append(a.dtype)
+        else:
+            return None
+    return sig, (tuple(convert) if any(d is not None for d in convert) else None)
 
 
 def _environ_reader(name: str) -> Callable[[], object]:
@@ -699,8 +782,8 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), d
         return lambda f: jit(f, static_argnums=static_argnums, static_argnames=static_argnames,
                              donate_argnums=donate_argnums, backend=backend, optimize=optimize,
                              disable_passes=disable_passes, cache_size=cache_size)
-    if backend is not None:
-        get_backend(backend)  # fail early on an unknown name
+    if backend is not None and backend not in available_backends():
+        get_backend(backend)  # fail early on an unknown name (a known one loads at the first compile)
     return Jitted(fun, static_argnums, static_argnames, donate_argnums, backend, optimize, disable_passes,
                   cache_size)
 

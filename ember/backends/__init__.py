@@ -6,14 +6,23 @@ never an argument, a constant or a read-only view, and never the same array twic
 output must not change anything else). With `out=` (a list of checked arrays, see outputs.py) it writes
 the results into those arrays and returns them. `EMBER_BACKEND` picks the default (llvm unless set);
 `default_backend()` names it.
+
+One-time setup of the process (loading a backend: its imports and LLVM's initialization; binding a
+library such as BLAS or scipy.special) runs under `one_time_setup()` or as a `@one_time` function:
+`one_time_seconds()` sums what this thread spent there, so the compile that paid for it reports it
+apart from its own work (`Timings.one_time`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import os
-from collections.abc import Callable
-from typing import Protocol
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Protocol, TypeVar
 
 from ember.passes.memory import Plan
 from ember.tracer.ir import Graph
@@ -31,6 +40,44 @@ class Backend(Protocol):
 
 _loaders: dict[str, Callable[[], Backend]] = {}
 _loaded: dict[str, Backend] = {}
+_setup = threading.local()  # .seconds: one-time setup this thread ran; .depth: nesting of one_time_setup
+T = TypeVar("T")
+
+
+def one_time_seconds() -> float:
+    """Seconds this thread has spent in one-time setup so far (compare before and after a step)."""
+    return getattr(_setup, "seconds", 0.0)
+
+
+@contextlib.contextmanager
+def one_time_setup() -> Iterator[None]:
+    """Count the time inside as this process's one-time setup (nested regions count once)."""
+    depth = getattr(_setup, "depth", 0)
+    _setup.depth = depth + 1
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        _setup.depth = depth
+        if depth == 0:
+            _setup.seconds = one_time_seconds() + time.perf_counter() - start
+
+
+def one_time(fn: Callable[[], T]) -> Callable[[], T]:
+    """`fn` (no arguments) run once per process, as `functools.cache` does, its first call counted as
+    one-time setup (a library loaded, symbols bound)."""
+    lock, done = threading.Lock(), []
+
+    @functools.wraps(fn)
+    def once() -> T:
+        if not done:
+            with lock:
+                if not done:
+                    with one_time_setup():
+                        done.append(fn())
+        return done[0]
+
+    return once
 
 
 def register_backend(name: str, loader: Callable[[], Backend]) -> None:
@@ -57,7 +104,8 @@ def get_backend(name: str | None = None) -> Backend:
     if backend is None:
         if name not in _loaders:
             raise ValueError(f"unknown backend {name!r}; available: {available_backends()}")
-        backend = _loaded[name] = _loaders[name]()
+        with one_time_setup():  # imports, and the backend's own setup (LLVM's)
+            backend = _loaded[name] = _loaders[name]()
     return backend
 
 

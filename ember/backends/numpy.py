@@ -13,11 +13,12 @@ names, so a wrong plan gives wrong values and the differential tests see them.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable, Mapping
 
 import numpy as np
-import scipy.special
 
+from ember.backends import one_time
 from ember.passes.memory import CONST, INPUT, VIEWS, Plan, last_uses, plan_memory
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Literal, Node, Var
@@ -36,13 +37,15 @@ _FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 _SCIPY_FLOATS = frozenset(np.dtype(t) for t in (np.float32, np.float64))  # float16 computes in float64
 # prim -> (ufunc, the dtypes for which the prim's numpy reference is exactly that ufunc): where the
 # plan writes a node's result in place, it calls the ufunc with `out=` (other prims copy their result).
+# A name is scipy.special's ufunc of that name, imported only by a graph that uses it (importing
+# scipy.special costs more than 0.1 s).
 INPLACE_UFUNCS: dict = {
     P.neg_p: (np.negative, _ANY), P.exp_p: (np.exp, _ANY), P.log_p: (np.log, _ANY),
     P.log1p_p: (np.log1p, _ANY), P.expm1_p: (np.expm1, _ANY), P.tanh_p: (np.tanh, _ANY),
     P.sin_p: (np.sin, _ANY), P.cos_p: (np.cos, _ANY), P.sqrt_p: (np.sqrt, _ANY), P.abs_p: (np.abs, _ANY),
     P.sign_p: (np.sign, _ANY), P.floor_p: (np.floor, _ANY), P.ceil_p: (np.ceil, _ANY),
-    P.not_p: (np.invert, _ANY), P.logistic_p: (scipy.special.expit, _SCIPY_FLOATS),
-    P.erf_p: (scipy.special.erf, _SCIPY_FLOATS),
+    P.not_p: (np.invert, _ANY), P.logistic_p: ("expit", _SCIPY_FLOATS),
+    P.erf_p: ("erf", _SCIPY_FLOATS),
     P.add_p: (np.add, _ANY), P.sub_p: (np.subtract, _ANY), P.mul_p: (np.multiply, _ANY),
     P.div_p: (np.true_divide, _FLOATS),  # integer div truncates toward zero: not a ufunc
     P.pow_p: (np.power, _ANY), P.rem_p: (np.fmod, _ANY), P.max_p: (np.maximum, _ANY),
@@ -52,13 +55,21 @@ INPLACE_UFUNCS: dict = {
 }
 
 
+# scipy.special, imported when a graph that uses it compiles (the prims' numpy rules import it too, but
+# they run later, inside a call): more than 0.1 s, which `import ember` does not pay
+_scipy_special = one_time(functools.partial(importlib.import_module, "scipy.special"))
+_SCIPY_PRIMS = frozenset(prim for prim, (ufunc, _) in INPLACE_UFUNCS.items() if isinstance(ufunc, str))
+
+
 def inplace_ufunc(node: Node) -> Callable | None:
     """The ufunc that computes `node` exactly as its numpy reference does, with `out=`, or None."""
     entry = INPLACE_UFUNCS.get(node.prim)
     if entry is None or len(node.outputs) != 1:
         return None
     ufunc, dtypes = entry
-    return ufunc if dtypes is None or node.outputs[0].aval.dtype in dtypes else None
+    if dtypes is not None and node.outputs[0].aval.dtype not in dtypes:
+        return None
+    return getattr(_scipy_special(), ufunc) if isinstance(ufunc, str) else ufunc
 
 
 def _writable(x) -> bool:
@@ -208,6 +219,8 @@ class _Codegen:
         if node.prim is P.fusion_p:
             self.fusion(node, names, base, outs, targets)
         else:
+            if node.prim in _SCIPY_PRIMS:
+                _scipy_special()  # imported now, with the compile, not by the first call
             fn = impl_rules[node.prim]
             fn = self.obj(functools.partial(fn, **node.params) if node.params else fn)
             operands = ", ".join(self.ref(a, names) for a in node.inputs)

@@ -6,6 +6,8 @@ its own; `Library.close()` frees that code through its resource tracker (ORC kee
 library, whatever the code size; MCJIT kept ~11 KB per module and needs an engine per module).
 LLVM is not thread-safe here: every LLVM call in this module holds `LLVM_LOCK`. A TargetMachine is
 created per use, never shared: one that an engine took over aborts with bad_alloc when reused.
+LLVM's initialization and the LLJIT's creation are the process's one-time setup (ember/backends), not
+the compile time of the function that first needs them.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
+from ember.backends import one_time_seconds, one_time_setup
 from ember.backends.llvm import cache
 
 LLVM_LOCK = threading.RLock()
@@ -50,7 +53,7 @@ class Target:
 
 def _initialize() -> Target:
     global _target
-    with LLVM_LOCK:
+    with LLVM_LOCK, one_time_setup():
         if _target is None:
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
@@ -76,10 +79,12 @@ def _target_machine() -> llvm.TargetMachine:
 
 
 def _jit() -> llvm.LLJIT:
+    """The process's LLJIT (made on first use, under the caller's LLVM_LOCK: one-time setup)."""
     global _lljit
     if _lljit is None:
-        # errors come back from each link as exceptions; suppressed here, ORC would also print them
-        _lljit = llvm.create_lljit_compiler(_target_machine(), suppress_errors=True)
+        with one_time_setup():
+            # errors come back from each link as exceptions; suppressed here, ORC would also print them
+            _lljit = llvm.create_lljit_compiler(_target_machine(), suppress_errors=True)
     return _lljit
 
 
@@ -227,10 +232,11 @@ def compile_keyed(key: str, build: Callable[[], tuple[str, bytes]],
     """Load the code cached under `key` (see `cache_key`), else compile the IR that `build()`
     returns with `meta` (bytes kept beside the code) and cache both; (library, meta). A hit never
     calls `build`, so a key made from what determines the IR (a graph and its plan) skips generating
-    it. `symbols` may be a function of `meta`. `compile_seconds` excludes LLVM's one-time
-    initialization in this process and waiting for the lock.
+    it. `symbols` may be a function of `meta`. `compile_seconds` excludes the process's one-time setup
+    (LLVM's initialization, the LLJIT, libraries the symbols bind on first use) and waiting for the lock.
     """
     target()  # the first call initializes LLVM under the lock: not this function's compile time
+    setup = one_time_seconds()
     start = time.perf_counter()
     found = _unpack(cache.load(key))
     source: str | Callable[[], str]
@@ -250,7 +256,7 @@ def compile_keyed(key: str, build: Callable[[], tuple[str, bytes]],
         library, tracker = _link(obj, dict(resolved), name, ir_text)
     if found is None:
         cache.store(key, _pack(meta, obj))
-    seconds = time.perf_counter() - start - waited
+    seconds = time.perf_counter() - start - waited - (one_time_seconds() - setup)
     return Library(name, source, library, tracker, seconds, found is not None), meta
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import scipy.special
 
 from ember.tracer import prims as P
 from ember.tracer.primitive import Primitive, batch_rules, impl_rules, shape_rules, vjp_rules
@@ -15,6 +14,8 @@ from ember.tracer.prims._util import elementwise_aval, elementwise_batch, zero_s
 
 
 def _logistic(x):
+    import scipy.special  # here, not at import: importing it costs more than 0.1 s
+
     return scipy.special.expit(x).astype(x.dtype, copy=False)
 
 
@@ -24,6 +25,8 @@ def _rsqrt(x):
 
 
 def _erf(x):
+    import scipy.special
+
     return scipy.special.erf(x).astype(x.dtype, copy=False)
 
 
