@@ -77,6 +77,7 @@ def one_time(fn: Callable[[], T]) -> Callable[[], T]:
                         done.append(fn())
         return done[0]
 
+    once.cache_clear = done.clear  # as functools.cache's: the next call runs `fn` again
     return once
 
 

@@ -21,12 +21,14 @@ from ember.backends import one_time, one_time_seconds, one_time_setup
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def _run(code: str, cache_dir, **env) -> dict:
-    """The JSON that `code` prints, run in a new interpreter on this checkout's ember."""
+def _run(code: str, cache_dir, argv: str | None = None, **env) -> dict:
+    """The JSON that `code` prints, run in a new interpreter on this checkout's ember (`argv`: its one
+    argument)."""
     environ = {k: v for k, v in os.environ.items() if k != "EMBER_BACKEND"}
     environ.update(PYTHONPATH=ROOT, EMBER_CACHE_DIR=str(cache_dir), **env)
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=environ,
-                         cwd=ROOT, timeout=300)
+    args = [] if argv is None else [argv]
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
+                         env=environ, cwd=ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -127,3 +129,31 @@ def test_timings_of_a_later_function_have_no_one_time_line():
     t = low.timings()
     assert t.one_time is None and "once per process" not in str(t)
     assert t.total == pytest.approx(t.trace + t.optimize + t.compile)
+
+
+GENERATORS = ("ember.backends.kernel", "ember.backends.llvm.graph", "ember.backends.llvm.loops",
+              "ember.backends.llvm.mathlib", "ember.backends.llvm.scalar", "ember.backends.llvm.dot")
+
+
+def test_a_disk_cache_hit_imports_no_code_generator(tmp_path):
+    """A new process whose function is on disk loads its code without importing the code generators
+    (entry.py holds what running the code needs); source() imports them on demand."""
+    code = """
+        import json, sys
+        import numpy as np
+        import ember
+        x = np.linspace(-1, 1, 400_000)
+        low = ember.jit(ember.grad(lambda v: ember.numpy.sum(ember.numpy.exp(v) * v))).lower(x)
+        low.compile()
+        generators = json.loads(sys.argv[1])
+        gens = sorted(m for m in sys.modules if m in generators)
+        np.asarray(low.compile()(x))
+        low.source()
+        print(json.dumps({"hit": bool(low.timings().from_cache), "generators": gens,
+                          "after_source": sorted(m for m in sys.modules if m in generators)}))
+    """
+    cold = _run(code, tmp_path, argv=json.dumps(GENERATORS))
+    warm = _run(code, tmp_path, argv=json.dumps(GENERATORS))
+    assert not cold["hit"] and {"ember.backends.llvm.graph", "ember.backends.llvm.loops"} <= set(cold["generators"])
+    assert warm["hit"] and warm["generators"] == [], "a disk-cache hit imported a code generator"
+    assert warm["after_source"] == cold["generators"]

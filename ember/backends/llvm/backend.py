@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ember.backends.llvm import graph, jit
+from ember.backends.llvm import entry, jit
 from ember.backends.llvm.executable import LLVMExecutable, check_layout
 from ember.passes.memory import Plan
 from ember.tracer.ir import Graph
@@ -14,7 +14,7 @@ class LLVMBackend:
     def __init__(self):
         check_layout()
         jit.target()  # LLVM's one-time setup, when the backend loads
-        graph.code_signature_setup()
+        entry.code_signature_setup()
 
     def compile(self, graph: Graph, plan: Plan | None = None) -> LLVMExecutable:
         return LLVMExecutable(graph, plan)

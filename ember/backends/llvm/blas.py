@@ -23,11 +23,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from llvmlite import ir
-
 import ember.config as config
+from ember.backends import one_time
 from ember.backends.llvm import cache
-from ember.backends.llvm.types import I32
 
 # A product of m*n*k multiply-adds gets at most m*n*k // PER_THREAD_MNK threads: below 2**20 one.
 # Measured with sgemm of this OpenBLAS on this 2-core machine (AVX-512), 1 vs 2 threads, min of 5
@@ -68,9 +66,13 @@ def threads_for(mnk: int) -> int:
     return max(1, min(config.num_threads, mnk // PER_THREAD_MNK))
 
 
-def emit_threads(builder: ir.IRBuilder, mnk: int) -> None:
+def emit_threads(builder, mnk: int) -> None:
     """Emit, before a BLAS call, setting Ember's instance to the threads a product of `mnk`
     multiply-adds runs on: 1, or min(config.num_threads, mnk // PER_THREAD_MNK) read at call time."""
+    from llvmlite import ir
+
+    from ember.backends.llvm.types import I32
+
     module = builder.module
     setter = module.globals.get(SET_THREADS) or ir.Function(module, ir.FunctionType(ir.VoidType(), [I32]),
                                                             SET_THREADS)
@@ -115,7 +117,7 @@ def scipy_library() -> Path | None:
     return found[0] if len(found) == 1 else None
 
 
-@functools.cache
+@one_time
 def _bound() -> dict[str, int]:
     lib = _private()
     if lib is not None:
@@ -128,7 +130,7 @@ def _bound() -> dict[str, int]:
     return {**routines, SET_THREADS: setter, NUM_THREADS: ctypes.addressof(_cell)}
 
 
-@functools.cache
+@one_time
 def _private() -> ctypes.CDLL | None:
     """A private instance of SciPy's OpenBLAS (loaded from a copy of its file), or None."""
     path = scipy_library()

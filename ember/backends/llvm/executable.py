@@ -11,17 +11,20 @@ so threads run them in parallel; small ones through `PYFUNCTYPE`, which saves th
 from __future__ import annotations
 
 import ctypes
-import functools
 import json
 import threading
 import weakref
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ember.backends.llvm import dot, jit, pool, scalar
-from ember.backends.llvm import graph as G
+from ember.backends.llvm import blas, jit, pool
+from ember.backends.llvm import entry as E
 from ember.passes.memory import Plan, plan_memory
 from ember.tracer.ir import Graph
+
+if TYPE_CHECKING:
+    from ember.backends.llvm.graph import GraphModule
 
 # a thread keeps its workspace across calls up to this size; larger ones are allocated per call
 KEEP_WORKSPACE_BYTES = 64 << 20
@@ -40,34 +43,29 @@ def check_layout() -> None:
     def at(obj, off, typ=ctypes.c_void_p):
         return typ.from_address(id(obj) + off).value
 
-    dims = at(a, G.ARRAY_DIMS)
-    ok = (at(t, G.TUPLE_ITEMS) == id(a) and at(a, 8) == id(np.ndarray) and at(a, G.ARRAY_DATA) == a.ctypes.data
-          and at(a, G.ARRAY_NDIM, ctypes.c_int) == 2 and at(a, G.ARRAY_DESCR) == id(a.dtype)
-          and at(a.dtype, G.DESCR_TYPE_NUM, ctypes.c_int) == a.dtype.num
-          and at(a.dtype, G.DESCR_BYTEORDER, ctypes.c_char) == a.dtype.byteorder.encode()
+    dims = at(a, E.ARRAY_DIMS)
+    ok = (at(t, E.TUPLE_ITEMS) == id(a) and at(a, 8) == id(np.ndarray) and at(a, E.ARRAY_DATA) == a.ctypes.data
+          and at(a, E.ARRAY_NDIM, ctypes.c_int) == 2 and at(a, E.ARRAY_DESCR) == id(a.dtype)
+          and at(a.dtype, E.DESCR_TYPE_NUM, ctypes.c_int) == a.dtype.num
+          and at(a.dtype, E.DESCR_BYTEORDER, ctypes.c_char) == a.dtype.byteorder.encode()
           and (ctypes.c_ssize_t * 2).from_address(dims)[:] == [2, 3]
-          and at(a, G.ARRAY_FLAGS, ctypes.c_int) & G.NPY_C_CONTIGUOUS)
+          and at(a, E.ARRAY_FLAGS, ctypes.c_int) & E.NPY_C_CONTIGUOUS)
     if not ok:
         raise LayoutError("the llvm backend cannot read this Python's tuples or NumPy's arrays natively; "
                           "use the numpy backend (EMBER_BACKEND=numpy)")
 
 
-@functools.cache
-def _libm_symbols() -> dict[str, int]:
-    return scalar.runtime_symbols()
-
-
 def _runtime_symbols(meta: dict) -> dict[str, int]:
-    """The external functions the code may call: BLAS (dot.py, only where it does), fmod (scalar.py),
-    and the objects whose addresses it reads (graph.SYMBOLS)."""
-    routines = dot.blas_symbols() if meta["blas"] else {}
+    """The external functions the code may call: BLAS (blas.py, only where it does), the thread pool
+    (only where it does), fmod, and the objects whose addresses it reads (entry.SYMBOLS)."""
+    routines = blas.symbols() if meta["blas"] else {}
     threads = pool.symbols() if meta.get("parallel") else {}
-    return {**routines, **threads, **_libm_symbols(), **{k: id(obj) for k, obj in G.SYMBOLS.items()}}
+    return {**routines, **threads, **E.libm_symbols(), **{k: id(obj) for k, obj in E.SYMBOLS.items()}}
 
 
 def _aligned_empty(nbytes: int) -> np.ndarray:
-    raw = np.empty(nbytes + G.ALIGN, np.uint8)
-    skip = -raw.ctypes.data % G.ALIGN
+    raw = np.empty(nbytes + E.ALIGN, np.uint8)
+    skip = -raw.ctypes.data % E.ALIGN
     return raw[skip:skip + max(nbytes, 1)]
 
 
@@ -81,9 +79,9 @@ class LLVMExecutable:
         plan = plan if plan is not None else plan_memory(graph)
         self._graph, self._plan, self._module = graph, plan, None
         # keyed by the graph and plan: a disk-cache hit loads the code without generating its IR
-        key = jit.cache_key(G.code_signature(graph, plan))
+        key = jit.cache_key(E.code_signature(graph, plan))
         self.library, raw = jit.compile_keyed(key, self._ir_and_meta, lambda m: _runtime_symbols(json.loads(m)),
-                                              G.ENTRY)
+                                              E.ENTRY)
         meta = json.loads(raw)
         self.compile_seconds = self.library.compile_seconds  # LLVM, or the disk-cache load
         self.from_cache = self.library.from_cache
@@ -92,27 +90,30 @@ class LLVMExecutable:
         if self.parallel:
             pool.ensure_threads()
         proto = ctypes.CFUNCTYPE if self.releases_gil else ctypes.PYFUNCTYPE
-        self._entry = proto(ctypes.c_int, ctypes.py_object)(self.library.address(G.ENTRY))
+        self._entry = proto(ctypes.c_int, ctypes.py_object)(self.library.address(E.ENTRY))
         self._n_in = len(graph.inputs)
         self._outs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in graph.outputs]
         self._single = len(self._outs) == 1
         self._in_specs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype).newbyteorder("=")) for v in graph.inputs]
-        self._consts = tuple(G.runtime_consts(graph))
+        self._consts = tuple(E.runtime_consts(graph))
         self._ws_bytes = meta["workspace_bytes"]
         self._tls = threading.local()
         weakref.finalize(self, self.library.close)
 
-    def _built(self) -> G.GraphModule:
-        """The module generated for the graph (made on demand after a disk-cache hit)."""
+    def _built(self) -> GraphModule:
+        """The module generated for the graph (made on demand after a disk-cache hit: the code generators
+        are imported only then)."""
         if self._module is None:
-            self._module = G.build_module(self._graph, self._plan)
+            from ember.backends.llvm.graph import build_module
+
+            self._module = build_module(self._graph, self._plan)
         return self._module
 
     def _ir_and_meta(self) -> tuple[str, bytes]:
         """The IR to compile, and what a call needs besides the graph, kept beside the cached code."""
         module = self._built()
         meta = {"workspace_bytes": module.workspace_bytes, "release_gil": module.release_gil,
-                "blas": bool(dot.blas_symbols(module.ir)), "parallel": pool.PARALLEL_FOR in module.ir}
+                "blas": blas.uses_blas(module.ir), "parallel": pool.PARALLEL_FOR in module.ir}
         return module.ir, json.dumps(meta).encode()
 
     @property

@@ -19,8 +19,6 @@ object code cached from it, hold no process-specific value.
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -31,20 +29,26 @@ from llvmlite import ir
 from ember.backends.kernel import Kernel, lower_kernel
 from ember.backends.llvm import jit, loops
 from ember.backends.llvm import types as T
+from ember.backends.llvm.entry import (
+    ALIGN,
+    ARRAY_DATA,
+    ARRAY_DESCR,
+    ARRAY_DIMS,
+    ARRAY_FLAGS,
+    ARRAY_NDIM,
+    DESCR_BYTEORDER,
+    DESCR_TYPE_NUM,
+    ENTRY,
+    NPY_ALIGNED,
+    NPY_C_CONTIGUOUS,
+    PYARRAY_TYPE,
+    SYMBOLS,
+    TUPLE_ITEMS,
+)
 from ember.backends.llvm.scalar import constant
 from ember.passes.memory import OUTPUT, WORKSPACE, Plan
 from ember.tracer.ir import Graph, Literal, Node, Var
 
-ENTRY = "ember_entry"
-ALIGN = 64
-# CPython/NumPy object layouts on 64-bit builds (checked at run time by executable.check_layout)
-TUPLE_ITEMS = 24
-ARRAY_DATA, ARRAY_NDIM, ARRAY_DIMS, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 64
-DESCR_BYTEORDER, DESCR_TYPE_NUM = 26, 28  # the same in NumPy 1.x and 2.x
-NPY_C_CONTIGUOUS, NPY_ALIGNED = 0x1, 0x100
-PYARRAY_TYPE = "ember_pyarray_type"
-# the external symbols generated code reads: name -> the Python object whose address binds it
-SYMBOLS: dict[str, object] = {PYARRAY_TYPE: np.ndarray}
 # a schedule longer than this is emitted as functions of this many nodes each, called in order: LLVM's
 # time on one function grows faster than its size (the naive-loop cosine gradient, 17,923 nodes: 25 s
 # in one function)
@@ -88,45 +92,6 @@ def node_kernel(node: Node) -> tuple[Kernel, list]:
     if node.prim.name == "fusion":
         return lower_kernel(node.params["body"], node.params["kind"]), list(node.inputs)
     return lower_kernel(single_node_body(node), node.prim.kind), [a for a in node.inputs if isinstance(a, Var)]
-
-
-def code_signature(graph: Graph, plan: Plan) -> str:
-    """Everything the generated code depends on, as text: the graph's structure (consts by shape and
-    dtype only: they are runtime buffers), the plan's schedule, buffers, classes and in-place writes,
-    how large loops split into chunks, and the backend's own source files (so a changed code generator
-    never reuses old code). The disk cache keys on it, so a hit skips generating the IR."""
-    index: dict[Var, int] = {}
-    for v in [*graph.inputs, *graph.consts, *(o for n in graph.nodes for o in n.outputs)]:
-        index[v] = len(index)
-    position = {id(n): i for i, n in enumerate(graph.nodes)}
-
-    def by_index(mapping, value=lambda x: x):
-        return tuple(sorted((index[v], value(x)) for v, x in mapping.items() if v in index))
-
-    plan_data = (tuple(position[id(n)] for n in plan.schedule), by_index(plan.buffer), by_index(plan.buffer_class),
-                 by_index(plan.nbytes), by_index(plan.inplace, lambda o: index.get(o, -1)))
-    threads = (loops.PARALLEL_MIN_WORK, loops.MIN_CHUNK_WORK, loops.MAX_CHUNKS)  # how loops split into chunks
-    return repr((graph.fingerprint(consts=False), plan_data, threads, _generator_files()))
-
-
-def code_signature_setup() -> None:
-    """Read the code generator's files once (when the backend loads, not in a function's compile)."""
-    _generator_files()
-
-
-@functools.cache
-def _generator_files() -> tuple:
-    """(path, size, mtime) of every module of the ember package: any change to them, a new version
-    or an edited checkout, is a new key (a spurious miss at worst, never stale code)."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    found = []
-    for folder, dirs, files in os.walk(root):
-        dirs.sort()
-        for name in sorted(files):
-            if name.endswith(".py"):
-                st = os.stat(os.path.join(folder, name))
-                found.append((os.path.relpath(os.path.join(folder, name), root), st.st_size, st.st_mtime_ns))
-    return tuple(found)
 
 
 class _Pointers:
@@ -396,12 +361,6 @@ def _prefer_wide_vectors(text: str) -> str:
     if "+avx512f" not in jit.target().features:
         return text
     return _DEFINE.sub(r'\1 "prefer-vector-width"="512" "min-legal-vector-width"="512"', text)
-
-
-def runtime_consts(graph: Graph) -> list[np.ndarray]:
-    """The consts as the entry reads them: C-contiguous, aligned arrays of their avals' dtypes."""
-    return [np.require(np.asarray(c, dtype=v.aval.dtype), requirements=["C", "A"])
-            for v, c in zip(graph.consts, graph.const_values)]
 
 
 def build_module(graph: Graph, plan: Plan) -> GraphModule:

@@ -28,17 +28,11 @@ from llvmlite import ir
 from ember.backends import kernel_index as ix
 from ember.backends.kernel import Contraction, Kernel, Loop
 from ember.backends.kernel_index import Ix
+from ember.backends.llvm import pool
 from ember.backends.llvm.pool import PARALLEL_FOR
 from ember.backends.llvm.types import I1, I8, I64, PTR, index, load, memory_type, store, value_type
 
 BLOCK = 256  # float sums: elements per block summed in registers before the float64 total
-# A loop runs in chunks on the thread pool when its work (iterations times computing ops, at least one)
-# reaches PARALLEL_MIN_WORK; a chunk holds at least MIN_CHUNK_WORK of it, and there are at most
-# MAX_CHUNKS (enough to balance 16 threads). Measured on 2 AVX-512 cores: a float32 exp + multiply
-# pass breaks even near 2**16 elements when the workers are awake (a job's dispatch costs ~1-2 us).
-PARALLEL_MIN_WORK = 1 << 17
-MIN_CHUNK_WORK = 1 << 15
-MAX_CHUNKS = 64
 PARTIAL_SLOT = 24  # bytes of scratch per reduction and chunk: total (8), compensation (8), NaN flag
 ALIGN = 64
 _F64 = np.dtype(np.float64)
@@ -326,7 +320,7 @@ def _split(loop: Loop, memory: bool, levels: list[_Level], stores: list) -> Spli
         return None
     total = int(np.prod(loop.space, dtype=np.int64))
     work = total * max(1, sum(o.prim not in _FREE_OPS for o in loop.ops))
-    if work < PARALLEL_MIN_WORK:
+    if work < pool.PARALLEL_MIN_WORK:
         return None
     kept = [d for d, lv in enumerate(levels) if lv.axes[0] not in loop.reduce_axes]
     level = (kept or [None])[0] if memory else 0
@@ -338,7 +332,7 @@ def _split(loop: Loop, memory: bool, levels: list[_Level], stores: list) -> Spli
         if atoms or not any(coefs.get(a, 0) for a in outer.axes):
             return None
     per_iteration = work // outer.extent
-    chunk = max(-(-outer.extent // MAX_CHUNKS), -(-MIN_CHUNK_WORK // per_iteration), 1)
+    chunk = max(-(-outer.extent // pool.MAX_CHUNKS), -(-pool.MIN_CHUNK_WORK // per_iteration), 1)
     if outer.block:
         chunk = -(-chunk // outer.block) * outer.block
     chunks = -(-outer.extent // chunk)

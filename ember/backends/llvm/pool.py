@@ -22,9 +22,19 @@ import os
 import threading
 
 from ember import config
+from ember.backends import one_time_setup
 from ember.backends.llvm import jit
 
 PARALLEL_FOR = "ember_parallel_for"
+# A loop runs in chunks on the pool when its work (iterations times computing ops, at least one) reaches
+# PARALLEL_MIN_WORK; a chunk holds at least MIN_CHUNK_WORK of it, and there are at most MAX_CHUNKS
+# (enough to balance 16 threads). Measured on 2 AVX-512 cores: a float32 exp + multiply pass breaks
+# even near 2**16 elements when the workers are awake (a job's dispatch costs ~1-2 us). These decide
+# results (a whole-array reduction combines one partial per chunk), so they are part of the code
+# signature (entry.py) and never depend on the thread count.
+PARALLEL_MIN_WORK = 1 << 17
+MIN_CHUNK_WORK = 1 << 15
+MAX_CHUNKS = 64
 # about 50 us of pause instructions before a worker with nothing to do sleeps on the futex: the next
 # kernel of the same call finds it awake, and an idle process stops spinning soon after its last call
 SPIN = 4096
@@ -255,7 +265,7 @@ def pool() -> _Pool:
     """The process's pool, made on first use (its workers start on `ensure_threads`)."""
     global _pool
     if _pool is None:
-        with _lock:
+        with _lock, one_time_setup():
             if _pool is None:
                 _pool = _Pool()
                 atexit.register(_pool.stop)
@@ -270,7 +280,7 @@ def ensure_threads(n: int | None = None) -> None:
     n = config.num_threads if n is None else n
     p = pool()
     if p.limit != n:
-        with _lock:
+        with _lock, one_time_setup():
             p.resize(n)
 
 

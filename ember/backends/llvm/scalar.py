@@ -10,13 +10,12 @@ call `mathlib.call_math` (float16 through float32). No fast-math flags: results 
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 from collections.abc import Callable, Sequence
 
 import numpy as np
 from llvmlite import ir
 
+from ember.backends.llvm.entry import libm_symbols
 from ember.backends.llvm.types import DOUBLE, FLOAT, HALF, I1, I32, value_type
 
 _F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
@@ -382,11 +381,8 @@ OPS: dict[str, Rule] = {
 
 def runtime_symbols() -> dict[str, int]:
     """The C functions code from this table may call (float rem is `frem`, which LLVM lowers to
-    fmod/fmodf), name -> address, for a JIT that does not search the process's own symbols."""
-    libm = ctypes.CDLL(None)  # CPython links libm; find_library would run a subprocess (milliseconds)
-    if not all(hasattr(libm, name) for name in ("fmod", "fmodf")):
-        libm = ctypes.CDLL(ctypes.util.find_library("m"))
-    return {name: ctypes.cast(getattr(libm, name), ctypes.c_void_p).value for name in ("fmod", "fmodf")}
+    fmod/fmodf), name -> address (kept in entry.py, which a disk-cache hit needs without this module)."""
+    return dict(libm_symbols())
 
 
 # Primitives whose result dtype is not their operands' (the operand dtype must be given).

@@ -270,17 +270,17 @@ def test_a_damaged_function_entry_is_recompiled_not_run(cache_root, how):
 
 def test_the_function_key_covers_the_plan_and_the_code_generator(monkeypatch):
     import ember
-    from ember.backends.llvm import graph as G
+    from ember.backends.llvm import entry as E
 
     x = np.linspace(0, 1, 100)
     low = _lower_eam(x)
     graph, plan = low.optimized, low.stages[-1].plan
-    sig = G.code_signature(graph, plan)
-    assert sig == G.code_signature(graph, plan)
+    sig = E.code_signature(graph, plan)
+    assert sig == E.code_signature(graph, plan)
     naive = ember.jit(ember.grad(eam), backend="llvm", disable_passes=("inplace",)).lower(x)
-    assert G.code_signature(naive.optimized, naive.stages[-1].plan) != sig or not plan.inplace
-    monkeypatch.setattr(G, "_generator_files", lambda: (("ember/edited.py", 1, 2),))
-    assert G.code_signature(graph, plan) != sig
+    assert E.code_signature(naive.optimized, naive.stages[-1].plan) != sig or not plan.inplace
+    monkeypatch.setattr(E, "_generator_files", lambda: (("ember/edited.py", 1, 2),))
+    assert E.code_signature(graph, plan) != sig
 
 
 TIMED_RELOAD = """

@@ -124,12 +124,12 @@ def test_sums_with_infinities_and_nans_in_chunks(threads):
 def tiny_chunks():
     """Split every loop of a few elements into chunks of one or two iterations (the thresholds are part
     of the code's cache key, so no code compiled with other thresholds is reused)."""
-    was = loops.PARALLEL_MIN_WORK, loops.MIN_CHUNK_WORK
-    loops.PARALLEL_MIN_WORK, loops.MIN_CHUNK_WORK = 4, 1
+    was = pool.PARALLEL_MIN_WORK, pool.MIN_CHUNK_WORK
+    pool.PARALLEL_MIN_WORK, pool.MIN_CHUNK_WORK = 4, 1
     try:
         yield
     finally:
-        loops.PARALLEL_MIN_WORK, loops.MIN_CHUNK_WORK = was
+        pool.PARALLEL_MIN_WORK, pool.MIN_CHUNK_WORK = was
 
 
 def test_tiny_chunks_split_loops():
@@ -173,7 +173,7 @@ def test_splitting_depends_on_the_loop_alone(threads):
     not, and the code is the same whatever the thread count."""
     big = _loop_of(lambda a: enp.exp(a) * 2.0, np.ones(1 << 20, np.float32))
     split = loops.loop_split(big.steps[0], _buffers(big))
-    assert split is not None and 1 < split.chunks <= loops.MAX_CHUNKS and not split.partial
+    assert split is not None and 1 < split.chunks <= pool.MAX_CHUNKS and not split.partial
     assert split.chunk * split.chunks >= 1 << 20 > split.chunk * (split.chunks - 1)
     small = _loop_of(lambda a: enp.exp(a) * 2.0, np.ones(1000, np.float32))
     assert loops.loop_split(small.steps[0], _buffers(small)) is None
