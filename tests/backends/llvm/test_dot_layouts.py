@@ -9,7 +9,7 @@ import pytest
 
 import ember
 import ember.numpy as jnp
-from ember.backends.kernel import Contraction
+from ember.backends.kernel import Buffer, Contraction
 from ember.backends.llvm import dot
 from ember.backends.llvm.graph import node_kernel
 
@@ -185,10 +185,9 @@ def test_both_layouts_give_the_same_per_sample_gradients(rng):
 def test_plan_copies_where_the_copy_is_cheaper():
     """The one place a copy stays, by the cost model: a loop-sized x @ w.T with several rows and k
     shorter than a vector (the dots form would sum 512 short vectors across; the copy is 320 elements)."""
-    from ember.backends.kernel import Buffer
-
-    buffers = {"in0": Buffer("in0", (16, 10), np.dtype(np.float32)), "in1": Buffer("in1", (32, 10), np.dtype(np.float32)),
-               "out0": Buffer("out0", (16, 32), np.dtype(np.float32))}
+    f32 = np.dtype(np.float32)
+    buffers = {name: Buffer(name, shape, f32) for name, shape in (("in0", (16, 10)), ("in1", (32, 10)),
+                                                                   ("out0", (16, 32)))}
     step = Contraction("in0", "in1", (((1,), (1,)), ((), ())), "out0")
     plan = dot._plan(step, buffers)
     assert dot.contraction_copies(step, buffers) == ("in1",) and plan.method == "loop"
