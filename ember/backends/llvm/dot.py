@@ -2,7 +2,10 @@
 
 Every contraction is read as out[b, m, n] = sum_k lhs[b, m, k] * rhs[b, k, n]: each operand's free
 and contracting axes must each form one strided axis, else the operand is first transposed into
-scratch. Batch axes are loops around the product. BLAS (float32/float64) is Fortran: every argument
+scratch. BLAS takes either stride as the unit one (transpose flags); a loop whose operand is laid out
+against it (x @ w.T: w's rows along k) takes the other loop form or, for one output row or column,
+the operands swapped, unless the model says the copy is cheaper (`_cost`). Batch axes are loops
+around the product. BLAS (float32/float64) is Fortran: every argument
 by pointer (the scalars are private constants of the module), column-major, so row-major
 C = A @ B is computed as C^T = B^T A^T with the operands swapped. The loops (float16, ints, k == 1,
 small products) are explicit vector code, in one of two forms: vectors along the output row summed
@@ -214,6 +217,21 @@ def _plan(step: Contraction, buffers: dict[str, Buffer]) -> _Plan:
     m, n, k = (math.prod(op.shape[a] for a in axes) for op, axes in ((lhs, lhs.free), (rhs, rhs.free),
                                                                       (lhs, lhs.contract)))
     method = _method(dtype, m, n, k, batch, max(math.prod(lhs.shape), math.prod(rhs.shape)))
+    plan = _planned(method, dtype, batch, m, n, k, lhs, rhs)
+    if method not in ("loop", "dots") or not plan.scratch:
+        return plan
+    # A loop that would copy an operand (a transposed rhs in loop form: x @ w.T): the cheapest of both
+    # loop forms and, for one output row or column (the same memory either way), both operand orders,
+    # a copy costing a step per element (measured: a 64x64 copy costs about what 4096 steps do).
+    # float16 keeps the loop form (the reference's k order); k == 1 too (dots would lose -0.0).
+    forms = ("loop",) if dtype == _F16 or k == 1 else ("loop", "dots")
+    orders = [(lhs, rhs, m, n)] + ([(rhs, lhs, n, m)] if 1 in (m, n) else [])
+    options = [plan] + [_planned(f, dtype, batch, mm, nn, k, a, b) for a, b, mm, nn in orders for f in forms]
+    return min(options, key=_cost)
+
+
+def _planned(method: str, dtype: np.dtype, batch, m: int, n: int, k: int, lhs: _Operand, rhs: _Operand) -> _Plan:
+    """The plan computing with `method`: each operand read in place, or transposed into scratch first."""
     offset, planned = 0, []
     for op, is_rhs in ((lhs, False), (rhs, True)):
         if method not in ("nothing", "zeros") and not _usable(method, op, is_rhs, n):
@@ -224,8 +242,21 @@ def _plan(step: Contraction, buffers: dict[str, Buffer]) -> _Plan:
     return _Plan(method, dtype, batch, m, n, k, planned[0], planned[1], offset)
 
 
+def _cost(plan: _Plan) -> int:
+    """A loop plan's cost in vector steps: the products, plus one step per element copied to scratch."""
+    copied = sum(math.prod(op.shape) for op in (plan.lhs, plan.rhs) if op.copy is not None)
+    return math.prod(plan.batch) * _loop_steps(plan.method, plan.dtype, plan.m, plan.n, plan.k) + copied
+
+
 def _align(nbytes: int) -> int:
     return -(-nbytes // 64) * 64
+
+
+def contraction_copies(step: Contraction, buffers: dict[str, Buffer]) -> tuple[str, ...]:
+    """The operand buffers `step`'s plan transposes into scratch before the product (none when both
+    are read in place, with BLAS transpose flags, strides or the operands swapped): for tests and dumps."""
+    plan = _plan(step, buffers)
+    return tuple(op.buffer for op in (plan.lhs, plan.rhs) if op.copy is not None)
 
 
 def contraction_scratch_bytes(step: Contraction, buffers: dict[str, Buffer]) -> int:
