@@ -243,7 +243,8 @@ class _Codegen:
     def fusion(self, node: Node, names, base: str, outs: list[str], targets: Mapping[int, str]) -> None:
         """A fusion's body inline, its values named `<base>b<t>`; an output written in place takes the
         operand as `out=` of the body node making it when nothing later in the body reads the operand,
-        else is copied into it after the body. Outputs that alias an operand are copied."""
+        else is copied into it after the body. Outputs that alias an operand or are views of another body
+        value are copied (the plan counts each output as its own buffer, and may write the other in place)."""
         body: Graph = node.params["body"]
         self.lines.append(f"    # fusion {node.params['kind']} {node.loc or ''}".rstrip())
         inner = {bv: self.ref(a, names) for bv, a in zip(body.inputs, node.inputs)}
@@ -264,11 +265,13 @@ class _Codegen:
             if dead:
                 self.lines.append(f"    del {', '.join(dict.fromkeys(dead))}")
         seen = set()
+        views = _body_views(body)
         for k, (bo, name) in enumerate(zip(body.outputs, outs)):
             if k in after:
                 continue
             value = self.ref(bo, inner)
-            copy = isinstance(bo, Literal) or bo in seen or aliases.get(bo) is not None
+            # a view of an operand, or of another body value (a later node may write that one in place)
+            copy = isinstance(bo, Literal) or bo in seen or aliases.get(bo) is not None or bo in views
             seen.add(bo)
             self.lines.append(f"    {name} = {'_array(' + value + ')' if copy else value}")
         for k, operand in after.items():
@@ -293,6 +296,15 @@ def _body_aliases(body: Graph) -> dict[Var, Var]:
         if bn.prim in VIEW_PRIMS and bn.inputs and bn.inputs[0] in alias:
             alias[bn.outputs[0]] = alias[bn.inputs[0]]
     return alias
+
+
+def _body_views(body: Graph) -> set[Var]:
+    """Body values that may be views of another body value (made by view prims from a computed value)."""
+    views: set[Var] = set()
+    for bn in body.nodes:
+        if bn.prim in VIEW_PRIMS and bn.inputs and isinstance(bn.inputs[0], Var):
+            views.add(bn.outputs[0])
+    return views
 
 
 def _writer(body: Graph, k: int, bound: set[Var], aliases) -> int | None:
