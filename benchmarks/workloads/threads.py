@@ -49,9 +49,9 @@ def _cpus() -> int:
 def cases(cfg: RunConfig) -> Iterator[Case]:
     """grad at one large n, then vmap(grad) over a large batch."""
     cpus = _cpus()
-    embers = [f for f in cfg.peers_and_ember() if isinstance(f, Ember) and f.backend == "llvm"]
     counts = sorted({1, cpus})
-    ember_rows = [_EmberThreads(f.backend, n) for f in embers for n in counts]
+    ember_rows = [row for f in cfg.peers_and_ember() if isinstance(f, Ember)  # the numpy backend: one row
+                  for row in ([_EmberThreads(f.backend, n) for n in counts] if f.backend == "llvm" else [f])]
     peers = [f for f in cfg.peers_and_ember() if f.kind == "jax"]
     rng = np.random.default_rng(1)
     n = 10**5 if cfg.quick else 10**6

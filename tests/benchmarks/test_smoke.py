@@ -54,7 +54,7 @@ def test_every_workload_quick_numpy_backend(tmp_path):
     assert all(r["memory_bytes"] > 0 for r in ember_dense)
     assert "**Memory: ember[numpy]'s plan" in md
     assert {d["workload"] for d in data["derived"]} == {"per_sample", "dead_gradient", "optimizer", "eam",
-                                                        "dense_bias_act"}
+                                                        "dense_bias_act", "blas_threads"}
     goals = [d for d in data["derived"] if "1.5 x write once" in d["what"]]
     assert goals and all(d["value"] > 0 for d in goals)
     assert any(d["workload"] == "eam" and "np.exp" in d["what"] for d in data["derived"])
