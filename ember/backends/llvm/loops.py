@@ -61,7 +61,8 @@ def kernel_function(module: ir.Module, kernel: Kernel, name: str, scalar=None,
             arg.add_attribute("noalias")
     entry = fn.append_basic_block("entry")
     builder = ir.IRBuilder(fn.append_basic_block("start"))
-    ctx = _Context(builder, ir.IRBuilder(entry), buffers, dict(zip(names, fn.args)), scalar)
+    shared = {i: o for o, i in aliased}
+    ctx = _Context(builder, ir.IRBuilder(entry), buffers, _pointers(names, fn.args, shared), scalar, shared)
     for step in kernel.steps:
         _emit_step(ctx, step)
     builder.ret_void()
@@ -82,6 +83,17 @@ class _Context:
     buffers: dict
     ptrs: dict
     scalar: object
+    shared: dict  # input -> the output the caller passes the same buffer for (an in-place write)
+
+
+def _pointers(names: list[str], args, shared: dict) -> dict:
+    """Parameter name -> its pointer; an input sharing an output's buffer reads through the output's
+    pointer, so LLVM sees one pointer (with two, its vectorizer checks them for overlap at run time,
+    finds it, and runs the scalar loop)."""
+    ptrs = dict(zip(names, args))
+    for i, o in shared.items():
+        ptrs[i] = ptrs[o]
+    return ptrs
 
 
 def _emit_step(ctx: _Context, step) -> None:
@@ -441,8 +453,8 @@ class _LoopRenderer:
         body.args[-1].name = "chunk"
         entry = body.append_basic_block("entry")
         builder = ir.IRBuilder(body.append_basic_block("start"))
-        ptrs = {a.name: a for a in body.args[:-1]}
-        ctx = _Context(builder, ir.IRBuilder(entry), self.ctx.buffers, ptrs, self.scalar)
+        ptrs = _pointers([a.name for a in body.args[:-1]], body.args[:-1], self.ctx.shared)
+        ctx = _Context(builder, ir.IRBuilder(entry), self.ctx.buffers, ptrs, self.scalar, self.ctx.shared)
         inner = _LoopRenderer(ctx, self.loop, chunk=body.args[-1])
         inner.accs = {}
         if inner.memory:
