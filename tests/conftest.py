@@ -49,6 +49,19 @@ def ember_backend(request, monkeypatch):
     return name
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI (CI=true) nothing may be skipped but a test that needs a GPU: a missing peer (JAX,
+    PyTorch, Graphviz) fails the run, so the optional paths are tested, not skipped."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and os.environ.get("CI") and item.get_closest_marker("gpu") is None and not hasattr(
+            report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI=true, where only GPU tests may skip: {reason}"
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
