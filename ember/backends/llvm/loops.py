@@ -354,13 +354,14 @@ def _split(loop: Loop, memory: bool, levels: list[_Level], stores: list) -> Spli
 
 class _LoopRenderer:
     """One Loop step: the nest of levels, ops placed at the outermost level that knows their inputs.
-    With `chunk` (an i64 value), only that chunk of the outermost level (see `Split`)."""
+    With `chunk` (an i64 value), only that chunk of the split level (see `Split`), of `chunk_extent`
+    iterations."""
 
-    def __init__(self, ctx: _Context, loop: Loop, chunk: ir.Value | None = None):
+    def __init__(self, ctx: _Context, loop: Loop, chunk: ir.Value | None = None, chunk_extent: int = 0):
         self.ctx, self.loop, self.b = ctx, loop, ctx.builder
         self.fn = self.b.function
         self.scalar = ctx.scalar
-        self.chunk = chunk
+        self.chunk, self.chunk_extent = chunk, chunk_extent  # the chunk rendered, and its iterations
         nest = _nest(loop, ctx.buffers)
         self.memory, self.loads, self.stores, self.kept = nest.memory, nest.loads, nest.stores, nest.kept
         self.levels, self.split = nest.levels, nest.split
@@ -455,12 +456,21 @@ class _LoopRenderer:
         builder = ir.IRBuilder(body.append_basic_block("start"))
         ptrs = _pointers([a.name for a in body.args[:-1]], body.args[:-1], self.ctx.shared)
         ctx = _Context(builder, ir.IRBuilder(entry), self.ctx.buffers, ptrs, self.scalar, self.ctx.shared)
-        inner = _LoopRenderer(ctx, self.loop, chunk=body.args[-1])
-        inner.accs = {}
-        if inner.memory:
-            inner.accs = {r: inner._memory_pointer(r, k) for k, r in enumerate(self.loop.reductions)}
-        inner._nest(0)
-        builder.ret_void()
+        # Every chunk but the last has `split.chunk` iterations: rendered apart, with that constant trip
+        # count (as an unsplit loop has), the nest vectorizes without a remainder loop per chunk.
+        chunk, split = body.args[-1], self.split
+        last = split.chunks - 1
+        tail = self.levels[split.level].extent - last * split.chunk
+        whole, rest = body.append_basic_block("whole"), body.append_basic_block("last")
+        builder.cbranch(builder.icmp_unsigned("<", chunk, index(last)), whole, rest)
+        for block, extent in ((whole, split.chunk), (rest, tail)):
+            builder.position_at_end(block)
+            inner = _LoopRenderer(ctx, self.loop, chunk=chunk, chunk_extent=extent)
+            inner.accs = {}
+            if inner.memory:
+                inner.accs = {r: inner._memory_pointer(r, k) for k, r in enumerate(self.loop.reductions)}
+            inner._nest(0)
+            builder.ret_void()
         ctx.allocas.branch(body.basic_blocks[1])
 
         tramp = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, I64]), f"{name}.run")
@@ -528,12 +538,12 @@ class _LoopRenderer:
         inner = k == len(self.levels) - 1
         if self.chunk is not None and k == self.split.level:  # this chunk of the split level
             origin = self.b.mul(self.chunk, index(self.split.chunk), flags=("nuw", "nsw"))
-            extent = self._min(self.b.sub(index(lv.extent), origin), index(self.split.chunk))
+            extent = index(self.chunk_extent)
         else:
             origin, extent = None, index(lv.extent)
         if lv.block:
             if isinstance(extent, ir.Constant):
-                blocks = index(-(-lv.extent // lv.block))
+                blocks = index(-(-int(extent.constant) // lv.block))
             else:
                 blocks = self.b.udiv(self.b.add(extent, index(lv.block - 1)), index(lv.block))
             jb, state = self._open(blocks)
