@@ -395,25 +395,33 @@ def clear(directory: Path | None = None) -> tuple[int, int, int]:
     directory = directory if directory is not None else cache_dir()
     if directory is None:
         return 0, 0, 0
-    entries, temps = scan(directory)
     removed = size = failed = 0
-    for entry in entries:
-        if _unlink(entry.path):
-            removed, size = removed + 1, size + entry.size
-        else:
-            failed += 1
-    stale = time.time_ns() - STALE_TEMP_SECONDS * 10**9
-    for temp in temps:
-        if temp.last_use_ns < stale:
-            _unlink(temp.path)
-    _pending.pop(directory, None)
     try:
-        if directory.is_dir():
-            with _State(directory) as state:
-                left = sum(e.size for e in scan(directory)[0])
-                state.write([left, 0, 0, 0])
+        lock = os.open(_beside(directory, EVICT_LOCK), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return removed, size, failed
+    try:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # not beside an eviction: both would subtract what they removed
+        entries, temps = scan(directory)
+        for entry in entries:
+            if _unlink(entry.path):
+                removed, size = removed + 1, size + entry.size
+            else:
+                failed += 1
+        stale = time.time_ns() - STALE_TEMP_SECONDS * 10**9
+        for temp in temps:
+            if temp.last_use_ns < stale:
+                _unlink(temp.path)
+        _pending.pop(directory, None)
+        with _State(directory) as state:
+            values = state.read()
+            # entries stored meanwhile stay counted
+            state.write([values[0] - size if values else 0, 0, 0, 0])
     except OSError:
         pass
+    finally:
+        os.close(lock)
     return removed, size, failed
 
 
