@@ -8,16 +8,17 @@ payload length, payload SHA-256) checked on load, so a truncated, corrupted or f
 (and is rewritten), never loaded. Writes go to a temporary file renamed over the entry (atomic), and
 any failure to read or write degrades to no cache without an error.
 
-The directory is capped at `EMBER_CACHE_MAX_BYTES` (default 1 GiB, `0`: no cap; the sum of the entries'
-file sizes). An entry's mtime is its last use: a store sets it and a hit touches it (one `futimes` on
-the open file). A small state file (`<root>/.llvm.state`: estimated bytes, stores since the last scan, hits,
-misses) is updated under an advisory lock at each store, so no store scans the directory; when the
-estimate passes the cap (or every `RESCAN_EVERY` stores, to correct drift) one process scans and
-removes the least recently used entries down to `LOW_WATER` of the cap. Removal is an unlink, so a
-concurrent load has either opened the file and reads all of it, or finds no file: a miss, never a
-partial entry. Hits and misses are counted in memory and added to the state file at the next store
-and at exit. The BLAS library copy (`<root>/blas`, see blas.py) is not an entry: it is never evicted
-(a running process maps it) and does not count against the cap.
+The directory is capped at `EMBER_CACHE_MAX_BYTES` (default 1 GiB, `0`: no cap; the sum of the
+entries' file sizes). An entry's mtime is its last use: a store sets it and a hit touches it (an
+`fstat`, and a `futimes` on the open file when the last use is over a minute old). A small state
+file (`<root>/.llvm.state`: estimated bytes, stores since the last scan, hits, misses) is updated
+under an advisory lock at each store, so no store scans the directory; when the estimate passes the
+cap (or every `RESCAN_EVERY` stores, to correct drift) one process scans and removes the least
+recently used entries down to `LOW_WATER` of the cap. Removal is an unlink, so a concurrent load has
+either opened the file and reads all of it, or finds no file: a miss, never a partial entry. Hits
+and misses are counted in memory and added to the state file at the next store and at exit. The
+BLAS library copy (`<root>/blas`, see blas.py) is not an entry: it is never evicted (a running
+process maps it) and does not count against the cap.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ TEMP_PREFIX = ".tmp-"
 
 DEFAULT_MAX_BYTES = 1 << 30
 LOW_WATER = 0.9  # an eviction removes least recently used entries until the total is this fraction of the cap
-RESCAN_EVERY = 1000  # stores between scans that correct the estimate (entries removed or added by hand)
+RESCAN_EVERY = 10_000  # stores between scans that correct the estimate (entries removed or added by hand)
 STALE_TEMP_SECONDS = 3600  # a temporary file this old belongs to a writer that died: an eviction removes it
 # beside the entries' directory, not in it: the directory holds entries and temporary files only
 STATE = ".state"  # <root>/.llvm.state
@@ -60,6 +61,7 @@ EVICT_LOCK = ".evict-lock"  # <root>/.llvm.evict-lock
 _STATE = struct.Struct("<4Q")
 _SIZE = re.compile(r"(\d+)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
 _TOUCH_FD = os.utime in os.supports_fd
+TOUCH_AFTER_NS = 60 * 10**9  # a hit within a minute of the last recorded use leaves it (the order is by minutes)
 
 
 def user_cache_root() -> Path:
@@ -140,8 +142,8 @@ def load(key_hex: str) -> bytes | None:
         return None
     payload = None
     try:
-        with open(path, "rb") as f:
-            payload = decode(key_hex, f.read())
+        with open(path, "rb", buffering=0) as f:
+            payload = decode(key_hex, f.readall())
             if payload is not None:
                 _touch(f.fileno(), path)
     except OSError:
@@ -151,22 +153,28 @@ def load(key_hex: str) -> bytes | None:
 
 
 def _touch(fd: int, path: Path) -> None:
+    """Set the last use of the open entry `fd` to now, unless it is within `TOUCH_AFTER_NS` of now:
+    an fstat is cheaper than the journaled metadata write, and eviction needs no finer order."""
     try:
-        os.utime(fd if _TOUCH_FD else path)
+        if time.time_ns() - os.fstat(fd).st_mtime_ns > TOUCH_AFTER_NS:
+            os.utime(fd if _TOUCH_FD else path)
     except OSError:
         pass  # another user's entry or a read-only cache: the last use stays the write time
 
 
 _pending: dict[Path, list[int]] = {}  # directory -> [hits, misses] not yet added to its state file
+_flush_registered = False
 
 
 def _count(directory: Path, hit: bool) -> None:
+    global _flush_registered
     counts = _pending.get(directory)
     if counts is None:
-        if not _pending:
+        if not _flush_registered:
             import atexit
 
             atexit.register(_flush_counts)
+            _flush_registered = True
         counts = _pending[directory] = [0, 0]
     counts[0 if hit else 1] += 1
 

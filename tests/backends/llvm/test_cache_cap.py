@@ -79,6 +79,20 @@ def test_eviction_removes_the_least_recently_used_and_a_hit_counts_as_a_use(root
     assert cache.load(key_of(1)) is None and cache.load(key_of(3)) == payload_of(3)
 
 
+def test_a_hit_within_a_minute_of_the_last_use_writes_nothing(root):
+    """Touching costs a journaled metadata write; a recent last use is left as it is."""
+    assert cache.store(key_of(1), payload_of(1))
+    age(root, 1, 30)
+    before = stored_mtime(root, 1)
+    assert cache.load(key_of(1)) == payload_of(1) and stored_mtime(root, 1) == before
+    age(root, 1, 90)
+    assert cache.load(key_of(1)) == payload_of(1) and stored_mtime(root, 1) > before
+
+
+def stored_mtime(root: Path, i: int) -> int:
+    return (root / "llvm" / (key_of(i) + cache.SUFFIX)).stat().st_mtime_ns
+
+
 def test_the_cap_holds_after_many_stores(root, monkeypatch):
     cap = 20_000
     monkeypatch.setenv("EMBER_CACHE_MAX_BYTES", str(cap))
