@@ -51,7 +51,9 @@ def info() -> int:
     else:
         total = found.hits + found.misses
         print(f"hit rate:  {found.hits / total:.1%} ({found.hits} hits, {found.misses} misses since the last clear)")
-    print(f"BLAS copy: {_size(found.blas_bytes)} in {found.directory.parent / 'blas'} (not counted against the cap)")
+    blas = found.directory.parent / "blas"
+    print(f"BLAS copy: {_size(found.blas_bytes)} in {blas} (never evicted, not counted against the cap)"
+          if found.blas_bytes else "BLAS copy: none")
     return 0
 
 
