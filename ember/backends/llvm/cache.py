@@ -320,7 +320,7 @@ def evict(directory: Path | None = None, cap: int | None = None, estimate: int |
         for temp in temps:
             if temp.last_use_ns < stale:
                 _unlink(temp.path)
-        total = found = sum(e.size for e in entries)
+        total = sum(e.size for e in entries)
         if cap and total > cap:
             target = int(cap * LOW_WATER)
             for entry in sorted(entries, key=lambda e: (e.last_use_ns, e.path.name)):
@@ -329,9 +329,9 @@ def evict(directory: Path | None = None, cap: int | None = None, estimate: int |
                 if _remove_unused(entry):
                     total -= entry.size
         with _State(directory) as state:
-            values = state.read() or [estimate or 0, 0, 0, 0]
-            # what others stored since the scan was decided stays counted
-            values[0] = total + max(0, values[0] - (found if estimate is None else estimate))
+            values = state.read() or [total if estimate is None else estimate, 0, 0, 0]
+            # what others stored since a store decided on this scan stays counted
+            values[0] = total + (max(0, values[0] - estimate) if estimate is not None else 0)
             state.write(values)
         return total
     except OSError:

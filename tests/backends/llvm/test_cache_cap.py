@@ -154,7 +154,9 @@ def test_one_process_evicts_at_a_time(root, monkeypatch):
         assert len(stored(root)) == 4 and cache.evict() is None
     finally:
         os.close(lock)
-    assert cache.evict() is not None and sum(stored(root).values()) <= 3 * ENTRY
+    assert cache.evict() == sum(stored(root).values()) <= 3 * ENTRY
+    with cache._State(root / "llvm") as state:
+        assert state.read()[0] == sum(stored(root).values()), "an eviction sets the estimate to what it left"
 
 
 def test_a_missing_or_removed_entry_is_a_miss(root):
