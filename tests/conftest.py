@@ -4,15 +4,26 @@ transform or pass fails loudly wherever it happens, and every compiled call is c
 oracle (ember.config.check_oracle), so every function the suite runs is a differential test of the
 optimizer."""
 
+import atexit
 import os
+import shutil
+import tempfile
 
-import numpy as np
-import pytest
-from hypothesis import settings
+# The suite never writes to the user's disk cache: a temporary one for the session (set before ember is
+# imported; cache.py reads the variable at each call, and subprocesses and xdist workers inherit it),
+# removed by the process that made it. An EMBER_CACHE_DIR the user set (e.g. a cache kept warm between
+# runs, or 0) is kept.
+if "EMBER_CACHE_DIR" not in os.environ:
+    SUITE_CACHE_DIR = os.environ["EMBER_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember-test-cache-")
+    atexit.register(shutil.rmtree, SUITE_CACHE_DIR, ignore_errors=True)
 
-import ember.backends.numpy as numpy_backend
-import ember.config
-import ember.tracer.ir as ir
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+import ember.backends.numpy as numpy_backend  # noqa: E402
+import ember.config  # noqa: E402
+import ember.tracer.ir as ir  # noqa: E402
 
 numpy_backend.CHECK = True
 ir.VERIFY = True
