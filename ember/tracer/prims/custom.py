@@ -68,10 +68,10 @@ def _custom_impl(*vals, primal, fwd, bwd, num_consts, name):
 
 
 def _custom_fwd(*ins, active, primal, fwd, bwd, num_consts, name):
-    """Under differentiation run the user's forward for the residuals `bwd` needs. The outputs come
-    from the custom_vjp_call itself, re-emitted, so a transform that differentiates them again (the
-    value of an inner value_and_grad or vjp, an aux) still meets the rule; CSE shares the work
-    fwd and primal have in common."""
+    """Under differentiation run the user's forward: its outputs are the call's (as in JAX, not the
+    undecorated function's) and its residuals are what `bwd` needs. A call to the function inside fwd
+    was traced as a custom_vjp_call of its own, so a transform that differentiates the outputs again
+    (the value of an inner value_and_grad or vjp, an aux) still meets the rule."""
     from ember.tracer.trace import eval_graph
 
     n_consts = sum(num_consts)
@@ -81,9 +81,8 @@ def _custom_fwd(*ins, active, primal, fwd, bwd, num_consts, name):
             "value as an argument of the function so its backward rule can return its cotangent")
     _, consts_f, _, args = _split(ins, num_consts)
     n_out = len(primal.outputs)
-    res = eval_graph(fwd, list(consts_f) + list(args))[n_out:]
-    outs = custom_vjp_call_p.bind(*ins, primal=primal, fwd=fwd, bwd=bwd, num_consts=num_consts, name=name)
-    return list(outs), res
+    outs = eval_graph(fwd, list(consts_f) + list(args))
+    return list(outs[:n_out]), list(outs[n_out:])
 
 
 vjp_fwd_rules[custom_vjp_call_p] = _custom_fwd
