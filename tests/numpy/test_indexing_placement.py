@@ -207,3 +207,19 @@ def test_at_matches_numpy_and_jax(op, ember_backend):
     ours = ember.jit(lambda x: tuple(update(x, k, v) for (_, k), v in zip(corner, cvs)))(x32)
     for (name, _), o, j in zip(corner, ours, jax_out):
         np.testing.assert_allclose(o, np.asarray(j), rtol=1e-6, err_msg=f"x.at[{name}].{op} vs JAX")
+
+
+MASK2 = np.zeros((4, 5), bool)
+MASK2[0, 1] = MASK2[2, 3] = MASK2[3, 0] = True
+MASK1 = np.array([True, False, True, False, False, True])
+
+
+@pytest.mark.parametrize("key", [(MASK2, ..., [0, 2, 1]), (slice(None), [0, 2], ..., MASK1 & (np.arange(6) < 4)),
+                                 (1, ..., MASK1), (MASK2, ..., 1), (MASK2, None, ..., [0, 2, 1])],
+                         ids=["mask2-E-list", "S-list-E-mask", "int-E-mask", "mask2-E-int", "mask2-N-E-list"])
+def test_boolean_masks_next_to_an_empty_ellipsis(key):
+    """A concrete boolean mask becomes integer arrays: they too are separated by an empty Ellipsis."""
+    want = X3[key]
+    for got, how in ((getitem(X3, key), "eager"), (ember.jit(lambda v: v[key])(X3), "jit")):
+        assert got.shape == want.shape, f"{how}: shape {got.shape}, NumPy's {want.shape}"
+        np.testing.assert_array_equal(got, want, err_msg=how)
