@@ -74,6 +74,7 @@ class custom_vjp:
         self.bwd: Callable | None = None
         self._inline_self = 0  # > 0 while fun, bwd or a nested fwd are traced: calls to self run `fun`
         self._in_fwd = 0  # > 0 while the outermost fwd is traced: calls to self bind a nested call
+        self._fwd_signature = None  # the argument signature of the call whose fwd is being traced
         self._checked: set = set()  # the argument signatures whose fwd output was checked (eager calls)
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> custom_vjp:
@@ -141,10 +142,12 @@ class custom_vjp:
             self._inline_self -= 1
         if not nested:
             self._in_fwd += 1
+            saved, self._fwd_signature = self._fwd_signature, self._signature(args)
             try:
                 fwd, _, _, fwd_tree = trace_pytree(with_nondiff(self.fwd), dyn)
             finally:
                 self._in_fwd -= 1
+                self._fwd_signature = saved
         if fwd_tree.node is not tuple or len(fwd_tree.children) != 2 or fwd_tree.children[0] != out_tree:
             raise TransformError(f"the fwd rule of {name} must return (output, residuals) with the output "
                                  f"structured like {name}'s ({out_tree}); got {fwd_tree}", user_location())
@@ -157,16 +160,27 @@ class custom_vjp:
                     f"differentiation the output comes from fwd, so both must agree", user_location())
         return primal, fwd, leaves, out_tree, fwd_tree
 
+    def _signature(self, args: tuple) -> tuple:
+        """What makes two calls' rules interchangeable: argument structure, shapes and dtypes, and the
+        very same nondiff arguments."""
+        nondiff, dyn, _ = self._with_nondiff(args)
+        leaves, tree = tree_flatten(dyn)
+        return (tree, tuple((np.shape(v), np.result_type(v.dtype if hasattr(v, "dtype") else v)) for v in leaves),
+                tuple(id(v) for v in nondiff.values()))
+
     def _bind(self, name: str, args: tuple, nested: bool):
         nondiff, dyn, _ = self._with_nondiff(args)
+        # A call from inside fwd on arguments like fwd's own: differentiated, it can run that fwd (which
+        # holds this call again), so every order of differentiation meets the rule, as in JAX.
+        caller_fwd = nested and self._fwd_signature is not None and self._signature(args) == self._fwd_signature
         primal, fwd, leaves, out_tree, fwd_tree = self._trace_checked(name, args, nested)
         self._inline_self += 1
         try:
-            return self._bind_traced(name, nondiff, dyn, primal, fwd, leaves, out_tree, fwd_tree)
+            return self._bind_traced(name, nondiff, dyn, primal, fwd, leaves, out_tree, fwd_tree, caller_fwd)
         finally:
             self._inline_self -= 1
 
-    def _bind_traced(self, name, nondiff, dyn, primal, fwd, leaves, out_tree, fwd_tree):
+    def _bind_traced(self, name, nondiff, dyn, primal, fwd, leaves, out_tree, fwd_tree, caller_fwd=False):
         n_out = out_tree.num_leaves
         res_tree = fwd_tree.children[1]
         res_avals = [v.aval for v in fwd.outputs[n_out:]]
@@ -177,7 +191,7 @@ class custom_vjp:
         fwd, cf = closure_convert(fwd)
         bwd, cb = closure_convert(bwd)
         outs = P.custom_vjp_call_p.bind(*cp, *cf, *cb, *leaves, primal=primal, fwd=fwd, bwd=bwd,
-                                        num_consts=(len(cp), len(cf), len(cb)), name=name)
+                                        num_consts=(len(cp), len(cf), len(cb)), name=name, caller_fwd=caller_fwd)
         return tree_unflatten(out_tree, outs)
 
     def _trace_bwd(self, name, nondiff, res_tree, res_avals, out_tree, ct_avals, dyn, arg_trees, primal) -> Graph:

@@ -46,6 +46,17 @@ def _calls_itself(cv, np_):
     return f
 
 
+def _own_rule(cv, np_):
+    """The usual pattern, fwd returning the function's own output, with a rule unlike its derivative:
+    JAX meets the rule at every order of differentiation."""
+    @cv
+    def f(x):
+        return np_.sin(x)
+
+    f.defvjp(lambda x: (f(x), x), lambda r, g: (np_.exp(r) * g,))
+    return f
+
+
 def _pair(cv, np_):
     """Two outputs (a tuple), both taken from fwd."""
     @cv
@@ -63,7 +74,7 @@ def _loss_of(make, np_, cv):
     return lambda x: np_.sum(f(x) ** 2)
 
 
-MAKERS = [_scaled, _squared, _calls_itself, _pair]
+MAKERS = [_scaled, _squared, _calls_itself, _own_rule, _pair]
 X = np.array([0.3, -1.2, 2.0], dtype=np.float32)
 XS = np.stack([X, X * 0.5 - 0.25]).astype(np.float32)
 
@@ -101,6 +112,11 @@ def test_grad_of_grad_matches_jax(make):
     want = jax.grad(jax.grad(theirs))(x)
     _close(ember.grad(ember.grad(ours))(x), want, "grad(grad)")
     _close(ember.jit(ember.grad(ember.grad(ours)))(x), want, "jit(grad(grad))")
+    _close(ember.vmap(ember.grad(ember.grad(ours)))(X), jax.vmap(jax.grad(jax.grad(theirs)))(X), "vmap(grad(grad))")
+    # third and fourth order: fwd's output, differentiated again, meets the rule wherever fwd calls the function
+    g3, j3 = ember.grad(ember.grad(ember.grad(ours))), jax.grad(jax.grad(jax.grad(theirs)))
+    _close(g3(x), j3(x), "grad(grad(grad))")
+    _close(ember.jit(ember.grad(g3))(x), jax.grad(j3)(x), "jit of the fourth derivative")
     # the value of an inner value_and_grad, differentiated again
     inner = lambda vg: lambda x: vg(x)[0]  # noqa: E731
     _close(ember.grad(inner(ember.value_and_grad(ours)))(x), jax.grad(inner(jax.value_and_grad(theirs)))(x),
