@@ -7,8 +7,13 @@
     f.defvjp(f_fwd, f_bwd)
 
 All three are traced into subgraphs of one `custom_vjp_call` node, so the rule survives jit, vmap and
-higher-order differentiation. Arguments listed in `nondiff_argnums` (functions, flags, ...) are passed
-as Python values to fun and fwd, and first to bwd, as in JAX. Keyword arguments are resolved to
+higher-order differentiation. As in JAX, a differentiated call takes its output from `fwd`, not from
+the function; a call to the function inside `fwd` stays a custom_vjp_call there, so a transform that
+differentiates the output again meets the rule. fwd's output must have the function's structure,
+shapes and dtypes: anything else raises a TypeError, differentiated or not (JAX raises only under
+grad of jit and otherwise uses fwd's output, a silent shape change). Arguments listed in
+`nondiff_argnums` (functions, flags, ...) are passed as Python values to fun and fwd, and first to bwd,
+as in JAX. Keyword arguments are resolved to
 positions by fun's signature (defaults filled in), so fwd and bwd only ever see positional ones.
 """
 
@@ -67,7 +72,10 @@ class custom_vjp:
         self.nondiff_argnums = tuple(nondiff_argnums)
         self.fwd: Callable | None = None
         self.bwd: Callable | None = None
-        self._tracing_rules = 0  # > 0 while fwd/bwd are traced: calls to self inside them run `fun`
+        self._inline_self = 0  # > 0 while fun, bwd or a nested fwd are traced: calls to self run `fun`
+        self._in_fwd = 0  # > 0 while the outermost fwd is traced: calls to self bind a nested call
+        self._fwd_signature = None  # the argument signature of the call whose fwd is being traced
+        self._checked: set = set()  # the argument signatures whose fwd output was checked (eager calls)
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> custom_vjp:
         self.fwd, self.bwd = fwd, bwd
@@ -79,15 +87,32 @@ class custom_vjp:
             raise TransformError(f"custom_vjp function {name} has no backward rule; call "
                                  f"{name}.defvjp(fwd, bwd) first", user_location())
         args = _resolve_kwargs(self.fun, args, kwargs, name)
-        if not is_tracing() or self._tracing_rules:
+        if self._inline_self:
             return self.fun(*args)
-        self._tracing_rules += 1
-        try:
-            return self._bind(name, args)
-        finally:
-            self._tracing_rules -= 1
+        if not is_tracing():
+            self._check_eager(name, args)
+            return self.fun(*args)
+        return self._bind(name, args, nested=bool(self._in_fwd))
 
-    def _bind(self, name: str, args: tuple):
+    def _check_eager(self, name: str, args: tuple) -> None:
+        """Outside a trace `fun` runs alone; fwd's output is checked against it once per signature, by
+        tracing both (a fwd that returns another shape or dtype is an error however it is called)."""
+        leaves, tree = tree_flatten(args)
+        try:
+            key = (tree, tuple((np.shape(v), np.result_type(v)) for v in leaves),
+                   tuple(args[i] for i in self.nondiff_argnums))
+            if key in self._checked:
+                return
+        except TypeError:  # an unhashable nondiff argument: check every call
+            key = None
+        self._trace_checked(name, args)
+        if key is not None:
+            if len(self._checked) >= 256:  # bounded: a function called eagerly with ever new shapes
+                self._checked.clear()
+            self._checked.add(key)
+
+    def _with_nondiff(self, args: tuple):
+        """The dynamic arguments, and a wrapper calling a rule with the nondiff ones put back."""
         nondiff = {i: args[i] for i in self.nondiff_argnums}
         dyn = tuple(a for i, a in enumerate(args) if i not in nondiff)
 
@@ -101,11 +126,61 @@ class custom_vjp:
             call.__name__ = fun_name(f)
             return call
 
-        primal, leaves, _, out_tree = trace_pytree(with_nondiff(self.fun), dyn)
-        fwd, _, _, fwd_tree = trace_pytree(with_nondiff(self.fwd), dyn)
+        return nondiff, dyn, with_nondiff
+
+    def _trace_checked(self, name: str, args: tuple, nested: bool = True):
+        """fun and fwd traced on `args`, fwd's output checked against fun's. With `nested` false, calls to
+        self inside fwd bind a custom_vjp_call of their own (so differentiating fwd's output again meets
+        the rule); with `nested` true (inside such a call, or only checking) they run `fun`."""
+        _, dyn, with_nondiff = self._with_nondiff(args)
+        self._inline_self += 1
+        try:
+            primal, leaves, _, out_tree = trace_pytree(with_nondiff(self.fun), dyn)
+            if nested:
+                fwd, _, _, fwd_tree = trace_pytree(with_nondiff(self.fwd), dyn)
+        finally:
+            self._inline_self -= 1
+        if not nested:
+            self._in_fwd += 1
+            saved, self._fwd_signature = self._fwd_signature, self._signature(args)
+            try:
+                fwd, _, _, fwd_tree = trace_pytree(with_nondiff(self.fwd), dyn)
+            finally:
+                self._in_fwd -= 1
+                self._fwd_signature = saved
         if fwd_tree.node is not tuple or len(fwd_tree.children) != 2 or fwd_tree.children[0] != out_tree:
             raise TransformError(f"the fwd rule of {name} must return (output, residuals) with the output "
                                  f"structured like {name}'s ({out_tree}); got {fwd_tree}", user_location())
+        for i, (p, f) in enumerate(zip(primal.outputs, fwd.outputs)):
+            if p.aval.shape != f.aval.shape or p.aval.dtype != f.aval.dtype:
+                which = f" (output {i})" if len(primal.outputs) > 1 else ""
+                raise TransformError(
+                    f"the fwd rule of {name} returns a primal output{which} of shape {f.aval.shape} and dtype "
+                    f"{f.aval.dtype}, but {name} returns shape {p.aval.shape} and dtype {p.aval.dtype}; under "
+                    f"differentiation the output comes from fwd, so both must agree", user_location())
+        return primal, fwd, leaves, out_tree, fwd_tree
+
+    def _signature(self, args: tuple) -> tuple:
+        """What makes two calls' rules interchangeable: argument structure, shapes and dtypes, and the
+        very same nondiff arguments."""
+        nondiff, dyn, _ = self._with_nondiff(args)
+        leaves, tree = tree_flatten(dyn)
+        return (tree, tuple((np.shape(v), np.result_type(v.dtype if hasattr(v, "dtype") else v)) for v in leaves),
+                tuple(id(v) for v in nondiff.values()))
+
+    def _bind(self, name: str, args: tuple, nested: bool):
+        nondiff, dyn, _ = self._with_nondiff(args)
+        # A call from inside fwd on arguments like fwd's own: differentiated, it can run that fwd (which
+        # holds this call again), so every order of differentiation meets the rule, as in JAX.
+        caller_fwd = nested and self._fwd_signature is not None and self._signature(args) == self._fwd_signature
+        primal, fwd, leaves, out_tree, fwd_tree = self._trace_checked(name, args, nested)
+        self._inline_self += 1
+        try:
+            return self._bind_traced(name, nondiff, dyn, primal, fwd, leaves, out_tree, fwd_tree, caller_fwd)
+        finally:
+            self._inline_self -= 1
+
+    def _bind_traced(self, name, nondiff, dyn, primal, fwd, leaves, out_tree, fwd_tree, caller_fwd=False):
         n_out = out_tree.num_leaves
         res_tree = fwd_tree.children[1]
         res_avals = [v.aval for v in fwd.outputs[n_out:]]
@@ -116,7 +191,7 @@ class custom_vjp:
         fwd, cf = closure_convert(fwd)
         bwd, cb = closure_convert(bwd)
         outs = P.custom_vjp_call_p.bind(*cp, *cf, *cb, *leaves, primal=primal, fwd=fwd, bwd=bwd,
-                                        num_consts=(len(cp), len(cf), len(cb)), name=name)
+                                        num_consts=(len(cp), len(cf), len(cb)), name=name, caller_fwd=caller_fwd)
         return tree_unflatten(out_tree, outs)
 
     def _trace_bwd(self, name, nondiff, res_tree, res_avals, out_tree, ct_avals, dyn, arg_trees, primal) -> Graph:

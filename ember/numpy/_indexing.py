@@ -41,7 +41,8 @@ class _Mask:
 
 def _normalize_key(key, shape: tuple[int, ...]) -> list:
     """Key entries as ints, slices, None or integer arrays, with Ellipsis expanded and concrete
-    boolean masks turned into integer arrays."""
+    boolean masks turned into integer arrays. An Ellipsis that expands to no axis is kept (it consumes
+    none), because NumPy's placement of advanced-index axes depends on it."""
     ndim = len(shape)
     key = list(key) if isinstance(key, tuple) else [key]
     items = []
@@ -76,8 +77,9 @@ def _normalize_key(key, shape: tuple[int, ...]) -> list:
         raise IndexingError(f"too many indices for array: array is {ndim}-dimensional, but {consumed} were "
                             "indexed", user_location())
     if n_ell:
+        # An Ellipsis that stands for no axis stays in the key: it still separates advanced indices.
         i = next(j for j, k in enumerate(items) if k is Ellipsis)  # not .index: == on arrays is elementwise
-        items[i:i + 1] = [slice(None)] * (ndim - consumed)
+        items[i:i + 1] = [slice(None)] * (ndim - consumed) or [Ellipsis]
     else:
         items += [slice(None)] * (ndim - consumed)
     return _expand_masks(items, shape)
@@ -97,7 +99,7 @@ def _expand_masks(items: list, shape: tuple[int, ...]) -> list:
             axis += k.mask.ndim
         else:
             out.append(k)
-            axis += k is not None
+            axis += k is not None and k is not Ellipsis
     return out
 
 
@@ -111,18 +113,23 @@ def getitem(x, key):
     """x[key] with NumPy semantics."""
     x = asarray(x)
     items = _normalize_key(key, tuple(x.shape))
+    # Next to an integer array an integer counts as a 0-d one: it takes part in the placement of
+    # the advanced axes (x[1, :, [0, 2]] puts them first, as NumPy does). The advanced axes stay in
+    # place only if their entries are adjacent in the key: a slice, None or Ellipsis between them (even
+    # an Ellipsis that stands for no axis) sends them to the front.
+    arrays = [isinstance(k, (Tracer, np.ndarray)) for k in items]
+    adv_pos = [i for i, k in enumerate(items) if arrays[i] or _is_int_scalar(k)] if any(arrays) else []
+    adjacent = adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1)) if adv_pos else True
+    items = [k for k in items if k is not Ellipsis]
     # None inserts a unit axis; afterwards every entry consumes exactly one axis.
     if any(k is None for k in items):
         it = iter(x.shape)
         x = P.reshape(x, tuple(1 if k is None else next(it) for k in items))
         items = [slice(None) if k is None else k for k in items]
-    is_adv = [isinstance(k, (Tracer, np.ndarray)) for k in items]
-    if not any(is_adv):
+    if not adv_pos:
         return _basic(x, items)
-    # Next to an integer array an integer counts as a 0-d one: it takes part in the placement of
-    # the advanced axes (x[1, :, [0, 2]] puts them first, as NumPy does).
-    is_adv = [a or _is_int_scalar(k) for k, a in zip(items, is_adv)]
-    return _advanced(x, items, is_adv)
+    is_adv = [isinstance(k, (Tracer, np.ndarray)) or _is_int_scalar(k) for k in items]
+    return _advanced(x, items, is_adv, adjacent)
 
 
 def _basic(x, items):
@@ -165,7 +172,9 @@ def _index_array(k, dim: int, axis: int):
     return k
 
 
-def _advanced(x, items, is_adv):
+def _advanced(x, items, is_adv, adjacent: bool):
+    """x[items] for a key with advanced entries (`is_adv`), one entry per axis of x; their broadcast axes
+    go where the first of them stands if they were `adjacent` in the key, else first."""
     # Slice (and flip) the non-advanced axes first; they keep their positions.
     basic_items = [slice(None) if a else k for k, a in zip(items, is_adv)]
     x = _basic(x, basic_items)
@@ -178,8 +187,7 @@ def _advanced(x, items, is_adv):
     rest = [i for i in range(len(x.shape)) if i not in adv_axes]
     x = P.transpose(x, tuple(adv_axes) + tuple(rest))
     out = P.gather(x, indices)  # n_shape + rest
-    contiguous = adv_axes == list(range(adv_axes[0], adv_axes[-1] + 1))
-    if contiguous and adv_axes[0] > 0:
+    if adjacent and adv_axes[0] > 0:
         nb, first = len(n_shape), adv_axes[0]
         perm = tuple(range(nb, nb + first)) + tuple(range(nb)) + tuple(range(nb + first, len(out.shape)))
         out = P.transpose(out, perm)
@@ -234,7 +242,7 @@ def _in_bounds_key(items: list, shape: tuple[int, ...]) -> list:
     by one on every axis: concrete entries made non-negative, traced out-of-bounds indices sent to the pad."""
     out, axis = [], 0
     for k in items:
-        if k is None:
+        if k is None or k is Ellipsis:
             out.append(k)
             continue
         dim = shape[axis]

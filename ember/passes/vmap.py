@@ -91,7 +91,7 @@ def vmap_graph(graph: Graph, in_dims: Sequence[int | None], size: int,
 
 
 @def_batch(P.custom_vjp_call_p)
-def _custom_vjp_call_batch(args, dims, *, primal, fwd, bwd, num_consts, name):
+def _custom_vjp_call_batch(args, dims, *, primal, fwd, bwd, num_consts, name, caller_fwd=False):
     """Batch every operand at axis 0 (unbatched ones are broadcast, so their cotangents are summed
     by broadcast's VJP) and vmap the three subgraphs. Registered here: it needs this transform."""
     size = batch_size(args, dims)
@@ -102,5 +102,5 @@ def _custom_vjp_call_batch(args, dims, *, primal, fwd, bwd, num_consts, name):
         fwd=vmap_graph(fwd, zeros(fwd), size, out_dims=0),
         bwd=vmap_graph(bwd, zeros(bwd), size, out_dims=0),
     )
-    outs = P.custom_vjp_call_p.bind(*args, num_consts=num_consts, name=name, **new)
+    outs = P.custom_vjp_call_p.bind(*args, num_consts=num_consts, name=name, caller_fwd=caller_fwd, **new)
     return outs, [0] * len(outs)

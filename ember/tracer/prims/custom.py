@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import ShapeError, TransformError
+from ember.tracer.ir import Var
 from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp, vjp_fwd_rules
 
 stop_gradient_p = Primitive("stop_gradient", kind="elementwise")
@@ -50,7 +51,7 @@ def _split(ins, num_consts):
 
 
 @def_shape(custom_vjp_call_p)
-def _custom_shape(*avals, primal, fwd, bwd, num_consts, name):
+def _custom_shape(*avals, primal, fwd, bwd, num_consts, name, caller_fwd=False):
     consts_p, _, _, args = _split(avals, num_consts)
     for i, (a, v) in enumerate(zip(list(consts_p) + list(args), primal.inputs)):
         if not a.same_type(v.aval):
@@ -60,18 +61,45 @@ def _custom_shape(*avals, primal, fwd, bwd, num_consts, name):
 
 
 @def_impl(custom_vjp_call_p)
-def _custom_impl(*vals, primal, fwd, bwd, num_consts, name):
+def _custom_impl(*vals, primal, fwd, bwd, num_consts, name, caller_fwd=False):
     from ember.tracer.trace import eval_graph
 
     consts_p, _, _, args = _split(vals, num_consts)
     return tuple(np.array(o) for o in eval_graph(primal, list(consts_p) + list(args)))
 
 
-def _custom_fwd(*ins, active, primal, fwd, bwd, num_consts, name):
-    """Under differentiation run the user's forward for the residuals `bwd` needs. The outputs come
-    from the custom_vjp_call itself, re-emitted, so a transform that differentiates them again (the
-    value of an inner value_and_grad or vjp, an aux) still meets the rule; CSE shares the work
-    fwd and primal have in common."""
+def _eval_fwd(fwd, args: list) -> list:
+    """eval_graph of the fwd rule `fwd`, where a call of the same function on operands of fwd's own types
+    (marked `caller_fwd` when traced) gets `fwd` as its rule: differentiated again, it runs this fwd
+    again, and so on at every order (without hoisted consts, whose counts would differ)."""
+    from ember.tracer.trace import bind, current_builder
+
+    env = dict(zip(fwd.inputs, args))
+    env.update(zip(fwd.consts, fwd.const_values))
+    b = current_builder()
+    in_avals = [v.aval for v in fwd.inputs]
+    for node in fwd.nodes:
+        ins = [env[a] if isinstance(a, Var) else a for a in node.inputs]
+        params = node.params
+        if node.prim is custom_vjp_call_p and params.get("caller_fwd") and params["num_consts"][1] == 0:
+            n = sum(params["num_consts"])
+            if len(node.inputs) - n == len(in_avals) and all(
+                    a.aval.same_type(w) for a, w in zip(node.inputs[n:], in_avals)):
+                params = dict(params, fwd=fwd)
+        if b is None:
+            out = bind(node.prim, ins, params)
+        else:
+            with b.at(node.loc, node.role):
+                out = bind(node.prim, ins, params)
+        env.update(zip(node.outputs, out if node.prim.multiple_results else [out]))
+    return [env[v] if isinstance(v, Var) else v.val for v in fwd.outputs]
+
+
+def _custom_fwd(*ins, active, primal, fwd, bwd, num_consts, name, caller_fwd=False):
+    """Under differentiation run the user's forward: its outputs are the call's (as in JAX, not the
+    undecorated function's) and its residuals are what `bwd` needs. A call to the function inside fwd
+    was traced as a custom_vjp_call of its own, so a transform that differentiates the outputs again
+    (the value of an inner value_and_grad or vjp, an aux) still meets the rule."""
     from ember.tracer.trace import eval_graph
 
     n_consts = sum(num_consts)
@@ -81,16 +109,15 @@ def _custom_fwd(*ins, active, primal, fwd, bwd, num_consts, name):
             "value as an argument of the function so its backward rule can return its cotangent")
     _, consts_f, _, args = _split(ins, num_consts)
     n_out = len(primal.outputs)
-    res = eval_graph(fwd, list(consts_f) + list(args))[n_out:]
-    outs = custom_vjp_call_p.bind(*ins, primal=primal, fwd=fwd, bwd=bwd, num_consts=num_consts, name=name)
-    return list(outs), res
+    outs = _eval_fwd(fwd, list(consts_f) + list(args)) if not consts_f else eval_graph(fwd, list(consts_f) + list(args))
+    return list(outs[:n_out]), list(outs[n_out:])
 
 
 vjp_fwd_rules[custom_vjp_call_p] = _custom_fwd
 
 
 @def_vjp(custom_vjp_call_p)
-def _custom_vjp(cts, *ins, out, active, saved, primal, fwd, bwd, num_consts, name):
+def _custom_vjp(cts, *ins, out, active, saved, primal, fwd, bwd, num_consts, name, caller_fwd=False):
     from ember.tracer import prims as P
     from ember.tracer.trace import eval_graph
 
