@@ -641,7 +641,7 @@ def _big_function(module: ir.Module, shift: int, fmt: _Format) -> ir.Function:
         vb.ret(out)
         variants.append(f"_ZGV_LLVM_N{width}v_{symbol}({symbol}_v{width})")
         _keep(module, vfn)
-    fn.attributes = _Attrs(["noinline", "nounwind", "memory(none)", "willreturn",
+    fn.attributes = _Attrs(["noinline", "nounwind", "memory(none)", "willreturn", "speculatable",
                             '"vector-function-abi-variant"="' + ",".join(variants) + '"'])
     return fn
 
