@@ -621,7 +621,6 @@ def _big_function(module: ir.Module, shift: int, fmt: _Format) -> ir.Function:
         vty = ir.VectorType(fmt.ty, width)
         vfn = ir.Function(module, ir.FunctionType(vty, [vty]), f"{symbol}_v{width}")
         vfn.linkage = "internal"
-        vfn.calling_convention = "preserve_allcc"
         vfn.attributes = _Attrs(["nounwind", "memory(none)", "willreturn"])
         vb = ir.IRBuilder(vfn.append_basic_block("entry"))
         (vx,) = vfn.args
