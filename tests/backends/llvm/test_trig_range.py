@@ -143,3 +143,5 @@ def test_common_case_vectorized_with_a_vector_call_for_large_arguments(lib):
         start = lib.optimized_ir.index(f"@loop_sin_{dtype}(")
         body = lib.optimized_ir[start:lib.optimized_ir.index("\n}\n", start)]
         assert re.search(r"call [^\n]*<(4|8|16|32) x (float|double)> @\"?ember_math_sin_big_f(32|64)_v", body), dtype
+    # the loop's frame is realigned, so the vectors spilled around that call never straddle cache lines
+    assert re.search(r'define void @"?loop_sin_float32"?\(.*\) "stackrealign" alignstack\(64\)$', lib.ir, re.M)
