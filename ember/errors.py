@@ -128,3 +128,25 @@ class NonConcreteBooleanIndexError(IndexingError):
 
 class GraphError(EmberError, AssertionError):
     """A graph broke an IR invariant (found by Graph.verify)."""
+
+
+def missing_attribute(module: str, name: str, namespace, fallback=None) -> AttributeError:
+    """The AttributeError for a name a submodule of ember lacks: what is missing, the closest names it
+    has, and the NumPy (or JAX) function to fall back on, as `ember.__getattr__` does for JAX names."""
+    if name.startswith("__"):  # protocol probes (hasattr(m, "__wrapped__")): the plain error, no search
+        return AttributeError(f"module {module!r} has no attribute {name!r}")
+    import difflib
+
+    public = [k for k, v in namespace.items() if not k.startswith("_") and type(v).__name__ != "module"]
+    close = difflib.get_close_matches(name, public, n=3, cutoff=0.6)
+    known = fallback is None or hasattr(fallback[1], name)
+    text = (f"{module}.{name} is not implemented in Ember yet" if known else
+            f"module {module!r} has no attribute {name!r} (nor has {fallback[0]})")
+    if close:
+        text += "; the closest names it has: " + ", ".join(f"{module}.{c}" for c in close)
+    if fallback is not None:
+        mod_name, mod = fallback
+        if hasattr(mod, name):
+            text += (f". Outside traced functions {mod_name}.{name} works on the arrays Ember returns (they are "
+                     "NumPy arrays); inside jit/grad/vmap, build it from the ember.numpy functions that exist")
+    return AttributeError(text)

@@ -13,7 +13,16 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ember.api.custom import closure_convert
-from ember.api.tracing import Transformed, arg_name, fun_name, inline, leaf_avals, trace_for_call, trace_pytree
+from ember.api.tracing import (
+    Transformed,
+    arg_name,
+    check_callable,
+    fun_name,
+    inline,
+    leaf_avals,
+    trace_for_call,
+    trace_pytree,
+)
 from ember.errors import ArgumentValueError, EmberError, TransformError, user_location
 from ember.passes.autodiff import differentiable_outputs, grad_graph, split_forward_backward, vjp_graph
 from ember.tracer import dtypes
@@ -87,8 +96,12 @@ def _check_scalar_loss(graph, out_tree, has_aux: bool, name: str, what: str):
         n_loss = len(outs)
     if n_loss != 1 or outs[0].aval.shape != ():
         got = ", ".join(o.aval.str_short() for o in outs[:n_loss]) or "nothing"
-        raise TransformError(f"{what} needs {name} to return a scalar, got {got}; use vjp or jacrev to "
-                             "differentiate non-scalar outputs", user_location())
+        fix = "use vjp or jacrev to differentiate non-scalar outputs"
+        kids = out_tree.children if out_tree.node in (tuple, list) else ()
+        if not has_aux and len(kids) >= 2 and kids[0].num_leaves == 1 and outs[0].aval.shape == ():
+            fix = (f"if the first element is the loss and the rest auxiliary data, pass has_aux=True "
+                   f"({what}(f, has_aux=True) returns (gradient, aux)); to differentiate every output, {fix}")
+        raise TransformError(f"{what} needs {name} to return a scalar, got {got}; {fix}", user_location())
     if not dtypes.is_float(outs[0].aval.dtype):
         raise TransformError(f"{what} needs a floating-point output, but {name} returned "
                              f"{outs[0].aval.str_short()}", user_location())
@@ -108,6 +121,7 @@ def _grads_in_argnums_order(flat: Sequence, args: tuple, nums: tuple[int, ...], 
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """A function returning (fun(*args), gradient of fun w.r.t. args[argnums]); the value is
     ((loss, aux), grads) with has_aux=True. Gradients have the structure of their arguments."""
+    check_callable(fun, "value_and_grad")
     name = fun_name(fun)
 
     def impl(*args, **kwargs):
@@ -125,6 +139,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """The gradient of scalar-valued `fun` with respect to args[argnums] (aux too with has_aux)."""
+    check_callable(fun, "grad")
     vg = value_and_grad(fun, argnums, has_aux)
 
     def impl(*args, **kwargs):
@@ -217,6 +232,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     """(fun(*primals), vjp_fn) where vjp_fn(ct) returns one cotangent per primal; with has_aux,
     (out, vjp_fn, aux). The forward runs now; vjp_fn runs only the backward part, from the saved
     residuals."""
+    check_callable(fun, "vjp")
     name = fun_name(fun)
     graph, leaves, _, out_tree, known = trace_for_call(fun, primals, transform="vjp")  # known: values known
     if has_aux and (out_tree.node is not tuple or len(out_tree.children) != 2):
@@ -250,6 +266,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     """The Jacobian of `fun` w.r.t. args[argnums] by reverse mode: one vjp, batched over the rows
     with vmap. Each entry has shape out.shape + arg.shape; the result mirrors the output's structure
     (then the arguments')."""
+    check_callable(fun, "jacrev")
     from ember.api.batching import vmap
 
     name = fun_name(fun)
@@ -300,6 +317,7 @@ jacobian = jacrev
 def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """Second derivatives of `fun`: the Jacobian of its Jacobian, each entry of shape
     out.shape + arg_i.shape + arg_j.shape (with has_aux, (hessian, aux))."""
+    check_callable(fun, "hessian")
     return jacrev(jacrev(fun, argnums, has_aux), argnums, has_aux)
 
 

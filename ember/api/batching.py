@@ -14,6 +14,7 @@ from ember.api.tracing import (
     Transformed,
     arg_name,
     call_with_known_values,
+    check_callable,
     fun_name,
     inline,
     input_names,
@@ -156,6 +157,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
     """Vectorize `fun` over axis `in_axes` of its arguments (None: not mapped; pytrees of them allowed)
     and stack the results along `out_axes`. Keyword arguments are mapped over axis 0. Arguments that
     are not arrays (functions, strings) pass through untouched where in_axes is None."""
+    check_callable(fun, "vmap")
     name = fun_name(fun)
     _check_axes_spec(in_axes, "in_axes")
     _check_axes_spec(out_axes, "out_axes")

@@ -27,7 +27,15 @@ from dataclasses import dataclass
 import numpy as np
 
 import ember.config as config
-from ember.api.tracing import ARRAY_LEAF_TYPES, fun_name, is_hashable, leaf_avals, to_array, trace_pytree
+from ember.api.tracing import (
+    ARRAY_LEAF_TYPES,
+    check_callable,
+    fun_name,
+    is_hashable,
+    leaf_avals,
+    to_array,
+    trace_pytree,
+)
 from ember.backends import available_backends, default_backend, get_backend, one_time_seconds
 from ember.backends.compile import compile_graph
 from ember.backends.outputs import check_out
@@ -469,6 +477,7 @@ class Jitted:
     def __init__(self, fun: Callable, static_argnums=(), static_argnames=(), donate_argnums=(),
                  backend: str | None = None, optimize: bool = True, disable_passes: Iterable[str] = (),
                  cache_size: int = DEFAULT_CACHE_SIZE, cache_key=None):
+        check_callable(fun, "jit")
         functools.update_wrapper(self, fun)
         self._fun = fun
         self._backend = backend
@@ -790,6 +799,7 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), d
 
 def make_graph(fun: Callable, static_argnums=()) -> Callable[..., Graph]:
     """`make_graph(f)(*args)` returns the Graph that tracing f on these arguments gives."""
+    check_callable(fun, "make_graph")
     j = fun if isinstance(fun, Jitted) else Jitted(fun, static_argnums=static_argnums, optimize=False)
 
     def graph_of(*args, **kwargs) -> Graph:
@@ -800,5 +810,6 @@ def make_graph(fun: Callable, static_argnums=()) -> Callable[..., Graph]:
 
 def dump(fun: Callable, *args, path: str, stages: Iterable[str] | None = None, formats=None, **kwargs) -> list[str]:
     """Trace `fun` on the arguments and write every stage (or the named ones) under `path`."""
+    check_callable(fun, "dump")
     j = fun if isinstance(fun, Jitted) else jit(fun)
     return j.lower(*args, **kwargs).dump(path, stages, formats)

@@ -43,6 +43,16 @@ def fun_name(fun) -> str:
     return getattr(fun, "__name__", None) or type(fun).__name__
 
 
+def check_callable(fun, transform: str) -> None:
+    """Raise a TypeError now when a transform is given something that is not a function (as JAX does),
+    instead of failing at the first call."""
+    if not callable(fun):
+        shown = repr(fun)
+        shown = shown if len(shown) < 60 else shown[:57] + "..."
+        raise ArgumentError(f"Expected a callable value: {transform} takes a function as its first argument, "
+                            f"got {type(fun).__name__} {shown}", user_location())
+
+
 def arg_name(path: str) -> str:
     """The user's name for a leaf path of (args, kwargs): "[0][1]['w']" -> "argument 1['w']",
     "[1]['y']" -> "keyword argument 'y'"."""

@@ -8,6 +8,7 @@ import sys as _sys
 
 import numpy as _np
 
+from ember.errors import missing_attribute as _missing_attribute
 from ember.numpy import _core, _methods, linalg
 from ember.numpy._core import asarray
 from ember.numpy._creation import (
@@ -134,3 +135,8 @@ __all__ = [
     "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64", "dtype", "pi", "e",
     "inf", "nan", "newaxis", "ndarray",
 ]
+
+
+def __getattr__(name: str):
+    """Say that a missing name is not implemented yet, with the closest names and the fallback."""
+    raise _missing_attribute('ember.numpy', name, globals(), ("numpy", _np))

@@ -23,6 +23,10 @@ def array(object, dtype=None, copy: bool = True):
     return out
 
 
+_STATIC_HINT = ("Pass the size as a static argument: jit(f, static_argnums=...) or jit(f, static_argnames=...) "
+                "(under grad or vmap, bind it first with functools.partial(f, n=...))")
+
+
 def _known(x):
     """A traced scalar as its value where its trace knows values (grad outside jit), else itself."""
     if isinstance(x, Tracer) and x.known_value() is not None and not x.differentiated():
@@ -35,7 +39,7 @@ def _shape(shape, name: str) -> tuple[int, ...]:
     shape = [_known(d) for d in shape] if isinstance(shape, (list, tuple)) else _known(shape)
     if isinstance(shape, Tracer) or (isinstance(shape, (list, tuple)) and any(isinstance(d, Tracer) for d in shape)):
         raise ConcretizationError(f"{name}: the shape must be concrete Python ints, not traced values (array "
-                                  "shapes are fixed when a function is traced)", user_location())
+                                  f"shapes are fixed when a function is traced). {_STATIC_HINT}", user_location())
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         return (int(shape),)
     if isinstance(shape, (list, tuple)) and all(isinstance(d, (int, np.integer)) for d in shape):
@@ -101,7 +105,8 @@ def _static_number(x, name: str, arg: str):
     x = _known(x)
     if isinstance(x, Tracer):
         raise ConcretizationError(f"{name}: `{arg}` must be a concrete Python number, not a traced value "
-                                  "(array shapes are fixed when a function is traced)", user_location())
+                                  f"(array shapes are fixed when a function is traced). {_STATIC_HINT}",
+                                  user_location())
     return x
 
 

@@ -1,0 +1,99 @@
+"""Issue 22 section 3: errors that name the user's line and the fix (each test failed before the fix)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn
+import ember.numpy as jnp
+
+HERE = "test_errors_fix.py"
+
+
+def next_line() -> str:
+    """'test_errors_fix.py:N' for the line after the caller's."""
+    return f"{HERE}:{sys._getframe(1).f_lineno + 1}"
+
+
+# --- every transform checks its function argument -----------------------------------------------
+
+@pytest.mark.parametrize("name", ["jit", "grad", "value_and_grad", "vmap", "jacrev", "jacobian", "hessian",
+                                  "make_graph", "vjp"])
+def test_transform_of_a_non_callable_raises_at_once(name):
+    transform = getattr(ember, name)
+    with pytest.raises(TypeError, match=rf"Expected a callable value: {name if name != 'jacobian' else 'jacrev'} "
+                                        r"takes a function as its first argument, got int 3") as info:
+        if name == "vjp":
+            transform(3, 1.0)
+        else:
+            transform(3)
+    assert HERE in str(info.value)
+
+
+def test_jit_as_decorator_factory_still_works():
+    f = ember.jit(static_argnums=1)(lambda x, n: x * n)
+    np.testing.assert_array_equal(f(np.ones(2, np.float32), 3), [3.0, 3.0])
+
+
+# --- concretization advice ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("make", [lambda n: jnp.zeros(n), lambda n: jnp.ones((2, n)), lambda n: jnp.arange(n)])
+def test_traced_shape_says_static_argnums(make):
+    with pytest.raises(ember.ConcretizationError, match=r"static_argnums=.*static_argnames="):
+        ember.jit(make)(3)
+
+
+def test_static_shape_advice_works():
+    f = ember.jit(lambda n: jnp.zeros(n), static_argnums=0)
+    np.testing.assert_array_equal(f(3), np.zeros(3, np.float32))
+
+
+# --- grad of a tuple ------------------------------------------------------------------------------
+
+def test_grad_of_tuple_with_scalar_first_suggests_has_aux():
+    with pytest.raises(ember.TransformError) as info:
+        ember.grad(lambda x: (jnp.sum(x), x))(np.ones(3, np.float32))
+    msg = str(info.value)
+    assert "has_aux=True" in msg and "vjp or jacrev" in msg
+    assert msg.index("has_aux=True") < msg.index("vjp or jacrev")
+
+
+def test_grad_of_tuple_with_array_first_does_not_suggest_has_aux():
+    with pytest.raises(ember.TransformError) as info:
+        ember.grad(lambda x: (x, jnp.sum(x)))(np.ones(3, np.float32))
+    assert "has_aux" not in str(info.value) and "vjp or jacrev" in str(info.value)
+
+
+def test_grad_has_aux_as_suggested_works():
+    g, aux = ember.grad(lambda x: (jnp.sum(x * x), x), has_aux=True)(np.ones(3, np.float32))
+    np.testing.assert_allclose(g, 2 * np.ones(3))
+    np.testing.assert_allclose(aux, np.ones(3))
+
+
+# --- missing names in the submodules --------------------------------------------------------------
+
+@pytest.mark.parametrize("module, name, close, fallback", [
+    (jnp, "cumsum", "ember.numpy.sum", "numpy.cumsum"),
+    (jnp, "sums", "ember.numpy.sum", None),
+    (jnp.linalg, "inv", None, "numpy.linalg.inv"),
+    (jnp.linalg, "nrm", "ember.numpy.linalg.norm", None),
+    (ember.nn, "gelus", "ember.nn.gelu", None),
+])
+def test_missing_submodule_name_explains(module, name, close, fallback):
+    with pytest.raises(AttributeError) as info:
+        getattr(module, name)
+    msg = str(info.value)
+    assert name in msg
+    if close:
+        assert close in msg
+    if fallback:
+        assert f"{module.__name__}.{name} is not implemented in Ember yet" in msg and fallback in msg
+
+
+def test_missing_dunder_is_a_plain_attribute_error():
+    assert not hasattr(jnp, "__wrapped__")
+    assert not hasattr(ember.nn, "does_not_exist")
