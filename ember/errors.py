@@ -46,6 +46,14 @@ def _short_path(filename: str) -> str:
     return short
 
 
+def add_note(e: BaseException, note: str) -> None:
+    """`e.add_note(note)` (Python 3.11+: printed under the message); on 3.10 kept in `__notes__` only."""
+    if hasattr(e, "add_note"):
+        e.add_note(note)
+    else:
+        e.__notes__ = [*getattr(e, "__notes__", ()), note]
+
+
 class EmberError(Exception):
     """Base class of ember's errors. `loc` is the user's file:line when known."""
 

@@ -97,3 +97,76 @@ def test_missing_submodule_name_explains(module, name, close, fallback):
 def test_missing_dunder_is_a_plain_attribute_error():
     assert not hasattr(jnp, "__wrapped__")
     assert not hasattr(ember.nn, "does_not_exist")
+
+
+# --- Python ints wrap around as in JAX; what still fails says where --------------------------------
+
+U8 = np.array([0, 1, 2], np.uint8)
+
+
+@pytest.mark.parametrize("fn, want", [
+    (lambda a: jnp.add(a, 300), [44, 45, 46]),           # jax.jit and jax.numpy give [44 45 46]
+    (lambda a: jnp.subtract(a, 300), [212, 213, 214]),
+    (lambda a: jnp.subtract(a, 1), [255, 0, 1]),
+    (lambda a: jnp.multiply(a, 1000), [0, 232, 208]),
+    (lambda a: jnp.maximum(a, 300), [44, 44, 44]),
+    (lambda a: jnp.where(jnp.greater(a, 0), a, 300), [44, 1, 2]),
+    (lambda a: jnp.full(3, 300, jnp.uint8), [44, 44, 44]),
+    (lambda a: jnp.equal(a, 300), [False, False, False]),
+])
+@pytest.mark.parametrize("wrap", [lambda f: f, ember.jit], ids=["eager", "jit"])
+def test_python_int_wraps_to_unsigned_as_jax(fn, want, wrap):
+    out = wrap(fn)(U8)
+    assert out.dtype == (np.bool_ if isinstance(want[0], bool) else np.uint8)
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("fn, want", [
+    (lambda a: a + 300, [44, 45, 46]),
+    (lambda a: 300 - a, [44, 43, 42]),
+    (lambda a: a.at[0].set(300), [44, 1, 2]),
+    (lambda a: a.at[1].add(300), [0, 45, 2]),
+])
+@pytest.mark.parametrize("transform", ["jit", "vmap"])
+def test_python_int_wraps_in_operators_under_transforms(fn, want, transform):
+    out = (ember.jit(fn) if transform == "jit" else ember.vmap(fn))(U8[None] if transform == "vmap" else U8)
+    assert out.dtype == np.uint8
+    np.testing.assert_array_equal(np.ravel(out), want)
+
+
+def test_python_int_wraps_to_signed_as_jax():
+    np.testing.assert_array_equal(ember.jit(lambda a: a + 300)(np.array([0, 1], np.int8)), [44, 45])
+    out = ember.jit(lambda a: a + 2**31)(np.array([0, 1], np.int32))
+    assert out.dtype == np.int32
+    np.testing.assert_array_equal(out, [-2**31, -2**31 + 1])
+
+
+def test_int_beyond_64_bits_names_op_and_line():
+    with pytest.raises(OverflowError, match=r"add: Python integer 1180591620717411303424 does not fit") as info:
+        ember.jit(lambda a: a + 2**70)(U8)
+    assert HERE in str(info.value)
+    with pytest.raises(OverflowError, match="does not fit in 64 bits"):
+        ember.jit(lambda a: a + 2**63)(np.array([1], np.int64))  # JAX (x64) raises too
+
+
+def test_float_scalar_on_int_array_promotes():
+    out = ember.jit(lambda a: a * 2.5)(U8)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, [0.0, 2.5, 5.0])
+
+
+def test_foreign_error_in_a_shape_rule_names_primitive_and_line(monkeypatch):
+    from ember.tracer import prims as P
+    from ember.tracer.primitive import shape_rules
+
+    def broken(*avals, **params):
+        raise ZeroDivisionError("boom")
+
+    sin_p = next(p for p in shape_rules if p.name == "sin")
+    monkeypatch.setitem(shape_rules, sin_p, broken)
+    for wrap in (ember.jit, lambda f: f):
+        with pytest.raises(ZeroDivisionError) as info:
+            line = next_line()
+            wrap(lambda x: P.sin(x))(np.ones(2, np.float32))
+        notes = "\n".join(getattr(info.value, "__notes__", ()))
+        assert "shape rule of sin" in notes and line in notes
