@@ -175,3 +175,31 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype=None):
 
 def identity(n: int, dtype=None):
     return eye(n, dtype=dtype)
+
+
+class _ScalarTypeMeta(type):
+    """The metaclass of `ember.numpy.float32` and the other dtype constructors: called, it casts (as
+    jnp.float32(x) does: `astype` on a traced value, a 0-d or n-d array of that dtype on a concrete one);
+    used as a dtype, it is its NumPy scalar type (np.dtype(), ==, hash, isinstance all agree)."""
+
+    def __call__(cls, x=0):
+        return asarray(x, cls.dtype)
+
+    def __eq__(cls, other):
+        return other is cls or other is cls.type or (isinstance(other, np.dtype) and other == cls.dtype)
+
+    def __hash__(cls):
+        return hash(cls.type)
+
+    def __instancecheck__(cls, instance) -> bool:
+        return isinstance(instance, cls.type)
+
+    def __repr__(cls):
+        return f"ember.numpy.{cls.__name__}"
+
+
+def scalar_type(np_type: type) -> type:
+    """The ember.numpy counterpart of a NumPy scalar type (np.float32 -> ember.numpy.float32)."""
+    name = np.dtype(np_type).name if np_type is not np.bool_ else "bool_"
+    doc = f"Cast to {np.dtype(np_type).name} (an array of that dtype), or use as the dtype."
+    return _ScalarTypeMeta(name, (), {"dtype": np.dtype(np_type), "type": np_type, "__doc__": doc})

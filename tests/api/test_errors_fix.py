@@ -170,3 +170,40 @@ def test_foreign_error_in_a_shape_rule_names_primitive_and_line(monkeypatch):
             wrap(lambda x: P.sin(x))(np.ones(2, np.float32))
         notes = "\n".join(getattr(info.value, "__notes__", ()))
         assert "shape rule of sin" in notes and line in notes
+
+
+# --- jnp.float32(x) is a cast ---------------------------------------------------------------------
+
+CASTS = ["float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+         "bool_"]
+
+
+@pytest.mark.parametrize("name", CASTS)
+def test_dtype_constructor_casts_a_traced_value(name):
+    cast = getattr(jnp, name)
+    x = np.array([0.0, 1.0, 2.5], np.float32)
+    want = x.astype(np.dtype(name if name != "bool_" else "bool"))
+    for transform in (ember.jit, ember.vmap):
+        out = transform(lambda v: cast(v))(x)
+        assert out.dtype == want.dtype
+        np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("name", CASTS)
+def test_dtype_constructor_on_concrete_value_is_a_0d_array(name):
+    out = getattr(jnp, name)(1)
+    assert isinstance(out, np.ndarray) and out.shape == () and out.dtype == np.dtype(getattr(np, name))
+
+
+def test_dtype_constructor_cast_keeps_the_gradient():
+    g = ember.grad(lambda x: jnp.sum(jnp.float64(x) * 3.0))(np.ones(2, np.float32))
+    assert g.dtype == np.float32
+    np.testing.assert_array_equal(g, [3.0, 3.0])
+
+
+def test_dtype_constructors_still_work_as_dtypes():
+    assert np.dtype(jnp.float32) == np.float32 and jnp.float32 == np.float32 and np.float32 == jnp.float32
+    assert np.dtype("uint8") == jnp.uint8 and {np.int16: "x"}[jnp.int16] == "x"
+    assert isinstance(np.float32(1), jnp.float32) and not isinstance(np.float64(1), jnp.float32)
+    assert jnp.zeros(2, jnp.uint8).dtype == np.uint8 and np.ones(2, jnp.int8).dtype == np.int8
+    assert ember.jit(lambda x: x.astype(jnp.float16))(np.ones(2)).dtype == np.float16
