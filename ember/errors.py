@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # Files inside the package that are user code for the purpose of locations.
@@ -158,3 +159,50 @@ def missing_attribute(module: str, name: str, namespace, fallback=None) -> Attri
             text += (f". Outside traced functions {mod_name}.{name} works on the arrays Ember returns (they are "
                      "NumPy arrays); inside jit/grad/vmap, build it from the ember.numpy functions that exist")
     return AttributeError(text)
+
+
+# --- traceback filtering ---------------------------------------------------------------------------
+
+_BOUNDARIES: set = set()  # code objects of the API entry points (jit/grad/vmap calls, vjp)
+_HIDDEN_NOTE = ("--------------------\nEmber removed its internal frames from this traceback; set "
+                "EMBER_TRACEBACK_FILTERING=off to show them.")
+
+
+def api_boundary(fn):
+    """Mark `fn` as an API entry point whose `except` calls `filter_traceback` (the outermost filters)."""
+    _BOUNDARIES.add(fn.__code__)
+    return fn
+
+
+def traceback_filtering() -> bool:
+    """Whether to hide ember's frames: on unless EMBER_TRACEBACK_FILTERING is off (read at each error)."""
+    return os.environ.get("EMBER_TRACEBACK_FILTERING", "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+def filter_traceback(e: BaseException) -> None:
+    """Drop the frames inside the ember package from `e`'s traceback, as JAX's traceback filtering does,
+    and add a note saying so; called by the outermost API boundary on the way out (then `raise` bare, so
+    the boundary's own frame is not added back). With EMBER_TRACEBACK_FILTERING=off nothing changes."""
+    if not traceback_filtering():
+        return
+    frame = sys._getframe(2)  # the boundary's caller: an enclosing boundary filters instead
+    while frame is not None:
+        if frame.f_code in _BOUNDARIES:
+            return
+        frame = frame.f_back
+    kept, hidden = [], 0
+    tb = e.__traceback__
+    while tb is not None:
+        if _is_internal(tb.tb_frame.f_code.co_filename):
+            hidden += 1
+        else:
+            kept.append(tb)
+        tb = tb.tb_next
+    if not hidden:
+        return
+    new = None
+    for t in reversed(kept):
+        new = types.TracebackType(new, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    e.with_traceback(new)
+    if _HIDDEN_NOTE not in getattr(e, "__notes__", ()):
+        add_note(e, _HIDDEN_NOTE)

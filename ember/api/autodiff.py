@@ -23,7 +23,14 @@ from ember.api.tracing import (
     trace_for_call,
     trace_pytree,
 )
-from ember.errors import ArgumentValueError, EmberError, TransformError, user_location
+from ember.errors import (
+    ArgumentValueError,
+    EmberError,
+    TransformError,
+    api_boundary,
+    filter_traceback,
+    user_location,
+)
 from ember.passes.autodiff import differentiable_outputs, grad_graph, split_forward_backward, vjp_graph
 from ember.tracer import dtypes
 from ember.tracer import prims as P
@@ -180,30 +187,35 @@ class _VJPFunction:
         self._bwd, self._residuals = backward, list(residuals)
         self.__name__ = f"vjp of {backward.name}"
 
+    @api_boundary
     def __call__(self, ct):
-        bwd = self._bwd
-        ct_leaves, ct_tree = tree_flatten(ct)
-        if ct_tree != bwd.ct_tree:
-            raise ArgumentValueError(f"the vjp of {bwd.name} takes cotangents structured like its output "
-                                     f"{bwd.ct_tree}, got {ct_tree}", user_location())
-        for i, c in enumerate(ct_leaves):
-            shape, want = tuple(np.shape(c)), bwd.out_avals[i].shape
-            if shape != want:
-                raise ArgumentValueError(f"cotangent {i} of the vjp of {bwd.name} has shape {shape}, but "
-                                         f"the output has shape {want}", user_location())
-        self._check_residuals()
-        tracing = is_tracing()
-        cts = []
-        for i in bwd.diff:  # aux outputs (i >= n_main) get zero cotangents
-            aval = bwd.out_avals[i]
-            if i < bwd.n_main:
-                cts.append(_as_cotangent(ct_leaves[i], aval.dtype))
-            else:
-                cts.append(P.full(aval.shape, 0, aval.dtype) if tracing else np.zeros(aval.shape, aval.dtype))
-        it = iter(bwd.run(self._residuals, cts))
-        return tuple(tree_unflatten(tree, [next(it) if active else np.zeros(shape, dt)
-                                           for active, shape, dt in info])
-                     for tree, info in bwd.primal_trees)
+        try:
+            bwd = self._bwd
+            ct_leaves, ct_tree = tree_flatten(ct)
+            if ct_tree != bwd.ct_tree:
+                raise ArgumentValueError(f"the vjp of {bwd.name} takes cotangents structured like its output "
+                                         f"{bwd.ct_tree}, got {ct_tree}", user_location())
+            for i, c in enumerate(ct_leaves):
+                shape, want = tuple(np.shape(c)), bwd.out_avals[i].shape
+                if shape != want:
+                    raise ArgumentValueError(f"cotangent {i} of the vjp of {bwd.name} has shape {shape}, but "
+                                             f"the output has shape {want}", user_location())
+            self._check_residuals()
+            tracing = is_tracing()
+            cts = []
+            for i in bwd.diff:  # aux outputs (i >= n_main) get zero cotangents
+                aval = bwd.out_avals[i]
+                if i < bwd.n_main:
+                    cts.append(_as_cotangent(ct_leaves[i], aval.dtype))
+                else:
+                    cts.append(P.full(aval.shape, 0, aval.dtype) if tracing else np.zeros(aval.shape, aval.dtype))
+            it = iter(bwd.run(self._residuals, cts))
+            return tuple(tree_unflatten(tree, [next(it) if active else np.zeros(shape, dt)
+                                               for active, shape, dt in info])
+                         for tree, info in bwd.primal_trees)
+        except Exception as e:
+            filter_traceback(e)
+            raise
 
     def _check_residuals(self) -> None:
         want = self._bwd.graph.in_avals[:len(self._residuals)]
@@ -228,38 +240,43 @@ def _as_cotangent(c, dtype):
 register_pytree_node(_VJPFunction, lambda f: (f._residuals, f._bwd), lambda bwd, res: _VJPFunction(bwd, res))
 
 
+@api_boundary
 def vjp(fun: Callable, *primals, has_aux: bool = False):
-    """(fun(*primals), vjp_fn) where vjp_fn(ct) returns one cotangent per primal; with has_aux,
-    (out, vjp_fn, aux). The forward runs now; vjp_fn runs only the backward part, from the saved
-    residuals."""
-    check_callable(fun, "vjp")
-    name = fun_name(fun)
-    graph, leaves, _, out_tree, known = trace_for_call(fun, primals, transform="vjp")  # known: values known
-    if has_aux and (out_tree.node is not tuple or len(out_tree.children) != 2):
-        raise TransformError(f"vjp(has_aux=True) needs {name} to return a pair (out, aux), got {out_tree}",
-                             user_location())
-    avals = graph.in_avals
-    mask = [dtypes.is_float(a.dtype) for a in avals]
-    n_out = len(graph.outputs)
-    forward, backward, _ = split_forward_backward(_differentiate(vjp_graph, graph, mask), len(leaves), n_out)
-    if not is_tracing() and not known:  # the residuals are read by every call of the pullback: never donated
-        from ember.backends.compile import compile_graph
+    try:
+        """(fun(*primals), vjp_fn) where vjp_fn(ct) returns one cotangent per primal; with has_aux,
+        (out, vjp_fn, aux). The forward runs now; vjp_fn runs only the backward part, from the saved
+        residuals."""
+        check_callable(fun, "vjp")
+        name = fun_name(fun)
+        graph, leaves, _, out_tree, known = trace_for_call(fun, primals, transform="vjp")  # known: values known
+        if has_aux and (out_tree.node is not tuple or len(out_tree.children) != 2):
+            raise TransformError(f"vjp(has_aux=True) needs {name} to return a pair (out, aux), got {out_tree}",
+                                 user_location())
+        avals = graph.in_avals
+        mask = [dtypes.is_float(a.dtype) for a in avals]
+        n_out = len(graph.outputs)
+        forward, backward, _ = split_forward_backward(_differentiate(vjp_graph, graph, mask), len(leaves), n_out)
+        if not is_tracing() and not known:  # the residuals are read by every call of the pullback: never donated
+            from ember.backends.compile import compile_graph
 
-        fwd_out = compile_graph(forward, donate=())[0](*[np.asarray(x) for x in leaves])
-    else:
-        fwd_out = eval_graph(forward, list(leaves))
-    backward, hoisted = closure_convert(backward)  # values of this trace become residuals
-    out_value = tree_unflatten(out_tree, fwd_out[:n_out])
-    flags = iter(zip(avals, mask))
-    primal_trees = []
-    for p in primals:
-        p_leaves, p_tree = tree_flatten(p)
-        primal_trees.append((p_tree, [(m, a.shape, a.dtype) for a, m in (next(flags) for _ in p_leaves)]))
-    ct_tree = out_tree.children[0] if has_aux else out_tree
-    bwd = _Backward(backward, ct_tree, graph.out_avals, differentiable_outputs(graph), ct_tree.num_leaves,
-                    primal_trees, name, compiled=not known)
-    fn = _VJPFunction(bwd, hoisted + list(fwd_out[n_out:]))
-    return (out_value[0], fn, out_value[1]) if has_aux else (out_value, fn)
+            fwd_out = compile_graph(forward, donate=())[0](*[np.asarray(x) for x in leaves])
+        else:
+            fwd_out = eval_graph(forward, list(leaves))
+        backward, hoisted = closure_convert(backward)  # values of this trace become residuals
+        out_value = tree_unflatten(out_tree, fwd_out[:n_out])
+        flags = iter(zip(avals, mask))
+        primal_trees = []
+        for p in primals:
+            p_leaves, p_tree = tree_flatten(p)
+            primal_trees.append((p_tree, [(m, a.shape, a.dtype) for a, m in (next(flags) for _ in p_leaves)]))
+        ct_tree = out_tree.children[0] if has_aux else out_tree
+        bwd = _Backward(backward, ct_tree, graph.out_avals, differentiable_outputs(graph), ct_tree.num_leaves,
+                        primal_trees, name, compiled=not known)
+        fn = _VJPFunction(bwd, hoisted + list(fwd_out[n_out:]))
+        return (out_value[0], fn, out_value[1]) if has_aux else (out_value, fn)
+    except Exception as e:
+        filter_traceback(e)
+        raise
 
 
 def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:

@@ -17,6 +17,8 @@ from ember.errors import (
     ConcretizationError,
     DTypeError,
     TracerEscapeError,
+    api_boundary,
+    filter_traceback,
     user_location,
 )
 from ember.numpy._core import plain_array
@@ -285,18 +287,23 @@ class Transformed:
         self._jitted = None
         self._needs_values: set = set()  # signatures whose trace needed concrete values
 
+    @api_boundary
     def __call__(self, *args, **kwargs):
-        if is_tracing():
-            return self._impl(*args, **kwargs)
-        if self._needs_values and _signature(args, kwargs) in self._needs_values:
-            return call_with_known_values(self._impl, args, kwargs)
         try:
-            return (self._jitted or self._jit())(*args, **kwargs)
-        except ConcretizationError:
-            if len(self._needs_values) >= _MAX_REMEMBERED:
-                self._needs_values.clear()
-            self._needs_values.add(_signature(args, kwargs))
-            return call_with_known_values(self._impl, args, kwargs)
+            if is_tracing():
+                return self._impl(*args, **kwargs)
+            if self._needs_values and _signature(args, kwargs) in self._needs_values:
+                return call_with_known_values(self._impl, args, kwargs)
+            try:
+                return (self._jitted or self._jit())(*args, **kwargs)
+            except ConcretizationError:
+                if len(self._needs_values) >= _MAX_REMEMBERED:
+                    self._needs_values.clear()
+                self._needs_values.add(_signature(args, kwargs))
+                return call_with_known_values(self._impl, args, kwargs)
+        except Exception as e:
+            filter_traceback(e)
+            raise
 
     def _cache_key(self):
         if self._options is None:

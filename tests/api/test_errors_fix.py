@@ -207,3 +207,74 @@ def test_dtype_constructors_still_work_as_dtypes():
     assert isinstance(np.float32(1), jnp.float32) and not isinstance(np.float64(1), jnp.float32)
     assert jnp.zeros(2, jnp.uint8).dtype == np.uint8 and np.ones(2, jnp.int8).dtype == np.int8
     assert ember.jit(lambda x: x.astype(jnp.float16))(np.ones(2)).dtype == np.float16
+
+
+# --- traceback filtering --------------------------------------------------------------------------
+
+def _misaligned(x):
+    return jnp.dot(x, np.ones((4, 5), np.float32))
+
+
+def _formatted(call) -> str:
+    import traceback
+
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001 - the test formats whatever was raised
+        return "".join(traceback.format_exception(e))
+    raise AssertionError("no error raised")
+
+
+def _ember_frames(text: str) -> list[str]:
+    import os
+
+    pkg = os.path.dirname(ember.__file__) + os.sep
+    return [ln for ln in text.splitlines() if ln.strip().startswith("File ") and pkg in ln]
+
+
+CALLS = {
+    "jit(grad(f))": lambda: ember.jit(ember.grad(lambda x: jnp.sum(_misaligned(x))))(np.ones(3, np.float32)),
+    "grad(f)": lambda: ember.grad(lambda x: jnp.sum(_misaligned(x)))(np.ones(3, np.float32)),
+    "vmap(f)": lambda: ember.vmap(_misaligned)(np.ones((2, 3), np.float32)),
+    "vjp(f)": lambda: ember.vjp(_misaligned, np.ones(3, np.float32)),
+    "jit(vmap(f))": lambda: ember.jit(ember.vmap(_misaligned))(np.ones((2, 3), np.float32)),
+}
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_traceback_hides_ember_frames(name, monkeypatch):
+    monkeypatch.delenv("EMBER_TRACEBACK_FILTERING", raising=False)
+    text = _formatted(CALLS[name])
+    assert "ShapeError: dot: operand shapes" in text
+    assert _ember_frames(text) == []
+    assert f'{HERE}", line {_misaligned.__code__.co_firstlineno + 1}, in _misaligned' in text
+    assert "in <lambda>" in text or name == "vmap(f)" or name == "vjp(f)"
+    assert text.count("EMBER_TRACEBACK_FILTERING=off") == 1
+
+
+def test_traceback_filtering_off_keeps_ember_frames(monkeypatch):
+    monkeypatch.setenv("EMBER_TRACEBACK_FILTERING", "off")
+    text = _formatted(CALLS["jit(grad(f))"])
+    assert len(_ember_frames(text)) >= 5
+    assert "EMBER_TRACEBACK_FILTERING" not in text
+    assert f'{HERE}", line {_misaligned.__code__.co_firstlineno + 1}, in _misaligned' in text
+
+
+def test_filtered_error_in_user_code_keeps_every_user_frame(monkeypatch):
+    monkeypatch.delenv("EMBER_TRACEBACK_FILTERING", raising=False)
+
+    def inner(x):
+        raise KeyError("user bug")
+
+    def outer(x):
+        return inner(x) + 1
+
+    text = _formatted(lambda: ember.jit(outer)(np.ones(2)))
+    assert "in outer" in text and "in inner" in text and "KeyError: 'user bug'" in text
+    assert _ember_frames(text) == []
+
+
+def test_fallback_to_known_values_still_works_with_filtering():
+    def f(x):
+        return x * 2 if jnp.sum(x) > 0 else x
+    np.testing.assert_array_equal(ember.grad(lambda x: jnp.sum(f(x)))(np.ones(2, np.float32)), [2.0, 2.0])
