@@ -179,26 +179,44 @@ def traceback_filtering() -> bool:
     return os.environ.get("EMBER_TRACEBACK_FILTERING", "on").strip().lower() not in ("off", "0", "false", "no")
 
 
+_GENERIC_NAMES = {"wrapper", "method", "fn", "impl", "__call__", "<listcomp>", "<genexpr>", "bind"}
+
+
+def _op_name(tb) -> str:
+    """The ember function a user's line called, skipping generic wrappers (`wrapper`, `method`)."""
+    first = tb.tb_frame.f_code.co_name
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_name
+        if name not in _GENERIC_NAMES and not name.startswith("_"):
+            return name
+        tb = tb.tb_next
+    return first
+
+
 def filter_traceback(e: BaseException) -> None:
     """Drop the frames inside the ember package from `e`'s traceback, as JAX's traceback filtering does,
     and add a note saying so; called by the outermost API boundary on the way out (then `raise` bare, so
     the boundary's own frame is not added back). With EMBER_TRACEBACK_FILTERING=off nothing changes."""
-    if not traceback_filtering():
-        return
     frame = sys._getframe(2)  # the boundary's caller: an enclosing boundary filters instead
     while frame is not None:
         if frame.f_code in _BOUNDARIES:
             return
         frame = frame.f_back
-    kept, hidden = [], 0
+    kept, hidden, last_user = [], 0, None
     tb = e.__traceback__
     while tb is not None:
         if _is_internal(tb.tb_frame.f_code.co_filename):
             hidden += 1
         else:
             kept.append(tb)
+            last_user = tb
         tb = tb.tb_next
-    if not hidden:
+    if not isinstance(e, EmberError) and last_user is not None and last_user.tb_next is not None:
+        # Not ember's own error but raised inside ember (NumPy's, a rule's): name the user's line it came from.
+        where = f"{_short_path(last_user.tb_frame.f_code.co_filename)}:{last_user.tb_lineno}"
+        if where not in str(e) and not any(where in n for n in getattr(e, "__notes__", ())):
+            add_note(e, f"raised inside ember by {_op_name(last_user.tb_next)}, called at {where}")
+    if not hidden or not traceback_filtering():
         return
     new = None
     for t in reversed(kept):

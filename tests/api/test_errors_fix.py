@@ -278,3 +278,14 @@ def test_fallback_to_known_values_still_works_with_filtering():
     def f(x):
         return x * 2 if jnp.sum(x) > 0 else x
     np.testing.assert_array_equal(ember.grad(lambda x: jnp.sum(f(x)))(np.ones(2, np.float32)), [2.0, 2.0])
+
+
+@pytest.mark.parametrize("transform", [ember.jit, ember.vmap, lambda f: ember.grad(lambda x: jnp.sum(f(x)))])
+def test_foreign_error_inside_ember_names_function_and_user_line(transform):
+    def f(x):
+        return jnp.linalg.norm(x, ord="bogus", axis=(0, 1)) * x
+    with pytest.raises(ValueError, match="invalid norm order") as info:
+        transform(f)(np.ones((2, 3, 3), np.float32))
+    notes = "\n".join(getattr(info.value, "__notes__", ()))
+    assert "raised inside ember by norm, called at " in notes
+    assert f"{HERE}:{f.__code__.co_firstlineno + 1}" in notes
