@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import types
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # Files inside the package that are user code for the purpose of locations.
@@ -44,6 +45,14 @@ def _short_path(filename: str) -> str:
             rel = filename
         short = _short_cache[key] = filename if rel.startswith(".." + os.sep + "..") else rel
     return short
+
+
+def add_note(e: BaseException, note: str) -> None:
+    """`e.add_note(note)` (Python 3.11+: printed under the message); on 3.10 kept in `__notes__` only."""
+    if hasattr(e, "add_note"):
+        e.add_note(note)
+    else:
+        e.__notes__ = [*getattr(e, "__notes__", ()), note]
 
 
 class EmberError(Exception):
@@ -128,3 +137,90 @@ class NonConcreteBooleanIndexError(IndexingError):
 
 class GraphError(EmberError, AssertionError):
     """A graph broke an IR invariant (found by Graph.verify)."""
+
+
+def missing_attribute(module: str, name: str, namespace, fallback=None) -> AttributeError:
+    """The AttributeError for a name a submodule of ember lacks: what is missing, the closest names it
+    has, and the NumPy (or JAX) function to fall back on, as `ember.__getattr__` does for JAX names."""
+    if name.startswith("__"):  # protocol probes (hasattr(m, "__wrapped__")): the plain error, no search
+        return AttributeError(f"module {module!r} has no attribute {name!r}")
+    import difflib
+
+    public = [k for k, v in namespace.items() if not k.startswith("_") and type(v).__name__ != "module"]
+    close = difflib.get_close_matches(name, public, n=3, cutoff=0.6)
+    known = fallback is None or hasattr(fallback[1], name)
+    text = (f"{module}.{name} is not implemented in Ember yet" if known else
+            f"module {module!r} has no attribute {name!r} (nor has {fallback[0]})")
+    if close:
+        text += "; the closest names it has: " + ", ".join(f"{module}.{c}" for c in close)
+    if fallback is not None:
+        mod_name, mod = fallback
+        if hasattr(mod, name):
+            text += (f". Outside traced functions {mod_name}.{name} works on the arrays Ember returns (they are "
+                     "NumPy arrays); inside jit/grad/vmap, build it from the ember.numpy functions that exist")
+    return AttributeError(text)
+
+
+# --- traceback filtering ---------------------------------------------------------------------------
+
+_BOUNDARIES: set = set()  # code objects of the API entry points (jit/grad/vmap calls, vjp)
+_HIDDEN_NOTE = ("--------------------\nEmber removed its internal frames from this traceback; set "
+                "EMBER_TRACEBACK_FILTERING=off to show them.")
+
+
+def api_boundary(fn):
+    """Mark `fn` as an API entry point whose `except` calls `filter_traceback` (the outermost filters)."""
+    _BOUNDARIES.add(fn.__code__)
+    return fn
+
+
+def traceback_filtering() -> bool:
+    """Whether to hide ember's frames: on unless EMBER_TRACEBACK_FILTERING is off (read at each error)."""
+    return os.environ.get("EMBER_TRACEBACK_FILTERING", "on").strip().lower() not in ("off", "0", "false", "no")
+
+
+_GENERIC_NAMES = {"wrapper", "method", "fn", "impl", "__call__", "<listcomp>", "<genexpr>", "bind"}
+
+
+def _op_name(tb) -> str:
+    """The ember function a user's line called, skipping generic wrappers (`wrapper`, `method`)."""
+    first = tb.tb_frame.f_code.co_name
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_name
+        if name not in _GENERIC_NAMES and not name.startswith("_"):
+            return name
+        tb = tb.tb_next
+    return first
+
+
+def filter_traceback(e: BaseException) -> None:
+    """Drop the frames inside the ember package from `e`'s traceback, as JAX's traceback filtering does,
+    and add a note saying so; called by the outermost API boundary on the way out (then `raise` bare, so
+    the boundary's own frame is not added back). With EMBER_TRACEBACK_FILTERING=off nothing changes."""
+    frame = sys._getframe(2)  # the boundary's caller: an enclosing boundary filters instead
+    while frame is not None:
+        if frame.f_code in _BOUNDARIES:
+            return
+        frame = frame.f_back
+    kept, hidden, last_user = [], 0, None
+    tb = e.__traceback__
+    while tb is not None:
+        if _is_internal(tb.tb_frame.f_code.co_filename):
+            hidden += 1
+        else:
+            kept.append(tb)
+            last_user = tb
+        tb = tb.tb_next
+    if not isinstance(e, EmberError) and last_user is not None and last_user.tb_next is not None:
+        # Not ember's own error but raised inside ember (NumPy's, a rule's): name the user's line it came from.
+        where = f"{_short_path(last_user.tb_frame.f_code.co_filename)}:{last_user.tb_lineno}"
+        if where not in str(e) and not any(where in n for n in getattr(e, "__notes__", ())):
+            add_note(e, f"raised inside ember by {_op_name(last_user.tb_next)}, called at {where}")
+    if not hidden or not traceback_filtering():
+        return
+    new = None
+    for t in reversed(kept):
+        new = types.TracebackType(new, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    e.with_traceback(new)
+    if _HIDDEN_NOTE not in getattr(e, "__notes__", ()):
+        add_note(e, _HIDDEN_NOTE)

@@ -9,6 +9,7 @@ import numpy as np
 
 import ember.numpy as jnp
 from ember.api import custom_vjp, stop_gradient
+from ember.errors import missing_attribute as _missing_attribute
 from ember.scipy.special import erf, expit
 
 
@@ -112,3 +113,8 @@ def mlp(params, x, activation: Callable | None = relu):
         if activation is not None and i < len(params) - 1:
             x = activation(x)
     return x
+
+
+def __getattr__(name: str):
+    """Say that a missing name is not implemented yet, with the closest names and the fallback."""
+    raise _missing_attribute('ember.nn', name, globals(), None)

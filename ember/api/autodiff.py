@@ -13,8 +13,24 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ember.api.custom import closure_convert
-from ember.api.tracing import Transformed, arg_name, fun_name, inline, leaf_avals, trace_for_call, trace_pytree
-from ember.errors import ArgumentValueError, EmberError, TransformError, user_location
+from ember.api.tracing import (
+    Transformed,
+    arg_name,
+    check_callable,
+    fun_name,
+    inline,
+    leaf_avals,
+    trace_for_call,
+    trace_pytree,
+)
+from ember.errors import (
+    ArgumentValueError,
+    EmberError,
+    TransformError,
+    api_boundary,
+    filter_traceback,
+    user_location,
+)
 from ember.passes.autodiff import differentiable_outputs, grad_graph, split_forward_backward, vjp_graph
 from ember.tracer import dtypes
 from ember.tracer import prims as P
@@ -87,8 +103,12 @@ def _check_scalar_loss(graph, out_tree, has_aux: bool, name: str, what: str):
         n_loss = len(outs)
     if n_loss != 1 or outs[0].aval.shape != ():
         got = ", ".join(o.aval.str_short() for o in outs[:n_loss]) or "nothing"
-        raise TransformError(f"{what} needs {name} to return a scalar, got {got}; use vjp or jacrev to "
-                             "differentiate non-scalar outputs", user_location())
+        fix = "use vjp or jacrev to differentiate non-scalar outputs"
+        kids = out_tree.children if out_tree.node in (tuple, list) else ()
+        if not has_aux and len(kids) >= 2 and kids[0].num_leaves == 1 and outs[0].aval.shape == ():
+            fix = (f"if the first element is the loss and the rest auxiliary data, pass has_aux=True "
+                   f"({what}(f, has_aux=True) returns (gradient, aux)); to differentiate every output, {fix}")
+        raise TransformError(f"{what} needs {name} to return a scalar, got {got}; {fix}", user_location())
     if not dtypes.is_float(outs[0].aval.dtype):
         raise TransformError(f"{what} needs a floating-point output, but {name} returned "
                              f"{outs[0].aval.str_short()}", user_location())
@@ -108,6 +128,7 @@ def _grads_in_argnums_order(flat: Sequence, args: tuple, nums: tuple[int, ...], 
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """A function returning (fun(*args), gradient of fun w.r.t. args[argnums]); the value is
     ((loss, aux), grads) with has_aux=True. Gradients have the structure of their arguments."""
+    check_callable(fun, "value_and_grad")
     name = fun_name(fun)
 
     def impl(*args, **kwargs):
@@ -125,6 +146,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """The gradient of scalar-valued `fun` with respect to args[argnums] (aux too with has_aux)."""
+    check_callable(fun, "grad")
     vg = value_and_grad(fun, argnums, has_aux)
 
     def impl(*args, **kwargs):
@@ -165,30 +187,35 @@ class _VJPFunction:
         self._bwd, self._residuals = backward, list(residuals)
         self.__name__ = f"vjp of {backward.name}"
 
+    @api_boundary
     def __call__(self, ct):
-        bwd = self._bwd
-        ct_leaves, ct_tree = tree_flatten(ct)
-        if ct_tree != bwd.ct_tree:
-            raise ArgumentValueError(f"the vjp of {bwd.name} takes cotangents structured like its output "
-                                     f"{bwd.ct_tree}, got {ct_tree}", user_location())
-        for i, c in enumerate(ct_leaves):
-            shape, want = tuple(np.shape(c)), bwd.out_avals[i].shape
-            if shape != want:
-                raise ArgumentValueError(f"cotangent {i} of the vjp of {bwd.name} has shape {shape}, but "
-                                         f"the output has shape {want}", user_location())
-        self._check_residuals()
-        tracing = is_tracing()
-        cts = []
-        for i in bwd.diff:  # aux outputs (i >= n_main) get zero cotangents
-            aval = bwd.out_avals[i]
-            if i < bwd.n_main:
-                cts.append(_as_cotangent(ct_leaves[i], aval.dtype))
-            else:
-                cts.append(P.full(aval.shape, 0, aval.dtype) if tracing else np.zeros(aval.shape, aval.dtype))
-        it = iter(bwd.run(self._residuals, cts))
-        return tuple(tree_unflatten(tree, [next(it) if active else np.zeros(shape, dt)
-                                           for active, shape, dt in info])
-                     for tree, info in bwd.primal_trees)
+        try:
+            bwd = self._bwd
+            ct_leaves, ct_tree = tree_flatten(ct)
+            if ct_tree != bwd.ct_tree:
+                raise ArgumentValueError(f"the vjp of {bwd.name} takes cotangents structured like its output "
+                                         f"{bwd.ct_tree}, got {ct_tree}", user_location())
+            for i, c in enumerate(ct_leaves):
+                shape, want = tuple(np.shape(c)), bwd.out_avals[i].shape
+                if shape != want:
+                    raise ArgumentValueError(f"cotangent {i} of the vjp of {bwd.name} has shape {shape}, but "
+                                             f"the output has shape {want}", user_location())
+            self._check_residuals()
+            tracing = is_tracing()
+            cts = []
+            for i in bwd.diff:  # aux outputs (i >= n_main) get zero cotangents
+                aval = bwd.out_avals[i]
+                if i < bwd.n_main:
+                    cts.append(_as_cotangent(ct_leaves[i], aval.dtype))
+                else:
+                    cts.append(P.full(aval.shape, 0, aval.dtype) if tracing else np.zeros(aval.shape, aval.dtype))
+            it = iter(bwd.run(self._residuals, cts))
+            return tuple(tree_unflatten(tree, [next(it) if active else np.zeros(shape, dt)
+                                               for active, shape, dt in info])
+                         for tree, info in bwd.primal_trees)
+        except Exception as e:
+            filter_traceback(e)
+            raise
 
     def _check_residuals(self) -> None:
         want = self._bwd.graph.in_avals[:len(self._residuals)]
@@ -213,43 +240,50 @@ def _as_cotangent(c, dtype):
 register_pytree_node(_VJPFunction, lambda f: (f._residuals, f._bwd), lambda bwd, res: _VJPFunction(bwd, res))
 
 
+@api_boundary
 def vjp(fun: Callable, *primals, has_aux: bool = False):
-    """(fun(*primals), vjp_fn) where vjp_fn(ct) returns one cotangent per primal; with has_aux,
-    (out, vjp_fn, aux). The forward runs now; vjp_fn runs only the backward part, from the saved
-    residuals."""
-    name = fun_name(fun)
-    graph, leaves, _, out_tree, known = trace_for_call(fun, primals, transform="vjp")  # known: values known
-    if has_aux and (out_tree.node is not tuple or len(out_tree.children) != 2):
-        raise TransformError(f"vjp(has_aux=True) needs {name} to return a pair (out, aux), got {out_tree}",
-                             user_location())
-    avals = graph.in_avals
-    mask = [dtypes.is_float(a.dtype) for a in avals]
-    n_out = len(graph.outputs)
-    forward, backward, _ = split_forward_backward(_differentiate(vjp_graph, graph, mask), len(leaves), n_out)
-    if not is_tracing() and not known:  # the residuals are read by every call of the pullback: never donated
-        from ember.backends.compile import compile_graph
+    try:
+        """(fun(*primals), vjp_fn) where vjp_fn(ct) returns one cotangent per primal; with has_aux,
+        (out, vjp_fn, aux). The forward runs now; vjp_fn runs only the backward part, from the saved
+        residuals."""
+        check_callable(fun, "vjp")
+        name = fun_name(fun)
+        graph, leaves, _, out_tree, known = trace_for_call(fun, primals, transform="vjp")  # known: values known
+        if has_aux and (out_tree.node is not tuple or len(out_tree.children) != 2):
+            raise TransformError(f"vjp(has_aux=True) needs {name} to return a pair (out, aux), got {out_tree}",
+                                 user_location())
+        avals = graph.in_avals
+        mask = [dtypes.is_float(a.dtype) for a in avals]
+        n_out = len(graph.outputs)
+        forward, backward, _ = split_forward_backward(_differentiate(vjp_graph, graph, mask), len(leaves), n_out)
+        if not is_tracing() and not known:  # the residuals are read by every call of the pullback: never donated
+            from ember.backends.compile import compile_graph
 
-        fwd_out = compile_graph(forward, donate=())[0](*[np.asarray(x) for x in leaves])
-    else:
-        fwd_out = eval_graph(forward, list(leaves))
-    backward, hoisted = closure_convert(backward)  # values of this trace become residuals
-    out_value = tree_unflatten(out_tree, fwd_out[:n_out])
-    flags = iter(zip(avals, mask))
-    primal_trees = []
-    for p in primals:
-        p_leaves, p_tree = tree_flatten(p)
-        primal_trees.append((p_tree, [(m, a.shape, a.dtype) for a, m in (next(flags) for _ in p_leaves)]))
-    ct_tree = out_tree.children[0] if has_aux else out_tree
-    bwd = _Backward(backward, ct_tree, graph.out_avals, differentiable_outputs(graph), ct_tree.num_leaves,
-                    primal_trees, name, compiled=not known)
-    fn = _VJPFunction(bwd, hoisted + list(fwd_out[n_out:]))
-    return (out_value[0], fn, out_value[1]) if has_aux else (out_value, fn)
+            fwd_out = compile_graph(forward, donate=())[0](*[np.asarray(x) for x in leaves])
+        else:
+            fwd_out = eval_graph(forward, list(leaves))
+        backward, hoisted = closure_convert(backward)  # values of this trace become residuals
+        out_value = tree_unflatten(out_tree, fwd_out[:n_out])
+        flags = iter(zip(avals, mask))
+        primal_trees = []
+        for p in primals:
+            p_leaves, p_tree = tree_flatten(p)
+            primal_trees.append((p_tree, [(m, a.shape, a.dtype) for a, m in (next(flags) for _ in p_leaves)]))
+        ct_tree = out_tree.children[0] if has_aux else out_tree
+        bwd = _Backward(backward, ct_tree, graph.out_avals, differentiable_outputs(graph), ct_tree.num_leaves,
+                        primal_trees, name, compiled=not known)
+        fn = _VJPFunction(bwd, hoisted + list(fwd_out[n_out:]))
+        return (out_value[0], fn, out_value[1]) if has_aux else (out_value, fn)
+    except Exception as e:
+        filter_traceback(e)
+        raise
 
 
 def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """The Jacobian of `fun` w.r.t. args[argnums] by reverse mode: one vjp, batched over the rows
     with vmap. Each entry has shape out.shape + arg.shape; the result mirrors the output's structure
     (then the arguments')."""
+    check_callable(fun, "jacrev")
     from ember.api.batching import vmap
 
     name = fun_name(fun)
@@ -300,6 +334,7 @@ jacobian = jacrev
 def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """Second derivatives of `fun`: the Jacobian of its Jacobian, each entry of shape
     out.shape + arg_i.shape + arg_j.shape (with has_aux, (hessian, aux))."""
+    check_callable(fun, "hessian")
     return jacrev(jacrev(fun, argnums, has_aux), argnums, has_aux)
 
 

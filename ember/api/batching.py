@@ -14,6 +14,7 @@ from ember.api.tracing import (
     Transformed,
     arg_name,
     call_with_known_values,
+    check_callable,
     fun_name,
     inline,
     input_names,
@@ -28,6 +29,8 @@ from ember.errors import (
     ConcretizationError,
     EmberError,
     TransformError,
+    api_boundary,
+    filter_traceback,
     user_location,
 )
 from ember.passes.vmap import vmap_graph
@@ -118,25 +121,30 @@ class _Vmapped(Transformed):
         self._in_axes = in_axes
         self._static_jit = None
 
+    @api_boundary
     def __call__(self, *args, **kwargs):
-        if is_tracing():
-            return self._impl(*args, **kwargs)
-        if all(isinstance(x, ARRAY_LEAF_TYPES) for x in (*args, *kwargs.values())):
-            return super().__call__(*args, **kwargs)  # no pytree to look into: the common, fast case
-        leaves, tree = tree_flatten((args, kwargs))
-        if all(isinstance(x, ARRAY_LEAF_TYPES) for x in leaves):
-            return super().__call__(*args, **kwargs)
-        axes = _in_axes_per_leaf(self._in_axes, args, kwargs, fun_name(self.__wrapped__))
-        static = {i: x for i, (x, ax) in enumerate(zip(leaves, axes)) if _is_static(x, ax)}
-        paths = [p for p, _ in tree_flatten_with_path((args, kwargs))[0]]
-        _reject_unmappable([(p, x, ax) for i, (p, x, ax) in enumerate(zip(paths, leaves, axes)) if i not in static])
-        if not static:
-            return super().__call__(*args, **kwargs)
-        statics, dyn = _Statics(tree, static), [x for i, x in enumerate(leaves) if i not in static]
         try:
-            return self._with_statics()(statics, *dyn)
-        except ConcretizationError:
-            return call_with_known_values(functools.partial(self._run, statics), tuple(dyn), {})
+            if is_tracing():
+                return self._impl(*args, **kwargs)
+            if all(isinstance(x, ARRAY_LEAF_TYPES) for x in (*args, *kwargs.values())):
+                return super().__call__(*args, **kwargs)  # no pytree to look into: the common, fast case
+            leaves, tree = tree_flatten((args, kwargs))
+            if all(isinstance(x, ARRAY_LEAF_TYPES) for x in leaves):
+                return super().__call__(*args, **kwargs)
+            axes = _in_axes_per_leaf(self._in_axes, args, kwargs, fun_name(self.__wrapped__))
+            static = {i: x for i, (x, ax) in enumerate(zip(leaves, axes)) if _is_static(x, ax)}
+            paths = [p for p, _ in tree_flatten_with_path((args, kwargs))[0]]
+            _reject_unmappable([(p, x, ax) for i, (p, x, ax) in enumerate(zip(paths, leaves, axes)) if i not in static])
+            if not static:
+                return super().__call__(*args, **kwargs)
+            statics, dyn = _Statics(tree, static), [x for i, x in enumerate(leaves) if i not in static]
+            try:
+                return self._with_statics()(statics, *dyn)
+            except ConcretizationError:
+                return call_with_known_values(functools.partial(self._run, statics), tuple(dyn), {})
+        except Exception as e:
+            filter_traceback(e)
+            raise
 
     def _run(self, statics: _Statics, *dyn):
         a, kw = statics.rebuild(dyn)
@@ -156,6 +164,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
     """Vectorize `fun` over axis `in_axes` of its arguments (None: not mapped; pytrees of them allowed)
     and stack the results along `out_axes`. Keyword arguments are mapped over axis 0. Arguments that
     are not arrays (functions, strings) pass through untouched where in_axes is None."""
+    check_callable(fun, "vmap")
     name = fun_name(fun)
     _check_axes_spec(in_axes, "in_axes")
     _check_axes_spec(out_axes, "out_axes")

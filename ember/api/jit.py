@@ -27,11 +27,26 @@ from dataclasses import dataclass
 import numpy as np
 
 import ember.config as config
-from ember.api.tracing import ARRAY_LEAF_TYPES, fun_name, is_hashable, leaf_avals, to_array, trace_pytree
+from ember.api.tracing import (
+    ARRAY_LEAF_TYPES,
+    check_callable,
+    fun_name,
+    is_hashable,
+    leaf_avals,
+    to_array,
+    trace_pytree,
+)
 from ember.backends import available_backends, default_backend, get_backend, one_time_seconds
 from ember.backends.compile import compile_graph
 from ember.backends.outputs import check_out
-from ember.errors import ArgumentError, ArgumentValueError, TracerEscapeError, user_location
+from ember.errors import (
+    ArgumentError,
+    ArgumentValueError,
+    TracerEscapeError,
+    api_boundary,
+    filter_traceback,
+    user_location,
+)
 from ember.passes.explain import Explanation
 from ember.passes.memory import MemoryReport
 from ember.passes.pipeline import disabled_passes
@@ -469,6 +484,7 @@ class Jitted:
     def __init__(self, fun: Callable, static_argnums=(), static_argnames=(), donate_argnums=(),
                  backend: str | None = None, optimize: bool = True, disable_passes: Iterable[str] = (),
                  cache_size: int = DEFAULT_CACHE_SIZE, cache_key=None):
+        check_callable(fun, "jit")
         functools.update_wrapper(self, fun)
         self._fun = fun
         self._backend = backend
@@ -542,36 +558,41 @@ class Jitted:
         return fun
 
     # -- calls -----------------------------------------------------------------------------------
+    @api_boundary
     def __call__(self, *args, **kwargs):
-        if getattr(_trace_state, "stack", None):
-            return self._call_traced(args, kwargs)
-        backend = self._backend or _backend_of_env.get(_read_backend_env()) or _default_backend()
-        if kwargs:
-            return self._call_slow(backend, args, kwargs)
-        # The hit path for f(array, ...), about 0.7 us: a key of each array's shape and dtype (of each
-        # other argument's type: a scalar's type fixes its dtype and weak type), one lookup, the executable
-        # without the checks' wrapper unless a check option is on.
-        if len(args) == 1:
-            x = args[0]
-            sig = (backend, x.shape, x.dtype) if type(x) is np.ndarray else (backend, type(x))
-        else:
-            sig = (backend,)
-            for x in args:
-                sig += (x.shape, x.dtype) if type(x) is np.ndarray else (type(x),)
-        cache = self._cache
-        entry = cache.fast.get(sig)
-        if entry is None:
-            return self._call_slow(backend, args, kwargs)
-        if entry.__class__ is _ScalarHit:  # scalars converted to 0-d arrays (np.array: about 0.1 us)
-            try:
-                args = (_array(args[0], entry.first),) if entry.first is not None else entry.arrays(args)
-            except OverflowError:  # a Python int out of the default int's range: the slow path says so
+        try:
+            if getattr(_trace_state, "stack", None):
+                return self._call_traced(args, kwargs)
+            backend = self._backend or _backend_of_env.get(_read_backend_env()) or _default_backend()
+            if kwargs:
                 return self._call_slow(backend, args, kwargs)
-            entry = entry.entry
-        entry.used = cache.clock = cache.clock + 1  # a hit (see _Cache.hits)
-        outs = (entry.executable if config.check_oracle or config.debug_nans or config.debug_infs
-                else entry.unchecked)(*args)
-        return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
+            # The hit path for f(array, ...), about 0.7 us: a key of each array's shape and dtype (of each
+            # other argument's type: a scalar's type fixes its dtype and weak type), one lookup, the executable
+            # without the checks' wrapper unless a check option is on.
+            if len(args) == 1:
+                x = args[0]
+                sig = (backend, x.shape, x.dtype) if type(x) is np.ndarray else (backend, type(x))
+            else:
+                sig = (backend,)
+                for x in args:
+                    sig += (x.shape, x.dtype) if type(x) is np.ndarray else (type(x),)
+            cache = self._cache
+            entry = cache.fast.get(sig)
+            if entry is None:
+                return self._call_slow(backend, args, kwargs)
+            if entry.__class__ is _ScalarHit:  # scalars converted to 0-d arrays (np.array: about 0.1 us)
+                try:
+                    args = (_array(args[0], entry.first),) if entry.first is not None else entry.arrays(args)
+                except OverflowError:  # a Python int out of the default int's range: the slow path says so
+                    return self._call_slow(backend, args, kwargs)
+                entry = entry.entry
+            entry.used = cache.clock = cache.clock + 1  # a hit (see _Cache.hits)
+            outs = (entry.executable if config.check_oracle or config.debug_nans or config.debug_infs
+                    else entry.unchecked)(*args)
+            return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
+        except Exception as e:
+            filter_traceback(e)
+            raise
 
     def _call_slow(self, backend: str, args: tuple, kwargs: dict):
         """Any call: flatten the pytrees, key by structure, avals (weak types included) and statics;
@@ -790,6 +811,7 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), d
 
 def make_graph(fun: Callable, static_argnums=()) -> Callable[..., Graph]:
     """`make_graph(f)(*args)` returns the Graph that tracing f on these arguments gives."""
+    check_callable(fun, "make_graph")
     j = fun if isinstance(fun, Jitted) else Jitted(fun, static_argnums=static_argnums, optimize=False)
 
     def graph_of(*args, **kwargs) -> Graph:
@@ -800,5 +822,6 @@ def make_graph(fun: Callable, static_argnums=()) -> Callable[..., Graph]:
 
 def dump(fun: Callable, *args, path: str, stages: Iterable[str] | None = None, formats=None, **kwargs) -> list[str]:
     """Trace `fun` on the arguments and write every stage (or the named ones) under `path`."""
+    check_callable(fun, "dump")
     j = fun if isinstance(fun, Jitted) else jit(fun)
     return j.lower(*args, **kwargs).dump(path, stages, formats)

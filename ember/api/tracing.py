@@ -17,6 +17,8 @@ from ember.errors import (
     ConcretizationError,
     DTypeError,
     TracerEscapeError,
+    api_boundary,
+    filter_traceback,
     user_location,
 )
 from ember.numpy._core import plain_array
@@ -41,6 +43,16 @@ def is_hashable(v) -> bool:
 
 def fun_name(fun) -> str:
     return getattr(fun, "__name__", None) or type(fun).__name__
+
+
+def check_callable(fun, transform: str) -> None:
+    """Raise a TypeError now when a transform is given something that is not a function (as JAX does),
+    instead of failing at the first call."""
+    if not callable(fun):
+        shown = repr(fun)
+        shown = shown if len(shown) < 60 else shown[:57] + "..."
+        raise ArgumentError(f"Expected a callable value: {transform} takes a function as its first argument, "
+                            f"got {type(fun).__name__} {shown}", user_location())
 
 
 def arg_name(path: str) -> str:
@@ -275,18 +287,23 @@ class Transformed:
         self._jitted = None
         self._needs_values: set = set()  # signatures whose trace needed concrete values
 
+    @api_boundary
     def __call__(self, *args, **kwargs):
-        if is_tracing():
-            return self._impl(*args, **kwargs)
-        if self._needs_values and _signature(args, kwargs) in self._needs_values:
-            return call_with_known_values(self._impl, args, kwargs)
         try:
-            return (self._jitted or self._jit())(*args, **kwargs)
-        except ConcretizationError:
-            if len(self._needs_values) >= _MAX_REMEMBERED:
-                self._needs_values.clear()
-            self._needs_values.add(_signature(args, kwargs))
-            return call_with_known_values(self._impl, args, kwargs)
+            if is_tracing():
+                return self._impl(*args, **kwargs)
+            if self._needs_values and _signature(args, kwargs) in self._needs_values:
+                return call_with_known_values(self._impl, args, kwargs)
+            try:
+                return (self._jitted or self._jit())(*args, **kwargs)
+            except ConcretizationError:
+                if len(self._needs_values) >= _MAX_REMEMBERED:
+                    self._needs_values.clear()
+                self._needs_values.add(_signature(args, kwargs))
+                return call_with_known_values(self._impl, args, kwargs)
+        except Exception as e:
+            filter_traceback(e)
+            raise
 
     def _cache_key(self):
         if self._options is None:

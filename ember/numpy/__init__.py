@@ -8,6 +8,7 @@ import sys as _sys
 
 import numpy as _np
 
+from ember.errors import missing_attribute as _missing_attribute
 from ember.numpy import _core, _methods, linalg
 from ember.numpy._core import asarray
 from ember.numpy._creation import (
@@ -22,6 +23,7 @@ from ember.numpy._creation import (
     linspace,
     ones,
     ones_like,
+    scalar_type,
     zeros,
     zeros_like,
 )
@@ -110,10 +112,11 @@ _trace.numpy_dispatch.update({"numpy": _sys.modules[__name__], "numpy.linalg": l
 _core.check_operands(globals())
 _core.check_operands(vars(linalg))
 
-bool_ = _np.bool_
-int8, int16, int32, int64 = _np.int8, _np.int16, _np.int32, _np.int64
-uint8, uint16, uint32, uint64 = _np.uint8, _np.uint16, _np.uint32, _np.uint64
-float16, float32, float64 = _np.float16, _np.float32, _np.float64
+# Callable as casts (jnp.float32(x) is x.astype(float32), traced or not), usable wherever a dtype is.
+bool_ = scalar_type(_np.bool_)
+int8, int16, int32, int64 = (scalar_type(t) for t in (_np.int8, _np.int16, _np.int32, _np.int64))
+uint8, uint16, uint32, uint64 = (scalar_type(t) for t in (_np.uint8, _np.uint16, _np.uint32, _np.uint64))
+float16, float32, float64 = (scalar_type(t) for t in (_np.float16, _np.float32, _np.float64))
 dtype = _np.dtype
 pi, e, inf, nan = _np.pi, _np.e, _np.inf, _np.nan
 newaxis = None
@@ -134,3 +137,8 @@ __all__ = [
     "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64", "dtype", "pi", "e",
     "inf", "nan", "newaxis", "ndarray",
 ]
+
+
+def __getattr__(name: str):
+    """Say that a missing name is not implemented yet, with the closest names and the fallback."""
+    raise _missing_attribute('ember.numpy', name, globals(), ("numpy", _np))

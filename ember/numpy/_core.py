@@ -207,7 +207,10 @@ def to_dtype(x, dtype: np.dtype, weak: bool = False):
     if isinstance(x, Literal):
         return x if (x.aval.dtype, x.aval.weak_type) == (dtype, weak) else Literal(x.value, dtype, weak)
     if isinstance(x, _SCALARS):
-        return np.asarray(x, dtype=dtype)[()]
+        try:
+            return np.asarray(x, dtype=dtype)[()]
+        except OverflowError:  # a Python int out of the dtype's range wraps around, as in JAX
+            return dtypes.wrap_python_int(x, dtype)
     if isinstance(x, np.generic):
         return x if x.dtype == dtype else np.asarray(x, dtype=dtype)[()]
     if isinstance(x, (list, tuple)):
@@ -252,8 +255,11 @@ def elementwise(prim_fn, name: str, *xs, to_float: bool = False):
         target = dtypes.default_float_for(target)
     # Python scalars stay weak Literals (a weak value times 2 is still weak); a converted operand
     # takes the result's weak type, so `x_i32 * 0.5` is weak, as in JAX.
-    xs = [Literal(x, target, weak_type=True) if _is_python_scalar(x) else to_result_type(x, target, weak)
-          for x in xs]
+    try:
+        xs = [Literal(x, target, weak_type=True) if _is_python_scalar(x) else to_result_type(x, target, weak)
+              for x in xs]
+    except OverflowError as e:  # a Python int beyond 64 bits: say which operation it was given to
+        raise OverflowError(f"{name}: {e}") from None
     if len(xs) > 1:
         shapes = [shape_of(x) for x in xs]
         try:

@@ -23,6 +23,10 @@ def array(object, dtype=None, copy: bool = True):
     return out
 
 
+_STATIC_HINT = ("Pass the size as a static argument: jit(f, static_argnums=...) or jit(f, static_argnames=...) "
+                "(under grad or vmap, bind it first with functools.partial(f, n=...))")
+
+
 def _known(x):
     """A traced scalar as its value where its trace knows values (grad outside jit), else itself."""
     if isinstance(x, Tracer) and x.known_value() is not None and not x.differentiated():
@@ -35,7 +39,7 @@ def _shape(shape, name: str) -> tuple[int, ...]:
     shape = [_known(d) for d in shape] if isinstance(shape, (list, tuple)) else _known(shape)
     if isinstance(shape, Tracer) or (isinstance(shape, (list, tuple)) and any(isinstance(d, Tracer) for d in shape)):
         raise ConcretizationError(f"{name}: the shape must be concrete Python ints, not traced values (array "
-                                  "shapes are fixed when a function is traced)", user_location())
+                                  f"shapes are fixed when a function is traced). {_STATIC_HINT}", user_location())
     if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
         return (int(shape),)
     if isinstance(shape, (list, tuple)) and all(isinstance(d, (int, np.integer)) for d in shape):
@@ -101,7 +105,8 @@ def _static_number(x, name: str, arg: str):
     x = _known(x)
     if isinstance(x, Tracer):
         raise ConcretizationError(f"{name}: `{arg}` must be a concrete Python number, not a traced value "
-                                  "(array shapes are fixed when a function is traced)", user_location())
+                                  f"(array shapes are fixed when a function is traced). {_STATIC_HINT}",
+                                  user_location())
     return x
 
 
@@ -170,3 +175,31 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype=None):
 
 def identity(n: int, dtype=None):
     return eye(n, dtype=dtype)
+
+
+class _ScalarTypeMeta(type):
+    """The metaclass of `ember.numpy.float32` and the other dtype constructors: called, it casts (as
+    jnp.float32(x) does: `astype` on a traced value, a 0-d or n-d array of that dtype on a concrete one);
+    used as a dtype, it is its NumPy scalar type (np.dtype(), ==, hash, isinstance all agree)."""
+
+    def __call__(cls, x=0):
+        return asarray(x, cls.dtype)
+
+    def __eq__(cls, other):
+        return other is cls or other is cls.type or (isinstance(other, np.dtype) and other == cls.dtype)
+
+    def __hash__(cls):
+        return hash(cls.type)
+
+    def __instancecheck__(cls, instance) -> bool:
+        return isinstance(instance, cls.type)
+
+    def __repr__(cls):
+        return f"ember.numpy.{cls.__name__}"
+
+
+def scalar_type(np_type: type) -> type:
+    """The ember.numpy counterpart of a NumPy scalar type (np.float32 -> ember.numpy.float32)."""
+    name = np.dtype(np_type).name if np_type is not np.bool_ else "bool_"
+    doc = f"Cast to {np.dtype(np_type).name} (an array of that dtype), or use as the dtype."
+    return _ScalarTypeMeta(name, (), {"dtype": np.dtype(np_type), "type": np_type, "__doc__": doc})

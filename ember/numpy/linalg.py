@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.errors import AxisError, IncompatibleShapesError, ShapeError, user_location
+from ember.errors import missing_attribute as _missing_attribute
 from ember.numpy import _math as m
 from ember.numpy import _reductions as r
 from ember.numpy._core import asarray, normalize_axes, normalize_axis, to_dtype
@@ -74,3 +75,8 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
             raise AxisError("norm: duplicate axes given", user_location())
         return _matrix_norm(x, ord, (row, col), keepdims)
     raise ShapeError(f"norm: axis must be an int or a pair of ints, got {axis!r}", user_location())
+
+
+def __getattr__(name: str):
+    """Say that a missing name is not implemented yet, with the closest names and the fallback."""
+    raise _missing_attribute('ember.numpy.linalg', name, globals(), ("numpy.linalg", np.linalg))

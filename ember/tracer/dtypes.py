@@ -129,6 +129,21 @@ def scalar_dtype(x) -> tuple[np.dtype, bool]:
     raise DTypeError(f"{type(x).__name__} is not a scalar type", user_location())
 
 
+def wrap_python_int(value: int, dtype: np.dtype) -> np.generic:
+    """A Python int that does not fit integer `dtype`, converted with two's-complement wrap-around, as
+    JAX converts a weakly typed int (uint8 array + 300 is + 44, - 1 is + 255). An int beyond 64 bits
+    fits no dtype: an OverflowError naming the user's line, as JAX raises."""
+    bits = 8 * dtype.itemsize
+    if isinstance(value, bool) or not isinstance(value, int) or dtype.kind not in "iu" \
+            or not -(1 << 63) <= value < (1 << 63):
+        raise OverflowError(f"Python integer {value} does not fit in 64 bits, so it cannot wrap around to "
+                            f"{dtype.name} (JAX raises too); use a float or a NumPy integer (at {user_location()})")
+    wrapped = value & ((1 << bits) - 1)
+    if dtype.kind == "i" and wrapped >= 1 << (bits - 1):
+        wrapped -= 1 << bits
+    return np.asarray(wrapped, dtype=dtype)[()]
+
+
 @functools.lru_cache(maxsize=4096)  # every operation of every trace asks: a few dtypes, asked often
 def result_type(*operands: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
     """Promote (dtype, weak) pairs on JAX's lattice, the one promotion rule of every ember operation.

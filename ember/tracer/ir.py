@@ -49,7 +49,10 @@ class Literal:
 
     def __init__(self, value, dtype, weak_type: bool = False):
         dt = dtypes.canonicalize(dtype)
-        self.val = np.asarray(value, dtype=dt)[()]
+        try:
+            self.val = np.asarray(value, dtype=dt)[()]
+        except OverflowError:  # a Python int out of an integer dtype's range wraps around, as in JAX
+            self.val = dtypes.wrap_python_int(value, dt)
         self.value = self.val.item()
         self.aval = ShapedArray((), dt, weak_type)
         self.key = (dt.str, self.val.tobytes())

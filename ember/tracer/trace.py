@@ -18,6 +18,7 @@ from ember.errors import (
     EmberError,
     ImmutableArrayError,
     TracerEscapeError,
+    add_note,
     user_location,
 )
 from ember.tracer import dtypes
@@ -224,6 +225,9 @@ def bind(prim: Primitive, args: Sequence, params: Mapping):
         out = shape_rules[prim](*[a.aval for a in atoms], **params)
     except EmberError as e:
         raise e.with_loc(loc) from None
+    except Exception as e:  # not ember's own: say which operation and which line of the user's
+        add_note(e, f"raised by the shape rule of {prim.name} while tracing, at {loc}")
+        raise
     if prim.multiple_results:
         return b.emit(prim, atoms, params, out, loc)
     return b.emit(prim, atoms, params, (out,), loc)[0]
@@ -253,6 +257,9 @@ def _eager(prim: Primitive, args, params):
         out_aval = shape_rules[prim](*avals, **params)
     except EmberError as e:
         raise e.with_loc(user_location()) from None
+    except Exception as e:
+        add_note(e, f"raised by the shape rule of {prim.name}, at {user_location()}")
+        raise
     out = impl_rules[prim](*vals, **params)
     if prim.multiple_results:
         return [_eager_result(o, a, vals) for o, a in zip(out, out_aval)]
