@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember.api.tracing import fun_name, trace_pytree
+from ember.api.tracing import check_callable, fun_name, trace_pytree
 from ember.errors import ArgumentError, TransformError, user_location
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
@@ -67,6 +67,7 @@ class custom_vjp:
     """Wrap `fun` so that differentiation uses the rule given with `defvjp(fwd, bwd)`."""
 
     def __init__(self, fun: Callable, nondiff_argnums: Sequence[int] = ()):
+        check_callable(fun, "custom_vjp")
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.nondiff_argnums = tuple(nondiff_argnums)
@@ -78,6 +79,8 @@ class custom_vjp:
         self._checked: set = set()  # the argument signatures whose fwd output was checked (eager calls)
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> custom_vjp:
+        check_callable(fwd, "defvjp", "fwd (its first argument)")
+        check_callable(bwd, "defvjp", "bwd (its second argument)")
         self.fwd, self.bwd = fwd, bwd
         return self
 

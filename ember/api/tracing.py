@@ -45,13 +45,13 @@ def fun_name(fun) -> str:
     return getattr(fun, "__name__", None) or type(fun).__name__
 
 
-def check_callable(fun, transform: str) -> None:
+def check_callable(fun, transform: str, which: str = "its first argument") -> None:
     """Raise a TypeError now when a transform is given something that is not a function (as JAX does),
     instead of failing at the first call."""
     if not callable(fun):
         shown = repr(fun)
         shown = shown if len(shown) < 60 else shown[:57] + "..."
-        raise ArgumentError(f"Expected a callable value: {transform} takes a function as its first argument, "
+        raise ArgumentError(f"Expected a callable value: {transform} takes a function as {which}, "
                             f"got {type(fun).__name__} {shown}", user_location())
 
 

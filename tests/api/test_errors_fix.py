@@ -289,3 +289,11 @@ def test_foreign_error_inside_ember_names_function_and_user_line(transform):
     notes = "\n".join(getattr(info.value, "__notes__", ()))
     assert "raised inside ember by norm, called at " in notes
     assert f"{HERE}:{f.__code__.co_firstlineno + 1}" in notes
+
+
+def test_custom_vjp_and_its_rules_must_be_callable():
+    with pytest.raises(TypeError, match=r"Expected a callable value: custom_vjp takes a function"):
+        ember.custom_vjp(3)
+    f = ember.custom_vjp(lambda x: x)
+    with pytest.raises(TypeError, match=r"Expected a callable value: defvjp takes a function as bwd \(its second"):
+        f.defvjp(lambda x: (x, None), "bwd")
