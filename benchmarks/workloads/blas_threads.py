@@ -19,7 +19,7 @@ import numpy as np
 from benchmarks.derived import Derived
 from benchmarks.frameworks import Framework, RunConfig
 from benchmarks.harness import Case, Impl, Prepared, Row
-from benchmarks.workloads.per_sample import mlp, numpy_grads
+from benchmarks.workloads.per_sample import init_params, mlp, numpy_grads
 
 NAME = "blas_threads"
 TITLE = "MLP training step beside a busy process: BLAS threads (seed 002)"
@@ -53,16 +53,6 @@ def busy_neighbour() -> Iterator[int]:
         proc.wait()
 
 
-def init_params(sizes: tuple[int, ...], seed: int = 0) -> tuple[np.ndarray, ...]:
-    """(w1, b1, ...), w: (in, out) scaled by 1/sqrt(in), b: small random."""
-    rng = np.random.default_rng(seed)
-    params = []
-    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
-        params.append((rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32))
-        params.append((0.1 * rng.standard_normal(n_out)).astype(np.float32))
-    return tuple(params)
-
-
 def single_threaded(fw: Framework, make: Callable, args: tuple) -> Impl:
     """An Ember row whose calls run with `ember_num_threads` = 1 (restored after each call)."""
     config = fw.ember.config
@@ -94,7 +84,7 @@ def cases(cfg: RunConfig) -> Iterator[Case]:
     base = cfg.baseline
     with busy_neighbour() as cpu:
         for sizes in SIZES:
-            params = init_params(sizes)
+            params = init_params(sizes=sizes)
             xs = np.random.default_rng(1).standard_normal((BATCH, sizes[0])).astype(np.float32)
 
             def mean_loss(fw):

@@ -37,11 +37,12 @@ Cases ending *{TRANSPOSED}* store each w as (out, in) and apply `x @ w.T + b` (t
 same values, transposed weights and weight gradients)."""
 
 
-def init_params(seed: int = 0) -> tuple[np.ndarray, ...]:
-    """(w1, b1, w2, b2, w3, b3), w: (in, out) scaled by 1/sqrt(in), b: small random (not zero: checked)."""
+def init_params(seed: int = 0, sizes: tuple[int, ...] = SIZES) -> tuple[np.ndarray, ...]:
+    """(w1, b1, w2, b2, ...) of an MLP of `sizes` (the seed's by default), w: (in, out) scaled by
+    1/sqrt(in), b: small random (not zero: checked)."""
     rng = np.random.default_rng(seed)
     params = []
-    for n_in, n_out in zip(SIZES[:-1], SIZES[1:]):
+    for n_in, n_out in zip(sizes[:-1], sizes[1:]):
         params.append((rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32))
         params.append((0.1 * rng.standard_normal(n_out)).astype(np.float32))
     return tuple(params)
