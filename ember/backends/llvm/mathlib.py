@@ -225,11 +225,15 @@ class _Emit:
         return self.b.call(_function(self.module, name, fmt or self.f), list(args))
 
 
+def _declared(module: ir.Module, name: str, ret: ir.Type, params: Sequence[ir.Type]) -> ir.Function:
+    """Function `name` of `module`, declared on first use (intrinsics)."""
+    if name in module.globals:
+        return module.globals[name]
+    return ir.Function(module, ir.FunctionType(ret, list(params)), name)
+
+
 def _intrinsic(module: ir.Module, name: str, ty: ir.Type, nargs: int) -> ir.Function:
-    full = f"{name}.{'f32' if ty == FLOAT else 'f64'}"
-    if full in module.globals:
-        return module.globals[full]
-    return ir.Function(module, ir.FunctionType(ty, [ty] * nargs), full)
+    return _declared(module, f"{name}.{'f32' if ty == FLOAT else 'f64'}", ty, [ty] * nargs)
 
 
 # ---- exp, expm1 ------------------------------------------------------------------------------------
@@ -542,7 +546,7 @@ def _payne_hanek_f64(e: _Emit, ax):
     q = b.trunc(b.lshr(o, c64(6)), I32)
     s = b.and_(o, c64(63))
     t = [_word(e, table, b.add(q, ir.Constant(I32, k)), 64) for k in range(4)]
-    fshl = _int_intrinsic(e.module, "llvm.fshl.i64", i64, 3)
+    fshl = _declared(e.module, "llvm.fshl.i64", i64, [i64] * 3)
     w0, w1, w2 = (b.call(fshl, [t[k], t[k + 1], s]) for k in range(3))
     m128 = b.zext(m, i128)
     p2 = b.mul(m128, b.zext(w2, i128))
@@ -554,7 +558,7 @@ def _payne_hanek_f64(e: _Emit, ax):
     v = b.or_(b.shl(b.sext(hi, i128), ir.Constant(i128, 64)), b.zext(b.trunc(mid, i64), i128))  # times 2**126
     negative = b.icmp_signed("<", v, ir.Constant(i128, 0))
     v = b.select(negative, b.neg(v), v)
-    ctlz = _int_intrinsic(e.module, "llvm.ctlz.i128", i128, 1, ir.Constant(ir.IntType(1), 0))
+    ctlz = _declared(e.module, "llvm.ctlz.i128", i128, [i128, ir.IntType(1)])
     lz = b.call(ctlz, [v, ir.Constant(ir.IntType(1), 0)])
     lz = b.select(b.icmp_unsigned(">", lz, ir.Constant(i128, 126)), ir.Constant(i128, 126), lz)
     v = b.shl(v, lz)                                            # top bit set (v is never 0)
@@ -567,12 +571,6 @@ def _payne_hanek_f64(e: _Emit, ax):
     r = e.fma(head, e.c(pio2_hi), e.fma(head, e.c(pio2_lo), e.mul(tail, e.c(pio2_hi))))
     r = e.select(negative, e.neg(r), r)
     return r, b.trunc(n, i64)
-
-
-def _int_intrinsic(module: ir.Module, name: str, ty: ir.Type, nargs: int, *extra: ir.Constant) -> ir.Function:
-    if name in module.globals:
-        return module.globals[name]
-    return ir.Function(module, ir.FunctionType(ty, [ty] * nargs + [c.type for c in extra]), name)
 
 
 def _sincos_big(e: _Emit, x, shift: int):
@@ -624,7 +622,7 @@ def _big_function(module: ir.Module, shift: int, fmt: _Format) -> ir.Function:
         vfn.attributes = _Attrs(["nounwind", "memory(none)", "willreturn"])
         vb = ir.IRBuilder(vfn.append_basic_block("entry"))
         (vx,) = vfn.args
-        fabs = _intrinsic_v(module, "llvm.fabs", vty)
+        fabs = _declared(module, f"llvm.fabs.v{width}{fmt.suffix}", vty, [vty])
         limit = ir.Constant(vty, [_SINCOS_BIG[fmt.suffix]] * width)
         big = vb.fcmp_unordered(">=", vb.call(fabs, [vx]), limit)       # NaN too
         mask = vb.bitcast(big, ir.IntType(width))
@@ -657,13 +655,6 @@ def _keep(module: ir.Module, fn: ir.Function) -> None:
         used.section = "llvm.metadata"
     used.value_type = ir.ArrayType(ptr, len(members))
     used.initializer = ir.Constant(ir.ArrayType(ptr, len(members)), members)
-
-
-def _intrinsic_v(module: ir.Module, name: str, ty: ir.VectorType) -> ir.Function:
-    full = f"{name}.v{ty.count}{'f32' if ty.element == FLOAT else 'f64'}"
-    if full in module.globals:
-        return module.globals[full]
-    return ir.Function(module, ir.FunctionType(ty, [ty]), full)
 
 
 def _sincos(e: _Emit, x, shift: int):
