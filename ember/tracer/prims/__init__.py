@@ -87,6 +87,20 @@ from ember.tracer.prims.reduce import (  # noqa: F401
     reduce_sum_p,
 )
 from ember.tracer.prims.select import select, select_p  # noqa: F401
+from ember.tracer.prims.special import (  # noqa: F401
+    digamma,
+    digamma_p,
+    erf_inv,
+    erf_inv_p,
+    erfc,
+    erfc_p,
+    lgamma,
+    lgamma_p,
+    polygamma,
+    polygamma_p,
+    zeta,
+    zeta_p,
+)
 from ember.tracer.prims.unary import (  # noqa: F401
     abs,
     abs_p,
