@@ -18,11 +18,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ember.backends.math import special
 from ember.backends.math.formats import F32, F64, FORMATS, Format
 from ember.backends.math.numpy_emitter import NumpyEmitter
 
 # name -> (arity, algorithm): the registry every renderer reads
 FUNCTIONS: dict[str, tuple[int, Callable]] = {
+    "erfc": (1, special.erfc), "erf_inv": (1, special.erf_inv), "lgamma": (1, special.lgamma),
+    "digamma": (1, special.digamma), "zeta": (2, special.zeta), "polygamma": (2, special.polygamma),
 }
 PRIVATE = ("pow_f32_in_f64",)           # helpers other algorithms call, not functions of their own
 NAMES = tuple(n for n in FUNCTIONS if n not in PRIVATE)
