@@ -9,7 +9,7 @@
     ember.grad(loss)(w, x)
 """
 
-from ember import config, nn, numpy, scipy, tree  # noqa: F401
+from ember import config, lax, nn, numpy, scipy, tree  # noqa: F401
 from ember.api import (
     Compiled,
     Jitted,
@@ -47,7 +47,7 @@ __all__ = [
     "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend",
     "available_backends", "Graph",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
-    "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "nn", "tree", "config",
+    "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "lax", "nn", "tree", "config",
 ]
 
 # JAX names that ember does not have (yet), with what to use instead; looked up only when an attribute
@@ -56,7 +56,6 @@ _JAX_ONLY: dict[str, str] = {
     "jvp": "forward mode is not implemented; use ember.vjp or ember.jacrev",
     "jacfwd": "use ember.jacrev (reverse mode)",
     "linearize": "use ember.vjp",
-    "lax": "use ember.numpy functions (where instead of lax.cond/select, Python loops instead of fori_loop/scan)",
     "random": "create random arrays with NumPy (np.random.default_rng) and pass them in as arguments",
     "pmap": "use ember.vmap on one device",
     "checkpoint": "ember keeps every residual; remove the checkpoint/remat wrapper",

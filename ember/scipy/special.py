@@ -1,10 +1,11 @@
-"""Special functions under `jax.scipy.special`'s names: `erf` and `expit` (the logistic sigmoid).
+"""Special functions under `jax.scipy.special`'s names: erf, erfc, erfinv, gammaln, digamma, polygamma,
+zeta (Hurwitz) and expit (the logistic sigmoid).
 
 Each is one primitive, applied with ember.numpy's promotion (integers become the default float)."""
 
 from __future__ import annotations
 
-from ember.numpy._core import elementwise
+from ember.numpy._core import dtype_weak, elementwise
 from ember.tracer import prims as P
 
 
@@ -13,6 +14,47 @@ def erf(x):
     return elementwise(P.erf, "erf", x, to_float=True)
 
 
+def erfc(x):
+    """1 - erf(x), accurate where it is tiny (as scipy.special.erfc)."""
+    return elementwise(P.erfc, "erfc", x, to_float=True)
+
+
+def erfinv(x):
+    """The inverse of erf on [-1, 1]: +-inf at +-1, nan outside (as scipy.special.erfinv)."""
+    return elementwise(P.erf_inv, "erfinv", x, to_float=True)
+
+
+def gammaln(x):
+    """log|Gamma(x)|: +inf at 0, -1, -2, ... (as scipy.special.gammaln)."""
+    return elementwise(P.lgamma, "gammaln", x, to_float=True)
+
+
+def digamma(x):
+    """The logarithmic derivative of Gamma, psi(x); nan at 0, -1, -2, ... (as jax.scipy.special.digamma)."""
+    return elementwise(P.digamma, "digamma", x, to_float=True)
+
+
+
+def polygamma(n, x):
+    """The n-th derivative of digamma for an integer array n (as scipy.special.polygamma)."""
+    dt, _ = dtype_weak(n)
+    if dt.kind not in "iu":
+        raise ValueError(f"Argument `n` to polygamma must be of integer type. Got dtype {dt}.")
+    return elementwise(P.polygamma, "polygamma", n, x, to_float=True)
+
+
+def zeta(x, q=None):
+    """The Hurwitz zeta function, sum over k >= 0 of (q + k)**-x (the Riemann zeta, q = None, is not
+    implemented, as in JAX)."""
+    if q is None:
+        raise NotImplementedError("Riemann zeta function not implemented; pass q != None to compute the "
+                                  "Hurwitz Zeta function.")
+    return elementwise(P.zeta, "zeta", x, q, to_float=True)
+
+
 def expit(x):
     """1 / (1 + exp(-x)), elementwise and stable for large |x| (as scipy.special.expit)."""
     return elementwise(P.logistic, "expit", x, to_float=True)
+
+
+__all__ = ["erf", "erfc", "erfinv", "gammaln", "digamma", "polygamma", "zeta", "expit"]

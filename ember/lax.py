@@ -1,0 +1,104 @@
+"""`ember.lax`: the elementwise primitives under `jax.lax`'s names, applied as lax applies them.
+
+Unlike `ember.numpy`, nothing is promoted: operands share a dtype (a Python scalar takes the other
+operand's), transcendental functions take floats only, and shapes are equal or 0-d. Each function binds
+one primitive (`round`, `square`, `reciprocal` and `integer_pow` compose two or three), so it traces,
+differentiates, batches and compiles as the primitive does. The control flow of lax (cond, scan,
+while_loop, ...) is not implemented yet (issue 26): those names raise an AttributeError saying so.
+"""
+
+from __future__ import annotations
+
+import enum
+
+import numpy as _np
+
+from ember.errors import missing_attribute as _missing_attribute
+from ember.tracer import prims as _P
+
+# one primitive each, under lax's name
+exp, log, log1p, expm1, tanh, logistic = _P.exp, _P.log, _P.log1p, _P.expm1, _P.tanh, _P.logistic
+sin, cos, sqrt, rsqrt, abs, sign = _P.sin, _P.cos, _P.sqrt, _P.rsqrt, _P.abs, _P.sign
+floor, ceil, neg, is_finite = _P.floor, _P.ceil, _P.neg, _P.is_finite
+erf, erfc, erf_inv, lgamma, digamma = _P.erf, _P.erfc, _P.erf_inv, _P.lgamma, _P.digamma
+polygamma, zeta = _P.polygamma, _P.zeta
+add, sub, mul, div, rem, pow = _P.add, _P.sub, _P.mul, _P.div, _P.rem, _P.pow
+max, min = _P.maximum, _P.minimum
+eq, ne, lt, le, gt, ge = _P.eq, _P.ne, _P.lt, _P.le, _P.gt, _P.ge
+bitwise_and, bitwise_or, bitwise_not = _P.and_, _P.or_, _P.not_
+select, stop_gradient = _P.select, _P.stop_gradient
+
+
+class RoundingMethod(enum.IntEnum):
+    """How `round` breaks ties, as lax.RoundingMethod."""
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+def round(x, rounding_method: RoundingMethod = RoundingMethod.AWAY_FROM_ZERO):
+    """x rounded to an integer; ties away from zero by default, as lax.round (np.round goes to even).
+    Its derivative is zero, as in JAX."""
+    even = _P.round(x)
+    if RoundingMethod(rounding_method) == RoundingMethod.TO_NEAREST_EVEN:
+        return even
+    tie = _P.eq(_P.abs(_P.sub(x, even)), 0.5)
+    return _P.stop_gradient(_P.select(tie, _P.add(x, _P.mul(_P.sign(x), 0.5)), even))
+
+
+def convert_element_type(operand, new_dtype):
+    """`operand` as `new_dtype` (a strong type), as lax.convert_element_type."""
+    return _P.convert_element_type(operand, _np.dtype(new_dtype))
+
+
+def square(x):
+    """x * x."""
+    return _P.mul(x, x)
+
+
+def reciprocal(x):
+    """1 / x."""
+    return _P.div(_np.ones((), _dtype_of(x))[()], x)
+
+
+def integer_pow(x, y: int):
+    """x ** y for a Python int y, by multiplications (1 / x**-y for negative y), as lax.integer_pow."""
+    if not isinstance(y, int):
+        raise TypeError(f"integer_pow requires a Python int exponent, got {type(y).__name__}")
+    out, base, n = None, x, -y if y < 0 else y
+    while n:
+        if n & 1:
+            out = base if out is None else _P.mul(out, base)
+        n >>= 1
+        if n:
+            base = _P.mul(base, base)
+    if out is None:
+        return _P.full(_np.shape(x), 1, _dtype_of(x), weak_type=bool(getattr(x, "weak_type", False)))
+    return reciprocal(out) if y < 0 else out
+
+
+def _dtype_of(x) -> _np.dtype:
+    dt = getattr(x, "dtype", None)
+    return _np.dtype(dt) if dt is not None else _np.asarray(x).dtype
+
+
+# lax's control flow and structured ops, not in ember yet (issue 26)
+_NOT_YET = frozenset({"cond", "switch", "scan", "fori_loop", "while_loop", "map", "associative_scan",
+                      "custom_linear_solve", "custom_root", "sort", "top_k", "cumsum", "cumprod", "cummax",
+                      "cummin", "reduce", "reduce_window", "conv", "conv_general_dilated", "dynamic_slice",
+                      "dynamic_update_slice", "fft"})
+
+__all__ = [
+    "exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "abs", "sign", "floor",
+    "ceil", "round", "neg", "is_finite", "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "zeta",
+    "add", "sub", "mul", "div", "rem", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and",
+    "bitwise_or", "bitwise_not", "select", "stop_gradient", "convert_element_type", "square", "reciprocal",
+    "integer_pow", "RoundingMethod",
+]
+
+
+def __getattr__(name: str):
+    """Say that lax's control flow is not implemented yet, or which names are closest."""
+    if name in _NOT_YET:
+        raise AttributeError(f"ember.lax.{name} is not implemented yet (lax control flow and structured ops "
+                             "are issue 26); write it with ember.numpy and Python loops for now")
+    raise _missing_attribute("ember.lax", name, globals())
