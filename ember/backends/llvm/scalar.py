@@ -348,7 +348,8 @@ def _select(b, args, dt, out):
     return b.select(*args)
 
 
-_UNARY_MATH = ("exp", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "erf")
+_UNARY_MATH = ("exp", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "erf",
+               "erfc", "erf_inv", "lgamma", "digamma")
 
 OPS: dict[str, Rule] = {
     "add": _by_kind(f=_method("fadd"), i=_method("add"), u=_method("add"), b=_method("or_")),
@@ -377,6 +378,7 @@ OPS: dict[str, Rule] = {
     "stop_gradient": _identity,
     "select": _select,
     **{name: _by_kind(f=_math(name)) for name in _UNARY_MATH},
+    "zeta": _by_kind(f=_math("zeta")), "polygamma": _by_kind(f=_math("polygamma")),
 }
 
 def runtime_symbols() -> dict[str, int]:

@@ -18,7 +18,8 @@ are selected last.
   negative non-integer q and integer s, zeta(s, f) + (-1)**s (zeta(s, 1 - f) - zeta(s, 1 - q)),
   f = q - floor(q) (XLA sums 9 terms from q itself and is wrong below about q = -9); XLA's values
   at the poles and off the domain (inf for an even s at q in {0, -1, ...}, nan for odd s, s < 1, ...).
-- polygamma(m, x): digamma for m = 0, (-1)**(m+1) m! zeta(m + 1, x) for integer m >= 1, else nan.
+- polygamma(m, x): digamma for m = 0, (-1)**(m+1) m! zeta(m + 1, x) for integer m >= 1 (m! from a
+  table), else nan.
 Near the negative zeros of lgamma and digamma the reflections lose relative (not absolute) accuracy,
 as XLA's do.
 """
@@ -27,6 +28,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+
+import numpy as np
 
 from ember.backends.math import special_coeffs as C
 from ember.backends.math.formats import F32, F64
@@ -48,7 +51,9 @@ _ZETA_BERNOULLI = (1 / 6 / 2, -1 / 30 / 24, 1 / 42 / 720, -1 / 30 / 40320, 5 / 6
                    -691 / 2730 / 479001600, 7 / 6 / 87178291200, -3617 / 510 / 20922789888000,
                    43867 / 798 / 6402373705728000, -174611 / 330 / 2432902008176640000,
                    854513 / 138 / 1124000727777607680000, -236364091 / 2730 / 620448401733239439360000)
-_FACTORIALS = tuple(float(math.factorial(n)) for n in range(31))
+# n! for n = 0..170 and inf for 171 (n! overflows float64 from 171 on), as float64 bits
+_FACTORIAL_BITS = tuple(int(np.float64(math.factorial(n)).view(np.int64)) for n in range(171)) + (
+    int(np.float64(np.inf).view(np.int64)),)
 
 
 # ---- helpers -----------------------------------------------------------------------------------------
@@ -281,10 +286,8 @@ def polygamma(e, m, x):
         return _in_f64(e, "polygamma", m, x)
     m_int = e.and_(e.cmp("==", e.floor(m), m), e.cmp(">=", m, e.c(0.0)))
     order = e.select(m_int, m, e.c(1.0))
-    small = e.cmp("<=", order, e.c(float(len(_FACTORIALS) - 1)))
-    table = _pick(e, [e.cmp("==", order, e.c(float(n))) for n in range(1, len(_FACTORIALS))], _FACTORIALS)
-    big = e.call("exp", e.call("lgamma", e.add(order, e.c(1.0))))
-    factorial = e.select(small, table, big)
+    index = e.itrunc(e.to_int(e.clamp(order, 0.0, float(len(_FACTORIAL_BITS) - 1))), 32)
+    factorial = e.from_bits(e.load(e.table("factorials_f64", 64, _FACTORIAL_BITS), index))
     half = e.mul(order, e.c(0.5))
     sign = e.select(e.cmp("==", e.floor(half), half), e.c(-1.0), e.c(1.0))
     series = e.mul(e.mul(sign, factorial), e.call("zeta", e.add(order, e.c(1.0)), x))
