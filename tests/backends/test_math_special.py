@@ -35,10 +35,10 @@ BUDGET = {
     "lgamma-": (0.51, 4),       # 0.50, 2.61 in ulps of max(|f|, 1)
     "digamma": (0.51, 2),       # 0.50, 1.45 (x > 0)
     "digamma-": (0.51, 4),      # 0.50, 2.61 in ulps of max(|f|, 1, log(1 - x))
-    "zeta": (0.51, 4),          # 0.49, 2.83 (q > 0: ten powers, each corrected for its base's rounding)
-    "zeta-": (0.51, 4),         # 0.48, 2.66 in ulps of the largest term
-    "polygamma": (0.51, 5),     # 0.50, 3.34 (x > 0: zeta times m!)
-    "polygamma-": (0.51, 6),    # 0.48, 3.97 in ulps of the largest term
+    "zeta": (0.51, 3),          # 0.49, 2.17 (q > 0: six powers, each corrected for its base's rounding)
+    "zeta-": (0.51, 3),         # 0.48, 2.25 in ulps of the largest term
+    "polygamma": (0.51, 3),     # 0.50, 2.06 (x > 0: zeta times m!)
+    "polygamma-": (0.51, 4),    # 0.48, 2.97 in ulps of the largest term
 }
 mpmath.mp.dps = 60   # mpmath's Hurwitz zeta at integer s needs it (at 30 digits it is off by 1e-8)
 
@@ -93,8 +93,8 @@ def _want(name: str, dtype) -> tuple[tuple[np.ndarray, ...], list]:
 
 def _scale(name: str, args, want) -> np.ndarray:
     """What an error is measured against: |f|, except where a reflection cancels (negative arguments):
-    max(|f|, 1) for lgamma, max(|f|, 1, log(1 - x)) for digamma, the largest term f**-s or (1 - f)**-s for zeta (f the fraction
-    of q) and m! times it for polygamma."""
+    max(|f|, 1) for lgamma, max(|f|, 1, log(1 - x)) for digamma, the largest term f**-s or (1 - f)**-s
+    for zeta (f the fraction of q) and m! times it for polygamma."""
     w = np.abs(np.array([float(v) for v in want]))
     if name == "lgamma":
         return np.where(args[0] < 0, np.maximum(w, 1.0), w)
@@ -150,27 +150,10 @@ def test_numpy_emitter_within_budget(name, dtype):
     _check_budget(name, dtype, evaluate(name, *args))
 
 
-@functools.cache
-def _compiled(name: str, dtype):
-    """The primitive compiled on its own (llvm backend), on the accuracy inputs."""
-    prim = primitives[name]
-    args, _ = _want(name, dtype)
-    return ember.jit(lambda *a: prim.bind(*a), backend="llvm")(*args)
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("name", NAMES)
-def test_compiled_gives_the_numpy_emitters_bits(name, dtype):
-    args, _ = _want(name, dtype)
-    got, want = _compiled(name, dtype), evaluate(name, *args)
-    same = (got.view(f"u{got.itemsize}") == want.view(f"u{want.itemsize}")) | (np.isnan(got) & np.isnan(want))
-    assert same.all(), f"{name}: compiled {got[~same][:4]} where the NumPy emitter gives {want[~same][:4]}"
-
-
 SPECIAL = {
     "erfc": [-np.inf, -30.0, -0.0, 0.0, 1e-310, 26.5, 27.0, 28.0, np.inf, np.nan],
     "erf_inv": [-2.0, -1.0, -0.0, 0.0, 1e-310, 1.0, 1.5, np.inf, -np.inf, np.nan],
-    "lgamma": [-np.inf, -1e300, -3.0, -0.0, 0.0, 1e-310, 1.0, 2.0, 2.6e305, 1e308, np.inf, np.nan],
+    "lgamma": [-np.inf, -1e300, -3.0, -0.0, 0.0, 1e-310, 1.0, 2.0, 2.55e305, 2.6e305, 1e308, np.inf, np.nan],
     "digamma": [-np.inf, -1e300, -3.0, -0.0, 0.0, 1e-310, 1.0, 1e308, np.inf, np.nan],
 }
 SPECIAL2 = {
@@ -181,13 +164,44 @@ SPECIAL2 = {
 }
 
 
+def _special_args(name: str, dtype) -> list[np.ndarray]:
+    return [np.array(SPECIAL[name], dtype)] if name in SPECIAL else [np.array(a, dtype) for a in SPECIAL2[name]]
+
+
+@functools.cache
+def _compiled(name: str, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The primitive compiled on its own (llvm backend), on the accuracy inputs and the special values
+    (one compile: zeta's takes about 2 s)."""
+    accuracy, special = _want(name, dtype)[0], _special_args(name, dtype)
+    joined = [np.concatenate([a, b]) for a, b in zip(accuracy, special)]
+    out = ember.jit(lambda *a: primitives[name].bind(*a), backend="llvm")(*joined)
+    return out[:len(accuracy[0])], out[len(accuracy[0]):]
+
+
+# zeta and polygamma compile in about 1.5 s each (21 inlined float64 pows): float64 only, their float32
+# form is the float64 one rounded, as for the others
+COMPILED = [(name, dtype) for name in NAMES for dtype in DTYPES if name in SPECIAL or dtype == np.float64]
+
+
+@pytest.mark.parametrize("name,dtype", COMPILED)
+def test_compiled_gives_the_numpy_emitters_bits(name, dtype):
+    args, _ = _want(name, dtype)
+    got, want = _compiled(name, dtype)[0], evaluate(name, *args)
+    same = (got.view(f"u{got.itemsize}") == want.view(f"u{want.itemsize}")) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), f"{name}: compiled {got[~same][:4]} where the NumPy emitter gives {want[~same][:4]}"
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("name", NAMES)
 def test_special_values_match_the_numpy_rule(name, dtype):
-    args = ([np.array(SPECIAL[name], dtype)] if name in SPECIAL else [np.array(a, dtype) for a in SPECIAL2[name]])
+    """As the primitive's rule (JAX's values), within rounding; erfc's subnormal tail is kept where scipy
+    (and JAX, flushing) give 0."""
+    args = _special_args(name, dtype)
     want = impl_rules[primitives[name]](*args)
-    for got in (evaluate(name, *args), ember.jit(lambda *a: primitives[name].bind(*a), backend="llvm")(*args)):
-        close = np.isclose(got, want, rtol=1e-6 if dtype == np.float32 else 1e-14, atol=0, equal_nan=True)
+    tiny = float(np.finfo(dtype).tiny)
+    compiled = [_compiled(name, dtype)[1]] if (name, dtype) in COMPILED else []
+    for got in [evaluate(name, *args), *compiled]:
+        close = np.isclose(got, want, rtol=1e-6 if dtype == np.float32 else 1e-14, atol=tiny, equal_nan=True)
         assert close.all(), f"{name} at {[a[~close] for a in args]}: {got[~close]} instead of {want[~close]}"
         zeros = want == 0
         assert (np.signbit(got[zeros]) == np.signbit(want[zeros])).all(), f"{name}: signs of zeros differ"

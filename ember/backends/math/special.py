@@ -14,7 +14,7 @@ are selected last.
   log(pi / |sin(pi x)|) - lgamma(1 - x) below -0.5; +inf at the poles and at both infinities.
 - digamma: (x - x0) P(x) around its zero x0 = 1.4616..., also for x in (0, 1) by psi(x + 1) - 1/x;
   pieces on [2, 10), the asymptotic series above, psi(1 - x) - pi cot(pi x) for x < 0; nan at poles.
-- zeta(s, q): Euler-Maclaurin with a fixed 10 terms summed and 12 Bernoulli terms for q > 0; for
+- zeta(s, q): Euler-Maclaurin with a fixed 6 terms summed and 12 Bernoulli terms for q > 0; for
   negative non-integer q and integer s, zeta(s, f) + (-1)**s (zeta(s, 1 - f) - zeta(s, 1 - q)),
   f = q - floor(q) (XLA sums 9 terms from q itself and is wrong below about q = -9); XLA's values
   at the poles and off the domain (inf for an even s at q in {0, -1, ...}, nan for odd s, s < 1, ...).
@@ -46,7 +46,7 @@ _STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360, 1 /
 _DIGAMMA_ASYMPTOTIC = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760, 1 / 12, -3617 / 8160,
                        43867 / 14364, -174611 / 6600)
 # zeta(s, q) by Euler-Maclaurin: terms summed, and B_2j / (2j)! for j = 1..12.
-_ZETA_TERMS = 10
+_ZETA_TERMS = 6
 _ZETA_BERNOULLI = (1 / 6 / 2, -1 / 30 / 24, 1 / 42 / 720, -1 / 30 / 40320, 5 / 66 / 3628800,
                    -691 / 2730 / 479001600, 7 / 6 / 87178291200, -3617 / 510 / 20922789888000,
                    43867 / 798 / 6402373705728000, -174611 / 330 / 2432902008176640000,
@@ -212,7 +212,7 @@ def digamma(e, x):
         return _in_f64(e, "digamma", x)
     negative = e.cmp("<=", x, e.c(0.0))
     z = e.select(negative, e.sub(e.c(1.0), x), x)
-    pos = _digamma_pos(e, e.clamp(z, 0.0, 1e300))
+    pos = _digamma_pos(e, e.clamp(z, 0.0, 1.7976931348623157e308))
     r = _frac_to_nearest(e, x)
     pr = _pi_times(e, e.select(e.isnan(r), e.c(0.25), r))
     cot = e.div(e.call("cos", pr), e.call("sin", pr))

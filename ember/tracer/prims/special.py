@@ -2,7 +2,8 @@
 polygamma(m, x) and zeta(s, q) (Hurwitz), with JAX's gradients and its values at poles and edges.
 
 The numpy references are scipy.special's ufuncs, corrected where JAX's values differ from SciPy's
-(JAX is the contract): erf_inv(-0) = -0, lgamma(-inf) = inf, digamma(0) = nan; zeta at a pole q in
+(JAX is the contract): erf_inv(-0) = -0, lgamma(-inf) = inf, digamma(0) = nan (but lgamma of a
+subnormal x is -log|x|, where scipy and JAX, which flushes it to zero, give inf); zeta at a pole q in
 {0, -1, ...} is inf for an even integer s and nan otherwise, as XLA gives, and nan for s < 1 or an
 infinite s or q = inf.
 """
@@ -38,8 +39,12 @@ def _erf_inv(x):
 
 
 def _lgamma(x):
-    """log|Gamma(x)|: +inf at the poles 0, -1, -2, ... and at both infinities (scipy gives -inf at -inf)."""
-    out = _scipy().gammaln(x).astype(x.dtype, copy=False)
+    """log|Gamma(x)|: +inf at the poles 0, -1, -2, ... and at both infinities (scipy gives -inf at -inf),
+    -log|x| at subnormal x (scipy gives inf there, JAX too: it flushes them to zero)."""
+    with np.errstate(divide="ignore"):
+        out = _scipy().gammaln(x).astype(x.dtype, copy=False)
+        tiny = (x != 0) & (np.abs(x) < np.finfo(x.dtype).tiny)
+        out = np.where(tiny, -np.log(np.abs(x)), out)
     return np.where(x == -np.inf, np.asarray(np.inf, x.dtype), out)
 
 
