@@ -287,4 +287,4 @@ def test_the_disk_cache_key_covers_the_algorithms():
 
     listed = {path for path, _, _ in _generator_files()}
     for module in ("__init__", "emitter", "formats", "numpy_emitter", "exp_log", "hyperbolic", "trig", "erf", "power"):
-        assert f"ember/backends/math/{module}.py" in listed
+        assert f"backends/math/{module}.py" in listed
