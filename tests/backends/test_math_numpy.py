@@ -2,7 +2,7 @@
 exact rational arithmetic on random and adversarial float32/float64 triples), integer operations of every
 width against Python ints, `evaluate`'s argument checks; and every algorithm run under it, uncompiled,
 against the compiled tests' references with their ulp budgets (on samples of their inputs: the dense and
-exhaustive sweeps stay compiled-only)."""
+exhaustive sweeps stay compiled-only); kernel.evaluate(..., math="algorithm") against the compiled kernel."""
 
 from __future__ import annotations
 
@@ -34,19 +34,19 @@ DTYPES = (np.float32, np.float64)
 
 # ---- fma -------------------------------------------------------------------------------------------------
 
-def _is_correctly_rounded(r, exact: Fraction, dtype) -> bool:
-    """r is `exact` rounded to nearest even in `dtype`: no neighbour of r is closer (ties: r is even), and r
-    is infinite only where exact is at least max + half an ulp of max."""
+def _is_correctly_rounded(r, value: Fraction, dtype) -> bool:
+    """r is `value` rounded to nearest even in `dtype`: no neighbour of r is closer (ties: r is even), and r
+    is infinite only where |value| is at least max + half an ulp of max."""
     fi = np.finfo(dtype)
     big = Fraction(float(fi.max)) + Fraction(float(fi.max - np.nextafter(fi.max, dtype(0)))) / 2
     if np.isinf(r):
-        return abs(exact) >= big and (exact > 0) == (r > 0)
-    d = abs(exact - Fraction(float(r)))
+        return abs(value) >= big and (value > 0) == (r > 0)
+    d = abs(value - Fraction(float(r)))
     itype = np.uint32 if dtype == np.float32 else np.uint64
     for n in (np.nextafter(r, dtype(-np.inf)), np.nextafter(r, dtype(np.inf))):
         if np.isinf(n):
             continue
-        dn = abs(exact - Fraction(float(n)))
+        dn = abs(value - Fraction(float(n)))
         if dn < d or (dn == d and int(np.asarray(r, dtype).view(itype)) & 1):
             return False
     return True
@@ -104,8 +104,8 @@ def test_fma_is_correctly_rounded(dtype):
             got = e.fma(a, b, c)
         assert got.dtype == dtype
         for x, y, z, r in zip(a, b, c, got):
-            exact = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
-            assert _is_correctly_rounded(r, exact, dtype), (x, y, z, r, float(exact))
+            value = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
+            assert _is_correctly_rounded(r, value, dtype), (x, y, z, r, value)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
