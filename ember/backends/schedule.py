@@ -92,6 +92,10 @@ class LoopSchedule:
     partials_offset: int  # where the per-chunk partial results start in scratch
     scratch_bytes: int
 
+    def last_chunk(self) -> int:
+        """Iterations of the split level in the last chunk (every other chunk has `split.chunk`)."""
+        return self.levels[self.split.level].extent - (self.split.chunks - 1) * self.split.chunk
+
     def linear_terms(self, space: tuple[int, ...], x: Ix) -> tuple[list, int]:
         """`x` (affine in the loop vars, other sub-expressions as atoms) as ([(term, coef)], const) in
         the renderer's order: ("level", d) for a level's value when x reads its collapsed axes with its

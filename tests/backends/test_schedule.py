@@ -78,6 +78,7 @@ def test_a_whole_array_sum_splits_into_blocks_with_partials_in_scratch():
     s, _ = _sched(lambda x: [P.reduce_sum(x, (0,))], ((4000,), F32), kind="reduction", policy=policy)
     assert s.split == S.Split(chunk=1024, chunks=4, partial=True, level=0)  # chunks are whole blocks
     assert s.partials_offset == 0 and s.scratch_bytes == S.round_up(4 * S.PARTIAL_SLOT)
+    assert s.last_chunk() == 4000 - 3 * 1024
 
 
 def test_memory_mode_splits_the_outermost_kept_level():

@@ -1,21 +1,20 @@
 """A kernel description's steps as LLVM IR: `kernel_function` defines one internal function per kernel.
 
-Each `Loop` step becomes a loop nest over its space, row-major with the last axis innermost, so
-loads and stores at the identity index are contiguous and vectorize. Adjacent axes whose index maps
-are linear in them alike collapse into one loop; an op is computed once, at the outermost loop level
-all its inputs are known (hoisted). Reductions keep their accumulators in registers when the
-innermost axis is reduced (combines carry `reassoc`, so they vectorize; float sums run in blocks
-folded into a compensated float64 total, at least as accurate as NumPy's pairwise sum; float max/min
-vectorize as plain compares beside a NaN flag), else in a buffer over the kept index (the output, or
-scratch when the accumulator dtype differs) while the inner loop runs over the contiguous kept axis.
-Contractions go to `dot`, the argreduce and scatter steps to `indexing`; the scalar ops of every
-primitive come from `scalar`.
+Each `Loop` step is rendered from its schedule (backends/schedule.py: levels, accumulator mode,
+hoisting depths, blocked float sums, thread split, scratch layout), decided there for every renderer:
+this module only writes it out. A level is a counted loop (a blocked level, two); an op is emitted at
+its depth; register accumulators are allocas in the entry block (mem2reg promotes them), with
+`reassoc` combines so they vectorize, a float sum folding each block into a float64 total with
+Neumaier's compensation, a float max/min as a plain compare beside a NaN flag; memory accumulators
+are the output or a scratch region, set before the nest and converted after it. Contractions go to
+`dot`, the argreduce and scatter steps to `indexing`; the scalar ops of every primitive come from
+`scalar`.
 
-A large loop runs in chunks of its outermost level on the native thread pool (`pool.py`): the chunk
-body is a function of its own, called through `ember_parallel_for`. How a loop is chunked depends on
-its shape and ops alone, never on the thread count, and a reduction over the chunked level keeps one
-partial result per chunk, combined in chunk order after the pool is done: results are bitwise
-identical whatever the number of threads (`_split`).
+A split loop runs its chunks on the native thread pool (`pool.py`, whose thresholds the schedule's
+`SplitPolicy` carries): the chunk body is a function of its own, called through
+`ember_parallel_for`, and a reduction over the chunked level stores one partial result per chunk in
+scratch, combined in chunk order after the pool is done: results are bitwise identical whatever the
+number of threads.
 """
 
 from __future__ import annotations
@@ -225,8 +224,7 @@ class _LoopRenderer:
         # Every chunk but the last has `split.chunk` iterations: rendered apart, with that constant trip
         # count (as an unsplit loop has), the nest vectorizes without a remainder loop per chunk.
         chunk, split = body.args[-1], self.split
-        last = split.chunks - 1
-        tail = self.levels[split.level].extent - last * split.chunk
+        last, tail = split.chunks - 1, self.sched.last_chunk()
         whole, rest = body.append_basic_block("whole"), body.append_basic_block("last")
         builder.cbranch(builder.icmp_unsigned("<", chunk, index(last)), whole, rest)
         for block, extent in ((whole, split.chunk), (rest, tail)):
