@@ -131,3 +131,41 @@ def test_the_disk_cache_key_covers_the_schedule():
     """A changed schedule changes the generated code: the LLVM code signature lists this module's file."""
     from ember.backends.llvm import entry
     assert any(path.replace("\\", "/").endswith("backends/schedule.py") for path, *_ in entry._generator_files())
+
+
+DRIFT_BODIES = [
+    (lambda x, y: [jnp.exp(x) * y + x], ((8, 4), F32), ((8, 4), F32)),
+    (lambda x: [jnp.where(x > 0.0, x * x, x)], ((2, 4), F32)),
+    (lambda x: [x * 2.0, P.reduce_sum(x, (0,))], ((64,), F32)),
+    (lambda x: [x * 2.0, x - P.reduce_max(x, (0,))], ((64,), F32)),
+    (lambda x: [x - P.reduce_max(x, (1,))[:, None]], ((8, 16), F32)),
+    (lambda x: [P.rev(x, (0,)) + x], ((64,), F32)),
+    (lambda x: [P.transpose(x, (1, 0)) + x], ((8, 8), F32)),
+    (lambda x, y: [x + y], ((8, 8), F32), ((8,), F32)),
+    (lambda x, y: [jnp.tanh(x) * y, P.reduce_sum(y, (1,))], ((8, 8), F32), ((8, 8), F32)),
+]
+
+
+def test_the_plans_graph_rule_is_no_bolder_than_the_kernel_on_one_loop():
+    """The memory plan proposes in-place writes by a graph-level rule (`memory._body_hazards`); the
+    kernel-level `in_place_safe` is the precise fact the renderer checks each proposal with (writing
+    apart and copying where the plan was bolder: an earlier loop writing the output, the found program
+    "in-place-output-of-an-earlier-loop" of test_random_programs). On one-loop kernels the two agree;
+    on these multi-loop ones the graph rule is the more cautious."""
+    from ember.passes.memory import _body_hazards
+    cautious = 0
+    for fn, *avals in DRIFT_BODIES:
+        g = body(fn, *avals)
+        k = lower_kernel(g, "loop")
+        hazards = _body_hazards(g)
+        for j, i in enumerate(k.inputs):
+            for o in k.outputs:
+                if (i.shape, i.dtype) != (o.shape, o.dtype):
+                    continue
+                safe = S.in_place_safe(k, o.name, i.name)
+                if len(k.steps) == 1:
+                    assert (j not in hazards) == safe, (avals, j, o.name)
+                else:
+                    assert j in hazards or safe, (avals, j, o.name)
+                    cautious += j in hazards and safe
+    assert cautious == 2  # x - max(x): the graph rule refuses, the kernel would allow
