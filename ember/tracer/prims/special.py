@@ -16,6 +16,7 @@ import numpy as np
 
 from ember.tracer import prims as P
 from ember.tracer.prims.binary import _define as _define_binary
+from ember.tracer.prims.unary import _SCIPY
 from ember.tracer.prims.unary import _define as _define_unary
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -26,10 +27,6 @@ def _scipy():
     import scipy.special  # here, not at import: importing it costs more than 0.1 s
 
     return scipy.special
-
-
-def _erfc(x):
-    return _scipy().erfc(x).astype(x.dtype, copy=False)
 
 
 def _erf_inv(x):
@@ -94,14 +91,18 @@ def _zeta_vjp(ct, s, q, out, active):
     return None, P.mul(ct, P.neg(P.mul(s, zeta(P.add(s, 1.0), q))))
 
 
+_JAX_VALUES = "scipy.special's ufunc corrected to JAX's values at poles and edges"
+
 erfc_p, erfc = _define_unary(
-    "erfc", _erfc, "float",
-    lambda ct, x, out: P.mul(P.mul(ct, -_TWO_OVER_SQRT_PI), P.exp(P.neg(P.mul(x, x)))))
+    "erfc", "float", lambda ct, x, out: P.mul(P.mul(ct, -_TWO_OVER_SQRT_PI), P.exp(P.neg(P.mul(x, x)))),
+    expensive=True, ufunc="erfc", ufunc_dtypes=_SCIPY)
 erf_inv_p, erf_inv = _define_unary(
-    "erf_inv", _erf_inv, "float",
-    lambda ct, x, out: P.mul(P.mul(ct, _SQRT_PI_OVER_TWO), P.exp(P.mul(out, out))))
-lgamma_p, lgamma = _define_unary("lgamma", _lgamma, "float", lambda ct, x, out: P.mul(ct, digamma(x)))
-digamma_p, digamma = _define_unary("digamma", _digamma, "float",
-                                   lambda ct, x, out: P.mul(ct, polygamma(1.0, x)))
-polygamma_p, polygamma = _define_binary("polygamma", _polygamma, "float", _polygamma_vjp)
-zeta_p, zeta = _define_binary("zeta", _zeta, "float", _zeta_vjp)
+    "erf_inv", "float", lambda ct, x, out: P.mul(P.mul(ct, _SQRT_PI_OVER_TWO), P.exp(P.mul(out, out))),
+    expensive=True, impl=_erf_inv, no_ufunc=_JAX_VALUES)
+lgamma_p, lgamma = _define_unary("lgamma", "float", lambda ct, x, out: P.mul(ct, digamma(x)), expensive=True,
+                                 impl=_lgamma, no_ufunc=_JAX_VALUES)
+digamma_p, digamma = _define_unary("digamma", "float", lambda ct, x, out: P.mul(ct, polygamma(1.0, x)),
+                                   expensive=True, impl=_digamma, no_ufunc=_JAX_VALUES)
+polygamma_p, polygamma = _define_binary("polygamma", "float", _polygamma_vjp, expensive=True, impl=_polygamma,
+                                        no_ufunc=_JAX_VALUES)
+zeta_p, zeta = _define_binary("zeta", "float", _zeta_vjp, expensive=True, impl=_zeta, no_ufunc=_JAX_VALUES)
