@@ -180,6 +180,7 @@ def lgamma(e, x):
     r = e.abs(_frac_to_nearest(e, x))
     sin_pi = e.call("sin", _pi_times(e, e.select(e.isnan(r), e.c(0.5), r)))
     reflected = e.sub(e.sub(e.c(_LOG_PI), e.call("log", sin_pi)), pos)
+    reflected = e.select(e.cmp("==", sin_pi, e.c(0.0)), e.c(math.inf), reflected)   # a pole (pos may be inf)
     out = e.select(negative, reflected, pos)
     out = e.select(e.cmp("<", ax, e.c(0.5)), small, out)
     out = e.select(e.cmp("==", ax, e.c(math.inf)), e.c(math.inf), out)
@@ -214,8 +215,10 @@ def digamma(e, x):
     z = e.select(negative, e.sub(e.c(1.0), x), x)
     pos = _digamma_pos(e, e.clamp(z, 0.0, 1.7976931348623157e308))
     r = _frac_to_nearest(e, x)
-    pr = _pi_times(e, e.select(e.isnan(r), e.c(0.25), r))
-    cot = e.div(e.call("cos", pr), e.call("sin", pr))
+    ar = e.abs(e.select(e.isnan(r), e.c(0.25), r))
+    # cot(pi r) = sin(pi (1/2 - |r|)) / sin(pi |r|) with the sign of r: 1/2 - |r| is exact, so it is 0 at
+    # the half-integers (cos(pi r) of a rounded pi r is not)
+    cot = e.copysign(e.div(e.call("sin", _pi_times(e, e.sub(e.c(0.5), ar))), e.call("sin", _pi_times(e, ar))), r)
     reflected = e.sub(pos, e.mul(e.c(math.pi), cot))
     out = e.select(negative, reflected, pos)
     pole = e.and_(negative, e.cmp("==", r, e.c(0.0)))         # 0, -1, -2, ... and every float below -2**52
