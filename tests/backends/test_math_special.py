@@ -165,7 +165,8 @@ SPECIAL2 = {
 
 
 def _special_args(name: str, dtype) -> list[np.ndarray]:
-    return [np.array(SPECIAL[name], dtype)] if name in SPECIAL else [np.array(a, dtype) for a in SPECIAL2[name]]
+    with np.errstate(over="ignore"):                        # float64's huge values are inf in float32
+        return [np.array(SPECIAL[name], dtype)] if name in SPECIAL else [np.array(a, dtype) for a in SPECIAL2[name]]
 
 
 @functools.cache
