@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.errors import DifferentiationError
 from ember.tracer import prims as P
 from ember.tracer.primitive import Primitive, batch_rules, impl_rules, shape_rules, vjp_rules
 from ember.tracer.prims._util import (
     elementwise_aval,
     elementwise_batch,
+    in_float64,
     scalar_like,
     unbroadcast_scalar,
     zero_scalar,
@@ -122,3 +124,38 @@ gt_p, gt = _define("gt", np.greater, "any", None, out_dtype=_BOOL)
 ge_p, ge = _define("ge", np.greater_equal, "any", None, out_dtype=_BOOL)
 and_p, and_ = _define("and", np.bitwise_and, "intbool", None)
 or_p, or_ = _define("or", np.bitwise_or, "intbool", None)
+
+
+def _nextafter_vjp(ct, x, y, out, active):
+    """JAX has no derivative of nextafter: raise its error class and message."""
+    raise DifferentiationError("Differentiation rule for 'nextafter' not implemented")
+
+
+def _copysign_vjp(ct, x, y, out, active):
+    """As JAX's where(signbit(y), -abs(x), abs(x)): abs'(x) (1 at 0) times the sign taken from y; y gets
+    none."""
+    if not active[0]:
+        return None, None
+    d = P.select(P.ge(x, zero_scalar(x)), ct, P.neg(ct))
+    return P.select(P.lt(P.copysign(scalar_like(1.0, y), y), zero_scalar(y)), P.neg(d), d), None
+
+
+def _finite_or_zero(v):
+    """JAX's _replace_inf: +inf becomes 0 (so a +inf result still passes the cotangent on)."""
+    return P.select(P.eq(v, np.inf), zero_scalar(v), v)
+
+
+def _logaddexp_vjp(exp: str):
+    """JAX's custom rule for logaddexp (exp) and logaddexp2 (exp2): each operand's share exp(x - out)
+    with +inf read as 0: half each for equal operands, (0, 1) for (-inf, y), NaN for (-inf, -inf)."""
+    def vjp(ct, x, y, out, active):
+        o, exp_fn = _finite_or_zero(out), getattr(P, exp)
+        return tuple(P.mul(ct, exp_fn(P.sub(_finite_or_zero(v), o))) if a else None for v, a in zip((x, y), active))
+    return vjp
+
+
+# nextafter, copysign, logaddexp and logaddexp2 take floats (jax.numpy promotes integers first).
+nextafter_p, nextafter = _define("nextafter", np.nextafter, "float", _nextafter_vjp)
+copysign_p, copysign = _define("copysign", np.copysign, "float", _copysign_vjp)
+logaddexp_p, logaddexp = _define("logaddexp", in_float64(np.logaddexp), "float", _logaddexp_vjp("exp"))
+logaddexp2_p, logaddexp2 = _define("logaddexp2", in_float64(np.logaddexp2), "float", _logaddexp_vjp("exp2"))
