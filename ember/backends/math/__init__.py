@@ -18,13 +18,17 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ember.backends.math import bases, float_bits, roots
 from ember.backends.math.formats import F32, F64, FORMATS, Format
 from ember.backends.math.numpy_emitter import NumpyEmitter
 
 # name -> (arity, algorithm): the registry every renderer reads
 FUNCTIONS: dict[str, tuple[int, Callable]] = {
+    "exp2": (1, bases.exp2), "log2": (1, bases.log2), "log10": (1, bases.log10), "cbrt": (1, roots.cbrt),
+    "logaddexp": (2, bases.logaddexp), "logaddexp2": (2, bases.logaddexp2),
+    "nextafter": (2, float_bits.nextafter), "nextafter_f16": (2, float_bits.nextafter_f16),
 }
-PRIVATE = ("pow_f32_in_f64",)           # helpers other algorithms call, not functions of their own
+PRIVATE = ("pow_f32_in_f64", "nextafter_f16")   # helpers other algorithms call, not functions of their own
 NAMES = tuple(n for n in FUNCTIONS if n not in PRIVATE)
 
 
