@@ -20,6 +20,7 @@ from ember.tracer.ir import Literal, Node, Var
 
 # Never duplicated or recomputed (XLA's IsExpensive); div only by a non-Literal.
 EXPENSIVE = frozenset({"exp", "log", "log1p", "expm1", "tanh", "logistic", "pow", "erf", "sin", "cos", "sqrt",
+                       "cbrt", "exp2", "log2", "log10", "logaddexp", "logaddexp2",
                        "rsqrt", "rem", "div", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax",
                        "argmin", "dot_general", "gather"})
 # Reductions whose result depends on the exact bits of their operand (softmax's max): the operand is

@@ -89,6 +89,10 @@ CASES = [
     _unary("ceil", P.ceil, [0.0, 1.0, -1.0, 0.5, _BIG + 0.5]),
     _unary("round", P.round, [0.0, 1.0, -1.0, 0.3, _BIG + 0.3]),
     _unary("erf", P.erf, [0.0, 1.0, -1.0, 4.0, -4.0, _TINY]),
+    _unary("cbrt", P.cbrt, [1.0, -1.0, 8.0, _BIG, -_TINY], 0.2, 3.0),
+    _unary("exp2", P.exp2, [0.0, 1.0, -1.0, 30.0, -30.0, _TINY]),
+    _unary("log2", P.log2, [1.0, 8.0, _BIG, _TINY, 0.5], 0.1, 3.0),
+    _unary("log10", P.log10, [1.0, 1000.0, _BIG, _TINY, 0.5], 0.1, 3.0),
     _binary("add", P.add, [(0.0, 0.0), (1.0, -1.0), (_BIG, _TINY)]),
     _binary("sub", P.sub, [(0.0, 0.0), (1.0, -1.0), (_BIG, _TINY)]),
     _binary("mul", P.mul, [(0.0, 0.0), (0.0, 2.0), (1.0, -1.0), (_BIG, _TINY), (_TINY, _TINY)]),
@@ -100,6 +104,10 @@ CASES = [
          note="integer exponents (a constant), base at zero"),
     *[Case("pow", lambda x, k=k: P.pow(x, k), [(_a(0.0, 0.0, 1.0, -1.0, 1e3, 1e-3),)],
            note=f"x ** {k} (a literal)") for k in (0, 1, 2, 3)],
+    _binary("copysign", P.copysign, [(1.0, -1.0), (-2.0, 3.0), (_BIG, -_TINY), (0.5, 2.0)],
+            note="away from the kink at x = 0 and the jump at y = 0"),
+    _binary("logaddexp", P.logaddexp, [(0.0, 0.0), (1.0, -1.0), (30.0, -30.0), (_TINY, 2.0)]),
+    _binary("logaddexp2", P.logaddexp2, [(0.0, 0.0), (1.0, -1.0), (30.0, -30.0), (_TINY, 2.0)]),
     _binary("max", P.maximum, [(0.0, 1.0), (-1.0, 1.0), (_BIG, -_BIG), (_TINY, -_TINY)], note="no ties"),
     _binary("min", P.minimum, [(0.0, 1.0), (-1.0, 1.0), (_BIG, -_BIG), (_TINY, -_TINY)], note="no ties"),
     Case("rem", P.rem, [(_a(0.5, -0.5, 7.3, -2.2), _a(0.3, 0.3, -2.1, -0.75))] +
@@ -156,6 +164,7 @@ EXCLUDED = {
     "argmax": "integer result: no derivative",
     "argmin": "integer result: no derivative",
     "iota": "no operand",
+    "nextafter": "no derivative (JAX has none: grad raises DifferentiationError, a NotImplementedError)",
     "fusion": "internal to the optimizer: grad never meets it",
 }
 
