@@ -23,17 +23,18 @@ DTYPES = (np.float32, np.float64)
 LD = np.longdouble
 EXTENDED = np.finfo(LD).nmant >= 63
 
-# max ulp allowed (measured max over these inputs: float32, float64; then JAX 0.10's XLA CPU on the same inputs)
+# max ulp allowed (measured max over these inputs: float32, float64; then JAX 0.10's XLA CPU on the same
+# inputs where they are normal, as XLA flushes subnormals)
 BUDGET = {
-    "exp2": (1, 1),            # 0.75, 0.79; XLA 0.50, 0.51
-    "log2": (1, 1),            # 0.60, 0.55; XLA 3.1 (log(x) / log(2)), 1.1
-    "log10": (1, 1),           # 0.53, 0.58; XLA 2.0 (log(x) * (1 / log(10))), 1.5
-    "cbrt": (1, 1),            # 0.50, 0.50; XLA 0.50 (float32), 0.50
-    # ulp of the larger of the result and max(x, y): max + log1p(exp(-|x - y|)) cancels where the result is
-    # near 0 (x, y < 0 with exp(x) + exp(y) near 1), in JAX's and NumPy's formula alike
-    "logaddexp": (2, 2),       # 1.2, 1.1; XLA 1.3, 1.1
-    "logaddexp2": (2, 2),      # 1.3, 1.3; XLA 1.6, 1.5
-    "hypot": (2, 2),           # 1.3, 1.3 (JAX's composition, compiled); XLA 1.3, 1.3
+    "exp2": (1, 1),            # 0.80, 0.85; XLA 67 (and 0 for 2**-126), 716 (exp(x ln 2): 2**1001 inexact)
+    "log2": (1, 1),            # 0.59, 0.60; XLA 1.96, 1.32
+    "log10": (1, 1),           # 0.63, 0.62; XLA 2.41, 1.58
+    "cbrt": (1, 1),            # 0.50, 0.50; XLA 0.89, 3.0
+    # in ulp of the larger of the result and max(x, y): max + log1p(exp(-|x - y|)) cancels where the result
+    # is near 0 (x, y < 0 with exp(x) + exp(y) near 1), in JAX's and NumPy's formula alike
+    "logaddexp": (2, 2),       # XLA 5.3, 3.9
+    "logaddexp2": (2, 2),      # XLA 42, 113
+    "hypot": (2, 2),           # JAX's composition, compiled
 }
 
 
