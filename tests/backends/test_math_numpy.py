@@ -167,3 +167,7 @@ def test_conversions_round_and_truncate():
 def test_evaluate_checks_its_arguments():
     with pytest.raises(ValueError, match="no function 'gamma'"):
         evaluate("gamma", np.ones(3))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        evaluate("exp", np.ones(3, np.int32))
+    with pytest.raises(TypeError, match="pow takes 2"):
+        evaluate("pow", np.ones(3))

@@ -18,15 +18,33 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ember.backends.math import bases, float_bits, roots
+from ember.backends.math import bases, erf, exp_log, float_bits, hyperbolic, power, roots, trig
 from ember.backends.math.formats import F32, F64, FORMATS, Format
 from ember.backends.math.numpy_emitter import NumpyEmitter
 
 # name -> (arity, algorithm): the registry every renderer reads
 FUNCTIONS: dict[str, tuple[int, Callable]] = {
-    "exp2": (1, bases.exp2), "log2": (1, bases.log2), "log10": (1, bases.log10), "cbrt": (1, roots.cbrt),
-    "logaddexp": (2, bases.logaddexp), "logaddexp2": (2, bases.logaddexp2),
-    "nextafter": (2, float_bits.nextafter), "nextafter_f16": (2, float_bits.nextafter_f16),
+    "exp": (1, exp_log.exp),
+    "expm1": (1, exp_log.expm1),
+    "log": (1, exp_log.log),
+    "log1p": (1, exp_log.log1p),
+    "tanh": (1, hyperbolic.tanh),
+    "logistic": (1, hyperbolic.logistic),
+    "sin": (1, trig.sin),
+    "cos": (1, trig.cos),
+    "pow": (2, power.pow),
+    "erf": (1, erf.erf),
+    "sqrt": (1, power.sqrt),
+    "rsqrt": (1, power.rsqrt),
+    "pow_f32_in_f64": (2, power.pow_f32_in_f64),
+    "exp2": (1, bases.exp2),
+    "log2": (1, bases.log2),
+    "log10": (1, bases.log10),
+    "cbrt": (1, roots.cbrt),
+    "logaddexp": (2, bases.logaddexp),
+    "logaddexp2": (2, bases.logaddexp2),
+    "nextafter": (2, float_bits.nextafter),
+    "nextafter_f16": (2, float_bits.nextafter_f16),
 }
 PRIVATE = ("pow_f32_in_f64", "nextafter_f16")   # helpers other algorithms call, not functions of their own
 NAMES = tuple(n for n in FUNCTIONS if n not in PRIVATE)
