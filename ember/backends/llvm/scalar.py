@@ -325,6 +325,17 @@ def _math(name: str) -> Rule:
     return rule
 
 
+def _nextafter(b, args, dt, out):
+    """mathlib's nextafter; float16 steps float16's bits on values held in float32 (`nextafter_f16`), since
+    float32's neighbour of a float16 would round back to it."""
+    if dt == _F16:
+        from ember.backends.llvm.mathlib import call_math
+
+        wide = [b.fpext(a, FLOAT) for a in args]
+        return b.fptrunc(call_math(b, "nextafter_f16", wide, _F32), HALF)
+    return _math("nextafter")(b, args, dt, out)
+
+
 def _compare(pred: str, float_pred: str | None = None) -> Rule:
     """Ordered float compares (NaN compares false) except `!=` (NaN != NaN); unsigned for uint and bool."""
     return _by_kind(f=lambda b, a, dt, out: (b.fcmp_unordered if float_pred else b.fcmp_ordered)(pred, *a),
@@ -377,6 +388,9 @@ OPS: dict[str, Rule] = {
     "stop_gradient": _identity,
     "select": _select,
     **{name: _by_kind(f=_math(name)) for name in _UNARY_MATH},
+    **{name: _by_kind(f=_math(name)) for name in ("cbrt", "exp2", "log2", "log10", "logaddexp", "logaddexp2")},
+    "nextafter": _by_kind(f=_nextafter),
+    "copysign": _by_kind(f=_call("llvm.copysign")),
 }
 
 def runtime_symbols() -> dict[str, int]:

@@ -46,7 +46,7 @@ FUNCTIONS: dict[str, tuple[int, Callable]] = {
     "nextafter": (2, float_bits.nextafter),
     "nextafter_f16": (2, float_bits.nextafter_f16),
 }
-PRIVATE = ("pow_f32_in_f64", "nextafter_f16")   # helpers other algorithms call, not functions of their own
+PRIVATE = ("pow_f32_in_f64",)           # helpers other algorithms call, not functions of their own
 NAMES = tuple(n for n in FUNCTIONS if n not in PRIVATE)
 
 

@@ -6,12 +6,15 @@ log10 take x = 2**k m (m in [sqrt(1/2), sqrt(2))), log(m) = log1p(f) as an unrou
 f - f**2/2 + s (f**2/2 + R(s**2)), s = f / (2 + f), with the roundings of f**2/2 and of the subtraction kept),
 then k log_b(2) + log1p(f) / ln(b) summed with its error terms and rounded once: exact results (log2(8),
 log10(1000)) come out exact. logaddexp and logaddexp2 are JAX's and NumPy's formula, max + log1p(exp(-|x - y|)),
-x + y where x - y is NaN (a NaN, or infinities of one sign).
+x + y where x - y is NaN (a NaN, or infinities of one sign), with the rounding of x - y made up for.
 """
 
 from __future__ import annotations
 
 import math
+
+from ember.backends.math.exp_log import split_mantissa, two_sum
+from ember.backends.math.formats import F32, F64
 
 # (2**r - 1) / r on [-1/2, 1/2], lowest power first: mpmath.chebyfit at 40 digits, max error 7.8e-9 (float32,
 # degree 5) and 1.7e-19 (float64, degree 11); the result 1 + r Q(r) is within 0.85 ulp (bound), 0.8 measured
@@ -45,11 +48,8 @@ def _split(e, x):
     and f = m - 1 (exact)."""
     f = e.f
     tiny = e.cmp("<", x, e.c(2.0 ** (1 - f.bias)))
-    xs = e.select(tiny, e.mul(x, e.c(2.0 ** f.subnormal_scale)), x)
-    ix = e.iadd(e.bits(xs), e.i((f.bias << f.mant) - f.sqrt_half_bits))
-    k = e.to_float(e.isub(e.ashr(ix, e.i(f.mant)), e.i(f.bias)))
-    m = e.from_bits(e.iadd(e.and_(ix, e.i((1 << f.mant) - 1)), e.i(f.sqrt_half_bits)))
-    return e.select(tiny, e.sub(k, e.c(f.subnormal_scale)), k), e.sub(m, e.c(1.0))
+    k, m_minus_1 = split_mantissa(e, e.select(tiny, e.mul(x, e.c(2.0 ** f.subnormal_scale)), x))
+    return e.select(tiny, e.sub(k, e.c(f.subnormal_scale)), k), m_minus_1
 
 
 def _log1p_pair(e, f):
@@ -65,12 +65,6 @@ def _log1p_pair(e, f):
     return hi, e.add(e.sub(err, h_lo), e.mul(s, e.add(h, r)))
 
 
-def _two_sum(e, a, b):
-    s = e.add(a, b)
-    bb = e.sub(s, a)
-    return s, e.add(e.sub(a, e.sub(s, bb)), e.sub(b, bb))
-
-
 def _log_base(e, x, inv_ln: tuple[float, float], log_2: tuple[float, float]):
     """k log_b(2) + log1p(f) / ln(b), with k log_b(2)'s hi part and log1p's hi times 1/ln(b)'s hi summed
     exactly and every smaller term added to the error before the one rounding."""
@@ -78,7 +72,7 @@ def _log_base(e, x, inv_ln: tuple[float, float], log_2: tuple[float, float]):
     hi, lo = _log1p_pair(e, f)
     p = e.mul(hi, e.c(inv_ln[0]))
     p_lo = e.fma(hi, e.c(inv_ln[0]), e.neg(p))                 # hi / ln(b) = p + p_lo exactly
-    w, w_lo = _two_sum(e, e.mul(k, e.c(log_2[0])), p)           # k log_b(2)'s hi part is exact
+    w, w_lo = two_sum(e, e.mul(k, e.c(log_2[0])), p)           # k log_b(2)'s hi part is exact
     tail = e.fma(k, e.c(log_2[1]), e.fma(hi, e.c(inv_ln[1]), e.fma(lo, e.c(inv_ln[0]), e.add(w_lo, p_lo))))
     out = e.add(w, tail)
     out = e.select(e.cmp("==", x, e.c(math.inf)), x, out)
@@ -96,12 +90,24 @@ def log10(e, x):
     return _log_base(e, x, _INV_LN10[e.f.name], _LOG10_2)
 
 
-def _log_add(e, x, y, exp: str, scale: float | None):
-    """max(x, y) + log1p(exp(-|x - y|)) (times `scale` before the addition), x + y where x - y is NaN."""
-    d = e.sub(x, y)
+def _log_add(e, x, y, exp: str, ln_base: tuple[float, float] | None):
+    """max(x, y) + log1p(b**-|x - y|) (divided by ln(b) for base 2), x + log_b(2) where x == y (so
+    logaddexp2(-1, -1) is 0 exactly, as NumPy's), x + y where x - y is NaN. float32
+    computes in float64 (x - y is exact there) and rounds once; float64 keeps x - y's rounding error r and
+    corrects b**-|x - y| by the factor 1 + r ln(b), an error that grows with |x - y| otherwise."""
+    name = "logaddexp" if ln_base is None else "logaddexp2"
+    if e.f is F32:
+        return e.convert(e.call(name, e.convert(x, F64), e.convert(y, F64), fmt=F64), F32)
+    d, d_err = two_sum(e, x, e.neg(y))
+    below = e.cmp("<", d, e.c(0.0))
+    a = e.select(below, d, e.neg(d))                                    # -|x - y| = a + r
+    r = e.select(e.cmp("<", e.abs(d), e.c(math.inf)), e.select(below, d_err, e.neg(d_err)), e.c(0.0))
+    u = e.call(exp, a)
+    u = e.fma(u, r if ln_base is None else e.mul(r, e.c(math.log(2.0))), u)
+    l = e.call("log1p", u)
     top = e.select(e.cmp(">", x, y), x, y)
-    l = e.call("log1p", e.call(exp, e.neg(e.abs(d))))
-    out = e.add(top, l) if scale is None else e.fma(l, e.c(scale), top)
+    out = e.add(top, l) if ln_base is None else e.fma(l, e.c(ln_base[0]), e.fma(l, e.c(ln_base[1]), top))
+    out = e.select(e.cmp("==", x, y), e.add(x, e.c(math.log(2.0) if ln_base is None else 1.0)), out)   # NumPy's
     return e.select(e.isnan(d), e.add(x, y), out)
 
 
@@ -112,4 +118,4 @@ def logaddexp(e, x, y):
 
 def logaddexp2(e, x, y):
     """log2(2**x + 2**y) without overflow."""
-    return _log_add(e, x, y, "exp2", _INV_LN2["f64"][0])
+    return _log_add(e, x, y, "exp2", _INV_LN2["f64"])

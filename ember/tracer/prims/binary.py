@@ -12,9 +12,9 @@ from ember.errors import DifferentiationError
 from ember.tracer import prims as P
 from ember.tracer.primitive import Primitive, batch_rules, impl_rules, shape_rules, vjp_rules
 from ember.tracer.prims._util import (
+    computed_wider,
     elementwise_aval,
     elementwise_batch,
-    in_float64,
     scalar_like,
     unbroadcast_scalar,
     zero_scalar,
@@ -157,5 +157,7 @@ def _logaddexp_vjp(exp: str):
 # nextafter, copysign, logaddexp and logaddexp2 take floats (jax.numpy promotes integers first).
 nextafter_p, nextafter = _define("nextafter", np.nextafter, "float", _nextafter_vjp)
 copysign_p, copysign = _define("copysign", np.copysign, "float", _copysign_vjp)
-logaddexp_p, logaddexp = _define("logaddexp", in_float64(np.logaddexp), "float", _logaddexp_vjp("exp"))
-logaddexp2_p, logaddexp2 = _define("logaddexp2", in_float64(np.logaddexp2), "float", _logaddexp_vjp("exp2"))
+logaddexp_p, logaddexp = _define("logaddexp", computed_wider(np.logaddexp, float64_too=True), "float",
+                                 _logaddexp_vjp("exp"))
+logaddexp2_p, logaddexp2 = _define("logaddexp2", computed_wider(np.logaddexp2, float64_too=True), "float",
+                                   _logaddexp_vjp("exp2"))

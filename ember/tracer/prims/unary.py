@@ -10,7 +10,7 @@ import numpy as np
 
 from ember.tracer import prims as P
 from ember.tracer.primitive import Primitive, batch_rules, impl_rules, shape_rules, vjp_rules
-from ember.tracer.prims._util import elementwise_aval, elementwise_batch, in_float64, zero_scalar
+from ember.tracer.prims._util import computed_wider, elementwise_aval, elementwise_batch, zero_scalar
 
 
 def _logistic(x):
@@ -87,8 +87,11 @@ is_finite_p, is_finite = _define("is_finite", np.isfinite, "float", None, out_dt
 not_p, not_ = _define("not", np.invert, "intbool", None)
 # The derivatives JAX gives: cbrt's from its output, exp2's as ln 2 (g 2**x), and log2 and log10 as those
 # of jnp's log(x) / log(2) and log(x) * (1 / log(10)) (the primitives are correctly rounded; jnp's are not).
-cbrt_p, cbrt = _define("cbrt", in_float64(np.cbrt), "float",
+cbrt_p, cbrt = _define("cbrt", computed_wider(np.cbrt), "float",
                        lambda ct, x, out: P.div(P.mul(ct, 1.0 / 3.0), P.mul(out, out)))
-exp2_p, exp2 = _define("exp2", in_float64(np.exp2), "float", lambda ct, x, out: P.mul(P.mul(ct, out), _LN2))
-log2_p, log2 = _define("log2", in_float64(np.log2), "float", lambda ct, x, out: P.div(P.div(ct, x), _LN2))
-log10_p, log10 = _define("log10", in_float64(np.log10), "float", lambda ct, x, out: P.mul(P.div(ct, x), _INV_LN10))
+exp2_p, exp2 = _define("exp2", computed_wider(np.exp2), "float",
+                       lambda ct, x, out: P.mul(P.mul(ct, out), _LN2))
+log2_p, log2 = _define("log2", computed_wider(np.log2), "float",
+                       lambda ct, x, out: P.div(P.div(ct, x), _LN2))
+log10_p, log10 = _define("log10", computed_wider(np.log10), "float",
+                         lambda ct, x, out: P.mul(P.div(ct, x), _INV_LN10))
