@@ -241,6 +241,7 @@ def test_nextafter_of_every_float16():
     with np.errstate(all="ignore"):
         got = evaluate("nextafter_f16", xs.astype(np.float32), ys.astype(np.float32)).astype(np.float16)
         assert _same_bits(got, np.nextafter(xs, ys))
+        assert _same_bits(evaluate("nextafter", xs, ys), got)          # evaluate's float16 takes nextafter_f16
 
 
 # ---- compiled: the llvm backend gives the NumPy emitter's bits ----------------------------------------

@@ -317,26 +317,17 @@ def _float_pow(b, args, dt, out):
 
 
 def _math(name: str) -> Rule:
-    """A mathlib function; float16 computes in float32 and rounds once, as NumPy's float16 loops."""
+    """A mathlib function; float16 computes in float32 (by the math library's FLOAT16_IN_FLOAT32 function
+    where it has one) and rounds once, as NumPy's float16 loops."""
     def rule(b, args, dt, out):
         from ember.backends.llvm.mathlib import call_math
+        from ember.backends.math import FLOAT16_IN_FLOAT32
 
         if dt == _F16:
             wide = [b.fpext(a, FLOAT) for a in args]
-            return b.fptrunc(call_math(b, name, wide, _F32), HALF)
+            return b.fptrunc(call_math(b, FLOAT16_IN_FLOAT32.get(name, name), wide, _F32), HALF)
         return call_math(b, name, list(args), dt)
     return rule
-
-
-def _nextafter(b, args, dt, out):
-    """mathlib's nextafter; float16 steps float16's bits on values held in float32 (`nextafter_f16`), since
-    float32's neighbour of a float16 would round back to it."""
-    if dt == _F16:
-        from ember.backends.llvm.mathlib import call_math
-
-        wide = [b.fpext(a, FLOAT) for a in args]
-        return b.fptrunc(call_math(b, "nextafter_f16", wide, _F32), HALF)
-    return _math("nextafter")(b, args, dt, out)
 
 
 def _compare(pred: str, float_pred: str | None = None) -> Rule:
@@ -393,7 +384,7 @@ OPS: dict[Primitive, Rule] = {
     P.stop_gradient_p: _identity,
     P.select_p: _select,
     **{prim: _by_kind(f=_math(prim.name)) for prim in _UNARY_MATH + _BINARY_MATH},  # mathlib's, of the same name
-    P.nextafter_p: _by_kind(f=_nextafter),
+    P.nextafter_p: _by_kind(f=_math("nextafter")),     # exact bit steps, not a polynomial: not expensive
     P.copysign_p: _by_kind(f=_call("llvm.copysign")),
 }
 
