@@ -19,6 +19,8 @@ import ember
 import ember.numpy as jnp
 from ember.backends.math import evaluate
 
+# the inputs hold infinities, NaNs, zeros and the largest floats on purpose: NumPy's warnings about them are expected
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 DTYPES = (np.float32, np.float64)
 LD = np.longdouble
 EXTENDED = np.finfo(LD).nmant >= 63
