@@ -71,8 +71,8 @@ logaddexp2 = _binary(P.logaddexp2, "logaddexp2", True)
 
 def hypot(x1, x2):
     """sqrt(x1**2 + x2**2) without overflow or underflow, as jax.numpy.hypot computes it (the larger
-    magnitude times sqrt(1 + (smaller / larger)**2); inf where either is infinite, NaN otherwise), so its
-    gradient is JAX's too."""
+    magnitude times sqrt(1 + (smaller / larger)**2); inf where either is infinite, even beside a NaN), so
+    its gradient is JAX's too."""
     x1, x2 = elementwise(lambda *xs: xs, "hypot", x1, x2, to_float=True)
     x1, x2 = abs(x1), abs(x2)
     at_inf = logical_or(equal(x1, np.inf), equal(x2, np.inf))

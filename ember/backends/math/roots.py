@@ -7,6 +7,8 @@ infinities and NaN are returned as they are.
 
 from __future__ import annotations
 
+import math
+
 from ember.backends.math.formats import F32
 
 # cbrt(m) on [1, 2], lowest power first (mpmath.chebyfit at 40 digits, max error 1.24e-5)
@@ -46,5 +48,5 @@ def cbrt(e, x):
         t = _newton(e, t, y, exact=False)
     t = _newton(e, t, y, exact=True)
     out = e.copysign(e.mul(t, e.pow2(e.to_int(q))), x)       # 2**q is normal, the product exact
-    finite = e.and_(e.cmp(">", ax, e.c(0.0)), e.cmp("<", ax, e.c(float("inf"))))
+    finite = e.and_(e.cmp(">", ax, e.c(0.0)), e.cmp("<", ax, e.c(math.inf)))
     return e.select(finite, out, x)
