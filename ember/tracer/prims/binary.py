@@ -122,3 +122,13 @@ gt_p, gt = _define("gt", np.greater, "any", None, out_dtype=_BOOL)
 ge_p, ge = _define("ge", np.greater_equal, "any", None, out_dtype=_BOOL)
 and_p, and_ = _define("and", np.bitwise_and, "intbool", None)
 or_p, or_ = _define("or", np.bitwise_or, "intbool", None)
+
+
+def _atan2_vjp(ct, x, y, out, active):
+    """As JAX: d/dx = y / (x**2 + y**2), d/dy = -x / (x**2 + y**2) (NaN at the origin)."""
+    r2 = P.add(P.mul(x, x), P.mul(y, y))
+    return (P.mul(ct, P.div(y, r2)) if active[0] else None,
+            P.mul(ct, P.div(P.neg(x), r2)) if active[1] else None)
+
+
+atan2_p, atan2 = _define("atan2", np.arctan2, "float", _atan2_vjp)

@@ -84,3 +84,20 @@ erf_p, erf = _define("erf", _erf, "float",
                      lambda ct, x, out: P.mul(P.mul(ct, _TWO_OVER_SQRT_PI), P.exp(P.neg(P.mul(x, x)))))
 is_finite_p, is_finite = _define("is_finite", np.isfinite, "float", None, out_dtype=np.dtype(bool))
 not_p, not_ = _define("not", np.invert, "intbool", None)
+
+# Trigonometric and hyperbolic functions, with JAX's derivatives (lax.tan_p ... lax.atanh_p): tan's uses
+# its output, asin/acos/asinh/acosh theirs through rsqrt (infinite at the domain's ends, as in JAX).
+tan_p, tan = _define("tan", np.tan, "float", lambda ct, x, out: P.mul(ct, P.add(P.mul(out, out), 1.0)))
+atan_p, atan = _define("atan", np.arctan, "float", lambda ct, x, out: P.div(ct, P.add(P.mul(x, x), 1.0)))
+asin_p, asin = _define("asin", np.arcsin, "float",
+                       lambda ct, x, out: P.mul(ct, P.rsqrt(P.sub(1.0, P.mul(x, x)))))
+acos_p, acos = _define("acos", np.arccos, "float",
+                       lambda ct, x, out: P.mul(ct, P.neg(P.rsqrt(P.sub(1.0, P.mul(x, x))))))
+sinh_p, sinh = _define("sinh", np.sinh, "float", lambda ct, x, out: P.mul(ct, P.cosh(x)))
+cosh_p, cosh = _define("cosh", np.cosh, "float", lambda ct, x, out: P.mul(ct, P.sinh(x)))
+asinh_p, asinh = _define("asinh", np.arcsinh, "float",
+                         lambda ct, x, out: P.mul(ct, P.rsqrt(P.add(P.mul(x, x), 1.0))))
+acosh_p, acosh = _define("acosh", np.arccosh, "float",
+                         lambda ct, x, out: P.mul(ct, P.rsqrt(P.sub(P.mul(x, x), 1.0))))
+atanh_p, atanh = _define("atanh", np.arctanh, "float",
+                         lambda ct, x, out: P.mul(P.div(1.0, P.add(x, 1.0)), P.div(ct, P.sub(1.0, x))))
