@@ -1,0 +1,151 @@
+"""sinh, cosh, asinh, acosh and atanh, branch-free; float32 evaluates the float64 algorithm and rounds
+once (its float64 error is far below half a float32 ulp, and float64 has room for cosh(89) and x**2).
+
+Near 0 each is x + x**3 P(x**2) (Taylor series for sinh and cosh, our own Chebyshev fits for asinh and
+atanh), so results keep their relative accuracy down to the subnormals. Further out sinh and cosh are
+2**k (H -+ 2**(-2k-2) / H) with exp(a) / 2 = H 2**k as a (hi, lo) pair from exp's own reduction, one
+rounding at the end and no overflow before the result's own (cosh(710) is finite, as in NumPy); the
+inverse functions take the log of an argument carried as (hi, lo) (log(u + u_lo) = log(u) + u_lo / u
+folded into log's last step), with fdlibm's forms: the argument never forms x**2 where it would overflow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from ember.backends.math.exp_log import exp_unscaled, log1p_of_reduced, split_mantissa, two_prod, two_sum
+from ember.backends.math.formats import F32, F64
+
+# (asinh(s) - s) / s**3 and (atanh(s) - s) / s**3 on s**2 <= 1/4 (mpmath.chebyfit, absolute error
+# 1.2e-17 and 7.2e-18), lowest power first
+_ASINH = (-0.16666666666666666, 0.0749999999999864, -0.044642857140252436, 0.030381944248546365,
+          -0.022372151449922602, 0.01735258771519257, -0.013962235682232349, 0.011526210169675569,
+          -0.009591452221673173, 0.007622309427481728, -0.004992717198142511, 0.0018854117655039003)
+_ATANH = (0.3333333333333333, 0.20000000000000864, 0.14285714285490106, 0.11111111133938968,
+          0.09090907881509189, 0.07692345940270638, 0.06665886352701884, 0.05893099692590042,
+          0.05160769881147162, 0.05441915418234587, 0.012292448728540531, 0.13557903913692299,
+          -0.14450491183414468, 0.21098097885975797)
+# sinh(s) = s + s**3 S(s**2) and cosh(s) = 1 + s**2 C(s**2) on |s| <= 1: Taylor to below 2**-56
+_SINH = tuple(1 / math.factorial(2 * k + 1) for k in range(1, 10))
+_COSH = tuple(1 / math.factorial(2 * k) for k in range(1, 10))
+_TINY = 2.0 ** -30          # below, s + s**3 P(s**2) rounds to s in float64: no subnormal intermediates
+_HUGE = 2.0 ** 28           # from here on, asinh(a) = acosh(a) = log(2a) to float64's precision
+_EXP_FAR = 22.0             # from here on, exp(-a) is below half an ulp of exp(a)
+
+
+def _in_f64(fn: Callable) -> Callable:
+    """An algorithm written for float64; float32 evaluates it in float64 and rounds once."""
+    def algorithm(e, x):
+        if e.f is F32:
+            wide = e.at(F64)
+            return wide.convert(fn(wide, e.convert(x, F64)), F32)
+        return fn(e, x)
+    algorithm.__name__, algorithm.__doc__ = fn.__name__.lstrip("_"), fn.__doc__
+    return algorithm
+
+
+def _odd_series(e, a, coeffs):
+    """a + a**3 P(a**2) for 0 <= a (a itself below _TINY)."""
+    tiny = e.cmp("<", a, e.c(_TINY))
+    w = e.select(tiny, e.c(_TINY), a)
+    z = e.mul(w, w)
+    return e.select(tiny, a, e.fma(e.mul(w, z), e.poly(z, coeffs), w))
+
+
+def _half_exp_pair(e, a, sign: float):
+    """exp(a) / 2 + sign exp(-a) / 2 for 1 <= a (sign +-1): exp(a - ln2) = (hi + lo) 2**k, with
+    a - ln2's high part exact and its low part passed to exp's reduction, then
+    2**k (hi + lo + sign 2**(-2k-2) / (hi + lo)), the second term dropped from _EXP_FAR on."""
+    hi, lo = e.f.ln2_short
+    h, h_lo, k = exp_unscaled(e, e.sub(a, e.c(hi)), e.c(-lo))
+    q = e.div(e.c(1.0), h)
+    q_lo = e.div(e.sub(e.fma(e.neg(q), h, e.c(1.0)), e.mul(q, h_lo)), h)     # 1 / (h + h_lo) = q + q_lo
+    near = e.cmp("<", a, e.c(_EXP_FAR))
+    factor = e.mul(e.pow2(e.select(near, e.isub(e.i(-2), e.iadd(k, k)), e.i(0))), e.c(sign))
+    factor = e.select(near, factor, e.c(0.0))
+    s, s_lo = two_sum(e, h, e.mul(factor, q))                                 # factor q is exact
+    return e.scale(e.add(s, e.add(e.fma(factor, q_lo, h_lo), s_lo)), k)
+
+
+def _log_pair(e, u, u_lo, k_extra):
+    """log(2**k_extra (u + u_lo)) for a positive normal u (k_extra a float, 0 or 1): log1p of u's mantissa
+    with u_lo / u folded into its last rounding."""
+    k, f = split_mantissa(e, u)
+    return log1p_of_reduced(e, e.add(k, k_extra), f, e.div(u_lo, u))
+
+
+def _sqrt_pair(e, d, d_lo):
+    """sqrt(d + d_lo) = s + s_lo for d >= 0 (0 at 0)."""
+    s = e.sqrt(d)
+    return s, e.div(e.add(e.fma(e.neg(s), s, d), d_lo), e.above(e.add(s, s), 2.0 ** (1 - e.f.bias)))
+
+
+def _sinh(e, x):
+    """sinh(x): the series below |x| = 1, exp(a)/2 - exp(-a)/2 above; -0, infinities and NaN kept."""
+    a = e.abs(x)
+    far = _half_exp_pair(e, e.above(a, 1.0), -1.0)
+    out = e.select(e.cmp("<", a, e.c(1.0)), _odd_series(e, a, _SINH), far)
+    return e.select(e.isnan(x), x, e.copysign(out, x))
+
+
+def _cosh(e, x):
+    """cosh(x): 1 + x**2 C(x**2) below |x| = 1, exp(a)/2 + exp(-a)/2 above; NaN kept."""
+    a = e.abs(x)
+    z = e.mul(*[e.below(a, 1.0)] * 2)
+    far = _half_exp_pair(e, e.above(a, 1.0), 1.0)
+    out = e.select(e.cmp("<", a, e.c(1.0)), e.fma(z, e.poly(z, _COSH), e.c(1.0)), far)
+    return e.select(e.isnan(x), x, out)
+
+
+def _hypot_plus(e, a, sign: float):
+    """a + sqrt(a**2 + sign) as (hi, lo) for 1/2 <= a <= _HUGE (sign +-1; a >= 1 for -1)."""
+    p, p_lo = two_prod(e, a, a)
+    d, d_lo = two_sum(e, p, e.c(sign))
+    s, s_lo = _sqrt_pair(e, d, e.add(d_lo, p_lo))
+    u, u_lo = two_sum(e, a, s)
+    return u, e.add(u_lo, s_lo)
+
+
+def _log_hypot_plus(e, a, sign: float):
+    """log(a + sqrt(a**2 + sign)) for a >= 1/2: from _HUGE on, log(2a) as log(a) + ln2 (no a**2)."""
+    huge = e.cmp(">=", a, e.c(_HUGE))
+    u, u_lo = _hypot_plus(e, e.below(a, _HUGE), sign)
+    zero = e.c(0.0)
+    return _log_pair(e, e.select(huge, a, u), e.select(huge, zero, u_lo), e.select(huge, e.c(1.0), zero))
+
+
+def _asinh(e, x):
+    """asinh(x): the series below 1/2, log(a + sqrt(a**2 + 1)) above; -0, infinities and NaN kept."""
+    a = e.abs(x)
+    far = _log_hypot_plus(e, e.above(a, 0.5), 1.0)
+    out = e.select(e.cmp("<", a, e.c(0.5)), _odd_series(e, e.below(a, 0.5), _ASINH), far)
+    out = e.select(e.cmp("==", a, e.c(math.inf)), a, out)
+    return e.select(e.isnan(x), x, e.copysign(out, x))
+
+
+def _acosh(e, x):
+    """acosh(x) = log(x + sqrt(x**2 - 1)) (x**2 - 1 exact as a pair, so accurate near 1); NaN below 1."""
+    out = _log_hypot_plus(e, e.above(x, 1.0), -1.0)
+    out = e.select(e.cmp("==", x, e.c(math.inf)), x, out)
+    return e.select(e.cmp(">=", x, e.c(1.0)), out, e.add(x, e.c(math.nan)))
+
+
+def _atanh(e, x):
+    """atanh(x): the series below 1/2, log(1 + 2a / (1 - a)) / 2 above (1 - a exact, the quotient and the
+    sum carried as pairs); +-inf at +-1, NaN beyond."""
+    a = e.abs(x)
+    one = e.c(1.0)
+    w = e.clamp(a, 0.5, 1.0 - 2.0 ** -(e.f.mant + 1))
+    den = e.sub(one, w)
+    q = e.div(e.add(w, w), den)
+    q_lo = e.div(e.fma(e.neg(q), den, e.add(w, w)), den)
+    v, v_lo = two_sum(e, one, q)
+    far = e.mul(_log_pair(e, v, e.add(v_lo, q_lo), e.c(0.0)), e.c(0.5))
+    out = e.select(e.cmp("<", a, e.c(0.5)), _odd_series(e, e.below(a, 0.5), _ATANH), far)
+    out = e.select(e.cmp("==", a, one), e.c(math.inf), out)
+    out = e.select(e.cmp(">", a, one), e.c(math.nan), out)
+    return e.select(e.isnan(x), x, e.copysign(out, x))
+
+
+sinh, cosh, asinh, acosh, atanh = (_in_f64(f) for f in (_sinh, _cosh, _asinh, _acosh, _atanh))
