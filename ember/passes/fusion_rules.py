@@ -21,7 +21,8 @@ from ember.tracer.ir import Literal, Node, Var
 # Never duplicated or recomputed (XLA's IsExpensive); div only by a non-Literal.
 EXPENSIVE = frozenset({"exp", "log", "log1p", "expm1", "tanh", "logistic", "pow", "erf", "sin", "cos", "sqrt",
                        "rsqrt", "rem", "div", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax",
-                       "argmin", "dot_general", "gather"})
+                       "argmin", "dot_general", "gather",
+                       "tan", "atan", "asin", "acos", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh"})
 # Reductions whose result depends on the exact bits of their operand (softmax's max): the operand is
 # computed once, never recomputed in another kernel.
 MAX_LIKE = frozenset({"reduce_max", "reduce_min", "argmax", "argmin"})
