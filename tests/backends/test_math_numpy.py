@@ -1,6 +1,8 @@
 """The NumPy emitter of the math library (ember.backends.math): fma correctly rounded (checked against
 exact rational arithmetic on random and adversarial float32/float64 triples), integer operations of every
-width against Python ints, and `evaluate`'s argument checks."""
+width against Python ints, `evaluate`'s argument checks; and every algorithm run under it, uncompiled,
+against the compiled tests' references with their ulp budgets (on samples of their inputs: the dense and
+exhaustive sweeps stay compiled-only)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,18 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from ember.backends.math import F32, F64, evaluate
+from ember.backends.math import F32, F64, NAMES, evaluate
 from ember.backends.math.numpy_emitter import NumpyEmitter
+from tests.backends.llvm.test_mathlib import (
+    _assert_specials_match,
+    _check,
+    _numpy_rule,
+    _specials,
+    inputs,
+    pow_inputs,
+    reference,
+)
+from tests.backends.llvm.test_trig_range import every_binade, exact, hard_inputs
 
 DTYPES = (np.float32, np.float64)
 
@@ -167,3 +179,64 @@ def test_conversions_round_and_truncate():
 def test_evaluate_checks_its_arguments():
     with pytest.raises(ValueError, match="no function 'gamma'"):
         evaluate("gamma", np.ones(3))
+    with pytest.raises(TypeError, match="float32 or float64"):
+        evaluate("exp", np.ones(3, np.int32))
+    with pytest.raises(TypeError, match="pow takes 2"):
+        evaluate("pow", np.ones(3))
+
+
+# ---- the algorithms under the NumPy emitter, with the compiled tests' inputs, references and budgets -----
+
+def _sample(x: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """The special values at the front of `x` and n of the rest, at random."""
+    head = 32
+    rest = np.random.default_rng(seed).permutation(np.arange(head, x.size))[:n]
+    return np.concatenate([x[:head], x[np.sort(rest)]])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "pow"])
+def test_unary_accuracy(name, dtype):
+    x = _sample(inputs(name, dtype, 20_000), 800 if (name, dtype) == ("erf", np.float64) else 3000, 1)
+    _check(name, dtype, evaluate(name, x), reference(name, dtype, x), (x,))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_pow_accuracy(dtype):
+    x, y = pow_inputs(dtype, 4000)
+    keep = np.random.default_rng(2).permutation(x.size)[:4000]
+    x, y = x[keep], y[keep]
+    _check("pow", dtype, evaluate("pow", x, y), reference("pow", dtype, x, y), (x, y))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_special_values_match_numpy(dtype):
+    fi = np.finfo(dtype)
+    x = np.array([fi.max / 2, 1e30, 1e4, 710, 700, 89, 88.7, 30, 1, 0.9999, 1e-30], dtype)
+    x = np.concatenate([_specials(dtype), x, -x])
+    for name in NAMES:
+        if name != "pow":
+            accurate = np.abs(x) <= 1e4 if name in ("sin", "cos") else True
+            _assert_specials_match(name, evaluate(name, x), _numpy_rule(name, dtype, x), x, accurate=accurate)
+    v = np.concatenate([x[:16], -x[:16]])
+    a, b = (g.ravel() for g in np.meshgrid(v, v))
+    _assert_specials_match("pow", evaluate("pow", a, b), _numpy_rule("pow", dtype, a, b), a, b)
+
+
+@pytest.mark.parametrize("name", ["sin", "cos"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_sin_cos_large_arguments(name, dtype):
+    """Both reductions, Payne-Hanek's integer arithmetic (128-bit for float64) included: a few mantissas in
+    every binade and the floats nearest multiples of pi/2, both signs."""
+    x = np.concatenate([every_binade(dtype, 4, seed=1 if name == "sin" else 2),
+                        _sample(hard_inputs(dtype), 300, 3)])
+    ref = exact(name, x)
+    _check(name, dtype, evaluate(name, x), ref, (x,))
+    _check(name, dtype, evaluate(name, -x), -ref if name == "sin" else ref, (-x,))
+
+
+def test_float16_rounds_the_float32_result():
+    x = np.linspace(-4, 4, 101).astype(np.float16)
+    got = evaluate("tanh", x)
+    assert got.dtype == np.float16
+    assert np.array_equal(got, evaluate("tanh", x.astype(np.float32)).astype(np.float16))

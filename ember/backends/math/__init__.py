@@ -18,11 +18,25 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ember.backends.math import erf, exp_log, hyperbolic, power, trig
 from ember.backends.math.formats import F32, F64, FORMATS, Format
 from ember.backends.math.numpy_emitter import NumpyEmitter
 
 # name -> (arity, algorithm): the registry every renderer reads
 FUNCTIONS: dict[str, tuple[int, Callable]] = {
+    "exp": (1, exp_log.exp),
+    "expm1": (1, exp_log.expm1),
+    "log": (1, exp_log.log),
+    "log1p": (1, exp_log.log1p),
+    "tanh": (1, hyperbolic.tanh),
+    "logistic": (1, hyperbolic.logistic),
+    "sin": (1, trig.sin),
+    "cos": (1, trig.cos),
+    "pow": (2, power.pow),
+    "erf": (1, erf.erf),
+    "sqrt": (1, power.sqrt),
+    "rsqrt": (1, power.rsqrt),
+    "pow_f32_in_f64": (2, power.pow_f32_in_f64),
 }
 PRIVATE = ("pow_f32_in_f64",)           # helpers other algorithms call, not functions of their own
 NAMES = tuple(n for n in FUNCTIONS if n not in PRIVATE)
