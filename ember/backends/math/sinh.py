@@ -15,7 +15,8 @@ import math
 from collections.abc import Callable
 
 from ember.backends.math.exp_log import exp_unscaled, log1p_of_reduced, split_mantissa, two_prod, two_sum
-from ember.backends.math.formats import F32, F64
+from ember.backends.math.formats import F32
+from ember.backends.math.power import in_f64
 
 # (asinh(s) - s) / s**3 and (atanh(s) - s) / s**3 on s**2 <= 1/4 (mpmath.chebyfit, absolute error
 # 1.2e-17 and 7.2e-18), lowest power first
@@ -35,13 +36,12 @@ _EXP_FAR = 22.0             # from here on, exp(-a) is below half an ulp of exp(
 
 
 def _in_f64(fn: Callable) -> Callable:
-    """An algorithm written for float64; float32 evaluates it in float64 and rounds once."""
+    """An algorithm written for float64; float32 calls its float64 version and rounds once."""
+    name = fn.__name__.lstrip("_")
+
     def algorithm(e, x):
-        if e.f is F32:
-            wide = e.at(F64)
-            return wide.convert(fn(wide, e.convert(x, F64)), F32)
-        return fn(e, x)
-    algorithm.__name__, algorithm.__doc__ = fn.__name__.lstrip("_"), fn.__doc__
+        return in_f64(e, name, x) if e.f is F32 else fn(e, x)
+    algorithm.__name__, algorithm.__doc__ = name, fn.__doc__
     return algorithm
 
 

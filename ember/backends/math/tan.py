@@ -9,7 +9,8 @@ Cody-Waite in float64).
 from __future__ import annotations
 
 from ember.backends.math import trig
-from ember.backends.math.formats import F32, F64
+from ember.backends.math.formats import F32
+from ember.backends.math.power import in_f64
 
 # (tan(s) - s) / s**3 on s**2 <= 0.8**2: absolute error 8.8e-19, lowest power first
 _TAN = (0.3333333333333333, 0.13333333333333386, 0.0539682539681853, 0.02186948853974379,
@@ -52,7 +53,4 @@ def _tan(e, x):
 
 def tan(e, x):
     """tan(x) for every finite x; NaN at infinities and NaN, -0 kept."""
-    if e.f is F32:
-        wide = e.at(F64)
-        return wide.convert(_tan(wide, e.convert(x, F64)), F32)
-    return _tan(e, x)
+    return in_f64(e, "tan", x) if e.f is F32 else _tan(e, x)
