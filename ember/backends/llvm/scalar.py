@@ -348,7 +348,8 @@ def _select(b, args, dt, out):
     return b.select(*args)
 
 
-_UNARY_MATH = ("exp", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "erf")
+_UNARY_MATH = ("exp", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "erf",
+               "tan", "atan", "asin", "acos", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh")
 
 OPS: dict[str, Rule] = {
     "add": _by_kind(f=_method("fadd"), i=_method("add"), u=_method("add"), b=_method("or_")),
@@ -376,7 +377,7 @@ OPS: dict[str, Rule] = {
     "convert_element_type": _convert,
     "stop_gradient": _identity,
     "select": _select,
-    **{name: _by_kind(f=_math(name)) for name in _UNARY_MATH},
+    **{name: _by_kind(f=_math(name)) for name in _UNARY_MATH},   # atan2 too: the rule takes any arity
 }
 
 def runtime_symbols() -> dict[str, int]:
