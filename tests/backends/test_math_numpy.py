@@ -2,7 +2,7 @@
 exact rational arithmetic on random and adversarial float32/float64 triples), integer operations of every
 width against Python ints, `evaluate`'s argument checks; and every algorithm run under it, uncompiled,
 against the compiled tests' references with their ulp budgets (on samples of their inputs: the dense and
-exhaustive sweeps stay compiled-only)."""
+exhaustive sweeps stay compiled-only); kernel.evaluate(..., math="algorithm") against the compiled kernel."""
 
 from __future__ import annotations
 
@@ -11,8 +11,13 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+import ember
+import ember.numpy as enp
+from ember.backends.kernel import evaluate as evaluate_kernel
+from ember.backends.kernel import lower_kernel
 from ember.backends.math import F32, F64, evaluate
 from ember.backends.math.numpy_emitter import NumpyEmitter
+from ember.tracer import ShapedArray, trace_flat
 from tests.backends.llvm.test_mathlib import (  # NAMES: the functions budgeted there
     NAMES,
     _assert_specials_match,
@@ -30,19 +35,19 @@ DTYPES = (np.float32, np.float64)
 
 # ---- fma -------------------------------------------------------------------------------------------------
 
-def _is_correctly_rounded(r, exact: Fraction, dtype) -> bool:
-    """r is `exact` rounded to nearest even in `dtype`: no neighbour of r is closer (ties: r is even), and r
-    is infinite only where exact is at least max + half an ulp of max."""
+def _is_correctly_rounded(r, value: Fraction, dtype) -> bool:
+    """r is `value` rounded to nearest even in `dtype`: no neighbour of r is closer (ties: r is even), and r
+    is infinite only where |value| is at least max + half an ulp of max."""
     fi = np.finfo(dtype)
     big = Fraction(float(fi.max)) + Fraction(float(fi.max - np.nextafter(fi.max, dtype(0)))) / 2
     if np.isinf(r):
-        return abs(exact) >= big and (exact > 0) == (r > 0)
-    d = abs(exact - Fraction(float(r)))
+        return abs(value) >= big and (value > 0) == (r > 0)
+    d = abs(value - Fraction(float(r)))
     itype = np.uint32 if dtype == np.float32 else np.uint64
     for n in (np.nextafter(r, dtype(-np.inf)), np.nextafter(r, dtype(np.inf))):
         if np.isinf(n):
             continue
-        dn = abs(exact - Fraction(float(n)))
+        dn = abs(value - Fraction(float(n)))
         if dn < d or (dn == d and int(np.asarray(r, dtype).view(itype)) & 1):
             return False
     return True
@@ -100,8 +105,8 @@ def test_fma_is_correctly_rounded(dtype):
             got = e.fma(a, b, c)
         assert got.dtype == dtype
         for x, y, z, r in zip(a, b, c, got):
-            exact = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
-            assert _is_correctly_rounded(r, exact, dtype), (x, y, z, r, float(exact))
+            value = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
+            assert _is_correctly_rounded(r, value, dtype), (x, y, z, r, value)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
@@ -241,3 +246,46 @@ def test_float16_rounds_the_float32_result():
     got = evaluate("tanh", x)
     assert got.dtype == np.float16
     assert np.array_equal(got, evaluate("tanh", x.astype(np.float32)).astype(np.float16))
+
+
+# ---- kernel.evaluate(..., math="algorithm") --------------------------------------------------------------
+
+def _fusion(x, y):
+    return [enp.tanh(enp.exp(x) * 0.5 - enp.log(enp.abs(y) + 1.0)) + x ** 2, enp.exp(-x * x) * y ** 3]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16], ids=lambda d: np.dtype(d).name)
+def test_kernel_evaluate_with_algorithms_matches_the_compiled_kernel(dtype):
+    """An exp/tanh/log fusion (with x**2 and y**3, which render as products) evaluated with the math
+    algorithms is the compiled kernel's result bit for bit; with the default NumPy references it is not."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal(4096) * 3).astype(dtype)
+    y = np.concatenate([rng.standard_normal(4000) * 50, [0.0, -0.0, np.inf, -np.inf, np.nan] * 19,
+                        [1e-30]]).astype(dtype)
+    graph = trace_flat(lambda a, b: _fusion(a, b), [ShapedArray(v.shape, v.dtype) for v in (x, y)])
+    kernel = lower_kernel(graph, "loop")
+    compiled = ember.jit(lambda a, b: _fusion(a, b), backend="llvm")(x, y)
+    algorithm = evaluate_kernel(kernel, x, y, math="algorithm")
+    reference = evaluate_kernel(kernel, x, y)
+    itype = {2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(dtype).itemsize]
+    for got, want in zip(algorithm, compiled):
+        want = np.asarray(want)
+        same = (got.view(itype) == want.view(itype)) | (np.isnan(got) & np.isnan(want))
+        assert got.dtype == want.dtype and same.all(), (x[~same][:4], got[~same][:4], want[~same][:4])
+    if dtype != np.float16:
+        assert any((a != r).any() for a, r in zip(algorithm, reference))    # the option changes the result
+
+
+def test_kernel_evaluate_rejects_an_unknown_math_option():
+    kernel = lower_kernel(trace_flat(lambda a: [enp.exp(a)], [ShapedArray((3,), np.dtype(np.float32))]), "loop")
+    with pytest.raises(ValueError, match="'numpy'.*or 'algorithm'"):
+        evaluate_kernel(kernel, np.ones(3, np.float32), math="fast")
+
+
+def test_the_disk_cache_key_covers_the_algorithms():
+    """The code signature lists every module of the math library: an edited algorithm is a new key."""
+    from ember.backends.llvm.entry import _generator_files
+
+    listed = {path for path, _, _ in _generator_files()}
+    for module in ("__init__", "emitter", "formats", "numpy_emitter", "exp_log", "hyperbolic", "trig", "erf", "power"):
+        assert f"backends/math/{module}.py" in listed

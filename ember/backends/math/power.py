@@ -51,7 +51,7 @@ def pow_core_f64(e: Emitter, ax: Value, y: Value) -> Value:
     return e.scale(e.add(hi, lo), k)
 
 
-def pow(e: Emitter, x: Value, y: Value) -> Value:  # noqa: A001
+def pow(e: Emitter, x: Value, y: Value) -> Value:
     """np.power for floats: C99 pow's special cases around |x|**y."""
     if e.f is F32:
         return in_f64(e, "pow_f32_in_f64", x, y)
