@@ -97,7 +97,8 @@ def sinh(e, x):
 def cosh(e, x):
     """cosh(x): 1 + x**2 C(x**2) below |x| = 1, exp(a)/2 + exp(-a)/2 above; NaN kept."""
     a = e.abs(x)
-    z = e.mul(*[e.below(a, 1.0)] * 2)
+    w = e.above(e.below(a, 1.0), _TINY[e.f.name])          # cosh(_TINY) rounds to 1: no subnormal a**2
+    z = e.mul(w, w)
     far = _half_exp_pair(e, e.above(a, 1.0), 1.0)
     out = e.select(e.cmp("<", a, e.c(1.0)), e.fma(z, e.poly(z, _cosh_series(e)), e.c(1.0)), far)
     return e.select(e.isnan(x), x, out)

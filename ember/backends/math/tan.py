@@ -25,8 +25,11 @@ _TAN = {
 
 def _tan_of_reduced(e, r, r_lo, odd):
     """tan(r + r_lo) where `odd` is false, -1 / tan(r + r_lo) where it is true, for |r| <= 0.8."""
-    z = e.mul(r, r)
-    corr = e.mul(e.mul(r, z), e.poly(z, _TAN[e.f.name]))
+    small = 2.0 ** (-(e.f.mant // 2) - 3)                # below, tan(r) rounds to r: no subnormal r**3
+    tiny = e.cmp("<", e.abs(r), e.c(small))
+    w = e.select(tiny, e.c(small), r)
+    z = e.mul(w, w)
+    corr = e.select(tiny, e.c(0.0), e.mul(e.mul(w, z), e.poly(z, _TAN[e.f.name])))
     t = e.add(r, corr)
     t_lo = e.fma(r_lo, e.fma(t, t, e.c(1.0)), e.add(e.sub(r, t), corr))   # |corr| < |r|: Fast2Sum
     one, zero = e.c(1.0), e.c(0.0)
