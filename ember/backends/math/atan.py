@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import math
 
+from ember.backends.math.emitter import Emitter, Value
+from ember.backends.math.exp_log import two_sum
+
 # (atan(s) - s) / s**3 on s**2 <= tan(pi/8)**2 (+): absolute error 1.6e-8 (float32), 3.2e-17 (float64)
 _ATAN = {
     "f32": (-0.3333333175810319, 0.19999539779241027, -0.1426393119734655, 0.10743467811156401,
@@ -46,8 +49,7 @@ def _pi_4s(e, k: int) -> tuple:
 
 
 def _pick_pi_4s(e, ks):
-    """(hi, lo) of k pi/4 where conds[k] holds, the first k whose condition holds: ks is [(cond, k), ...]
-    and a final default k."""
+    """(hi, lo) of k pi/4 for ks = [(cond, k), ..., k_default]: the first k whose condition holds."""
     *pairs, last = ks
     hi, lo = _pi_4s(e, last)
     for cond, k in reversed(pairs):
@@ -61,19 +63,13 @@ def _small(e) -> float:
     return 2.0 ** (-(e.f.mant // 2) - 3)
 
 
-def _two_sum(e, a, b):
-    s = e.add(a, b)
-    bb = e.sub(s, a)
-    return s, e.add(e.sub(a, e.sub(s, bb)), e.sub(b, bb))
-
-
 def _reduce(e, a, b):
     """atan(a / b) = k pi/4 + atan(u + u_lo) for finite a, b >= 0 (b > 0 or a > 0, a + b finite): k in
     {0, 1, 2} as two conditions (mid, big), |u| <= tan(pi/8) (a little more at the boundaries)."""
     mid = e.cmp(">", a, e.mul(b, e.c(_TAN_PI_8)))
     big = e.cmp(">", a, e.mul(b, e.c(_TAN_3PI_8)))
-    diff, diff_lo = _two_sum(e, a, e.neg(b))
-    total, total_lo = _two_sum(e, a, b)
+    diff, diff_lo = two_sum(e, a, e.neg(b))
+    total, total_lo = two_sum(e, a, b)
     num = e.select(big, e.neg(b), e.select(mid, diff, a))
     den = e.select(big, a, e.select(mid, total, b))
     zero = e.c(0.0)
@@ -96,7 +92,7 @@ def _series(e, u, u_lo, coeffs):
 def _assemble(e, base_hi, base_lo, sign, u, rest):
     """base + sign (u + rest) with base + sign u summed exactly, rounded once at the end."""
     su = e.mul(sign, u)
-    hi, lo = _two_sum(e, base_hi, su)
+    hi, lo = two_sum(e, base_hi, su)
     return e.add(hi, e.add(e.add(lo, base_lo), e.mul(sign, rest)))
 
 
@@ -112,14 +108,14 @@ def _atan_of_ratio(e, a, b, flip=None):
     return _assemble(e, hi, lo, e.select(flip, e.c(-1.0), e.c(1.0)), u, rest)
 
 
-def atan(e, x):
+def atan(e: Emitter, x: Value) -> Value:
     """atan(x): |x| is clamped where atan rounds to pi/2 (so 1/|x| stays normal), NaN kept."""
     a = e.below(e.abs(x), 2.0 ** (e.f.mant + 8))
     out = _atan_of_ratio(e, a, e.c(1.0))
     return e.select(e.isnan(x), x, e.copysign(out, x))
 
 
-def atan2(e, y, x):
+def atan2(e: Emitter, y: Value, x: Value) -> Value:
     """atan2(y, x) with C99's (NumPy's) special cases: the sign of zero y kept, x = -0 counts as negative
     (atan2(0, -0) = pi), infinities give multiples of pi/4, NaN gives NaN. Both operands are scaled by a
     power of 2 when large (so a + b stays finite); two infinities become 1 and 1."""
@@ -153,7 +149,7 @@ def _asin_parts(e, a):
     return big, s, rest
 
 
-def asin(e, x):
+def asin(e: Emitter, x: Value) -> Value:
     """asin(x): NaN outside [-1, 1], -0 kept."""
     a = e.abs(x)
     big, s, rest = _asin_parts(e, a)
@@ -163,7 +159,7 @@ def asin(e, x):
     return e.select(e.isnan(x), x, out)
 
 
-def acos(e, x):
+def acos(e: Emitter, x: Value) -> Value:
     """acos(x) = pi/2 - asin(x) for |x| <= 1/2, 2 asin(sqrt((1 - x) / 2)) above, pi - that below -1/2
     (the small results near x = 1 keep their relative accuracy); NaN outside [-1, 1]."""
     a = e.abs(x)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from ember.backends.math.emitter import Emitter, Value
 from ember.backends.math.exp_log import exp_unscaled, log1p_of_reduced, split_mantissa, two_prod, two_sum
 
 # (asinh(s) - s) / s**3 and (atanh(s) - s) / s**3 on s**2 <= 1/4, lowest power first (absolute errors:
@@ -86,7 +87,7 @@ def _sqrt_pair(e, d, d_lo):
     return s, e.div(e.add(e.fma(e.neg(s), s, d), d_lo), e.above(e.add(s, s), 2.0 ** (1 - e.f.bias)))
 
 
-def sinh(e, x):
+def sinh(e: Emitter, x: Value) -> Value:
     """sinh(x): the series below |x| = 1, exp(a)/2 - exp(-a)/2 above; -0, infinities and NaN kept."""
     a = e.abs(x)
     far = _half_exp_pair(e, e.above(a, 1.0), -1.0)
@@ -94,7 +95,7 @@ def sinh(e, x):
     return e.select(e.isnan(x), x, e.copysign(out, x))
 
 
-def cosh(e, x):
+def cosh(e: Emitter, x: Value) -> Value:
     """cosh(x): 1 + x**2 C(x**2) below |x| = 1, exp(a)/2 + exp(-a)/2 above; NaN kept."""
     a = e.abs(x)
     w = e.above(e.below(a, 1.0), _TINY[e.f.name])          # cosh(_TINY) rounds to 1: no subnormal a**2
@@ -121,7 +122,7 @@ def _log_hypot_plus(e, a, sign: float):
     return _log_pair(e, e.select(huge, a, u), e.select(huge, zero, u_lo), e.select(huge, e.c(1.0), zero))
 
 
-def asinh(e, x):
+def asinh(e: Emitter, x: Value) -> Value:
     """asinh(x): the series below 1/2, log(a + sqrt(a**2 + 1)) above; -0, infinities and NaN kept."""
     a = e.abs(x)
     far = _log_hypot_plus(e, e.above(a, 0.5), 1.0)
@@ -130,14 +131,14 @@ def asinh(e, x):
     return e.select(e.isnan(x), x, e.copysign(out, x))
 
 
-def acosh(e, x):
+def acosh(e: Emitter, x: Value) -> Value:
     """acosh(x) = log(x + sqrt(x**2 - 1)) (x**2 - 1 exact as a pair, so accurate near 1); NaN below 1."""
     out = _log_hypot_plus(e, e.above(x, 1.0), -1.0)
     out = e.select(e.cmp("==", x, e.c(math.inf)), x, out)
     return e.select(e.cmp(">=", x, e.c(1.0)), out, e.add(x, e.c(math.nan)))
 
 
-def atanh(e, x):
+def atanh(e: Emitter, x: Value) -> Value:
     """atanh(x): the series below 1/2, log(1 + 2a / (1 - a)) / 2 above (1 - a exact, the quotient and the
     sum carried as pairs); +-inf at +-1, NaN beyond."""
     a = e.abs(x)

@@ -9,6 +9,7 @@ float64's tan (its reduction rounded to float32 would cost float32's tan up to 1
 from __future__ import annotations
 
 from ember.backends.math import trig
+from ember.backends.math.emitter import Emitter, Value
 from ember.backends.math.formats import F32
 from ember.backends.math.power import in_f64
 
@@ -49,7 +50,7 @@ def _tan_big(e, x, ax):
     return _tan_of_reduced(e, r, e.c(0.0), odd)
 
 
-def tan(e, x):
+def tan(e: Emitter, x: Value) -> Value:
     """tan(x) for every finite x; NaN at infinities and NaN, -0 kept."""
     limit = trig.SINCOS_BIG[e.f.name]
     small = e.cmp("<", e.abs(x), e.c(limit))            # false for NaN
