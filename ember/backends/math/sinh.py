@@ -115,7 +115,7 @@ def _hypot_plus(e, a, sign: float):
 
 
 def _log_hypot_plus(e, a, sign: float):
-    """log(a + sqrt(a**2 + sign)) for a >= 1/2: from _HUGE on, log(2a) as log(a) + ln2 (no a**2)."""
+    """log(a + sqrt(a**2 + sign)) for a >= 1/2: from _HUGE on, log(2a) as k + 1 in log's reduction (no a**2)."""
     huge = e.cmp(">=", a, e.c(_HUGE[e.f.name]))
     u, u_lo = _hypot_plus(e, e.below(a, _HUGE[e.f.name]), sign)
     zero = e.c(0.0)
