@@ -353,9 +353,11 @@ def _select(b, args, dt, out):
     return b.select(*args)
 
 
+# the primitives computed by the math library's algorithm of their name (atan2, logaddexp and logaddexp2 take two
+# operands: _math's rule takes any arity)
 _UNARY_MATH = (P.exp_p, P.expm1_p, P.log_p, P.log1p_p, P.tanh_p, P.logistic_p, P.sin_p, P.cos_p, P.erf_p,
-               P.cbrt_p, P.exp2_p, P.log2_p, P.log10_p)
-_BINARY_MATH = (P.logaddexp_p, P.logaddexp2_p)
+               P.tan_p, P.atan_p, P.asin_p, P.acos_p, P.atan2_p, P.sinh_p, P.cosh_p, P.asinh_p, P.acosh_p,
+               P.atanh_p, P.cbrt_p, P.exp2_p, P.log2_p, P.log10_p, P.logaddexp_p, P.logaddexp2_p)
 
 OPS: dict[Primitive, Rule] = {
     P.add_p: _by_kind(f=_method("fadd"), i=_method("add"), u=_method("add"), b=_method("or_")),
@@ -383,7 +385,7 @@ OPS: dict[Primitive, Rule] = {
     P.convert_element_type_p: _convert,
     P.stop_gradient_p: _identity,
     P.select_p: _select,
-    **{prim: _by_kind(f=_math(prim.name)) for prim in _UNARY_MATH + _BINARY_MATH},  # mathlib's, of the same name
+    **{prim: _by_kind(f=_math(prim.name)) for prim in _UNARY_MATH},  # mathlib's algorithm of the same name
     P.nextafter_p: _by_kind(f=_math("nextafter")),     # exact bit steps, not a polynomial: not expensive
     P.copysign_p: _by_kind(f=_call("llvm.copysign")),
 }

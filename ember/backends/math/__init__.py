@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ember.backends.math import bases, erf, exp_log, float_bits, hyperbolic, power, roots, trig
+from ember.backends.math import atan, bases, erf, exp_log, float_bits, hyperbolic, power, roots, sinh, tan, trig
 from ember.backends.math.formats import F32, F64, FORMATS, Format
 from ember.backends.math.numpy_emitter import NumpyEmitter
 
@@ -37,6 +37,16 @@ FUNCTIONS: dict[str, tuple[int, Callable]] = {
     "sqrt": (1, power.sqrt),
     "rsqrt": (1, power.rsqrt),
     "pow_f32_in_f64": (2, power.pow_f32_in_f64),
+    "tan": (1, tan.tan),
+    "atan": (1, atan.atan),
+    "asin": (1, atan.asin),
+    "acos": (1, atan.acos),
+    "atan2": (2, atan.atan2),
+    "sinh": (1, sinh.sinh),
+    "cosh": (1, sinh.cosh),
+    "asinh": (1, sinh.asinh),
+    "acosh": (1, sinh.acosh),
+    "atanh": (1, sinh.atanh),
     "exp2": (1, bases.exp2),
     "log2": (1, bases.log2),
     "log10": (1, bases.log10),

@@ -134,6 +134,16 @@ and_p, and_ = _define("and", "intbool", None, expensive=False, ufunc=np.bitwise_
 or_p, or_ = _define("or", "intbool", None, expensive=False, ufunc=np.bitwise_or)
 
 
+def _atan2_vjp(ct, x, y, out, active):
+    """As JAX: d/dx = y / (x**2 + y**2), d/dy = -x / (x**2 + y**2) (NaN at the origin)."""
+    r2 = P.add(P.mul(x, x), P.mul(y, y))
+    return (P.mul(ct, P.div(y, r2)) if active[0] else None,
+            P.mul(ct, P.div(P.neg(x), r2)) if active[1] else None)
+
+
+atan2_p, atan2 = _define("atan2", "float", _atan2_vjp, expensive=True, ufunc=np.arctan2)
+
+
 def _nextafter_vjp(ct, x, y, out, active):
     """JAX has no derivative of nextafter: raise its error class and message."""
     raise DifferentiationError("Differentiation rule for 'nextafter' not implemented")

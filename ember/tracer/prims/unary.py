@@ -86,6 +86,26 @@ is_finite_p, is_finite = _define("is_finite", "float", None, expensive=False, im
                                  no_ufunc="its bool result never takes its float operand's buffer",
                                  out_dtype=np.dtype(bool))
 not_p, not_ = _define("not", "intbool", None, expensive=False, ufunc=np.invert)
+
+# Trigonometric and hyperbolic functions, with JAX's derivatives (lax.tan_p ... lax.atanh_p): tan's uses
+# its output, asin/acos/asinh/acosh theirs through rsqrt (infinite at the domain's ends, as in JAX).
+tan_p, tan = _define("tan", "float", lambda ct, x, out: P.mul(ct, P.add(P.mul(out, out), 1.0)), expensive=True,
+                     ufunc=np.tan)
+atan_p, atan = _define("atan", "float", lambda ct, x, out: P.div(ct, P.add(P.mul(x, x), 1.0)), expensive=True,
+                       ufunc=np.arctan)
+asin_p, asin = _define("asin", "float", lambda ct, x, out: P.mul(ct, P.rsqrt(P.sub(1.0, P.mul(x, x)))),
+                       expensive=True, ufunc=np.arcsin)
+acos_p, acos = _define("acos", "float", lambda ct, x, out: P.mul(ct, P.neg(P.rsqrt(P.sub(1.0, P.mul(x, x))))),
+                       expensive=True, ufunc=np.arccos)
+sinh_p, sinh = _define("sinh", "float", lambda ct, x, out: P.mul(ct, P.cosh(x)), expensive=True, ufunc=np.sinh)
+cosh_p, cosh = _define("cosh", "float", lambda ct, x, out: P.mul(ct, P.sinh(x)), expensive=True, ufunc=np.cosh)
+asinh_p, asinh = _define("asinh", "float", lambda ct, x, out: P.mul(ct, P.rsqrt(P.add(P.mul(x, x), 1.0))),
+                         expensive=True, ufunc=np.arcsinh)
+acosh_p, acosh = _define("acosh", "float", lambda ct, x, out: P.mul(ct, P.rsqrt(P.sub(P.mul(x, x), 1.0))),
+                         expensive=True, ufunc=np.arccosh)
+atanh_p, atanh = _define("atanh", "float",
+                         lambda ct, x, out: P.mul(P.div(1.0, P.add(x, 1.0)), P.div(ct, P.sub(1.0, x))),
+                         expensive=True, ufunc=np.arctanh)
 # The derivatives JAX gives: cbrt's from its output, exp2's as ln 2 (g 2**x), and log2 and log10 as those
 # of jnp's log(x) / log(2) and log(x) * (1 / log(10)) (the primitives are correctly rounded; jnp's are not).
 # float16 and float32 references compute in float64 (NumPy's float32 cbrt(27) is 2.9999998); float64's is the ufunc.

@@ -26,8 +26,9 @@ from tests.backends.llvm.harness import Compiled, new_module, pointer_function
 DTYPES = [np.dtype(t) for t in (bool, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
                                 np.uint32, np.uint64, np.float16, np.float32, np.float64)]
 PRIMS = {p.name: p for p in impl_rules if p.kind == "elementwise"}
-TRANSCENDENTAL = {"exp", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "erf", "pow", "cbrt", "exp2",
-                  "log2", "log10", "logaddexp", "logaddexp2"}
+TRANSCENDENTAL = {"exp", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "erf", "pow",
+                  "tan", "atan", "asin", "acos", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh",
+                  "cbrt", "exp2", "log2", "log10", "logaddexp", "logaddexp2"}
 # where a zero operand gives no exact result (the others must match NumPy exactly at zeros and infinities)
 ZERO_IS_ORDINARY = {"logaddexp", "logaddexp2"}
 # ulps from NumPy's result: mathlib's budget (<= 2 from the true value) plus NumPy's own error
