@@ -6,14 +6,14 @@ log10 take x = 2**k m (m in [sqrt(1/2), sqrt(2))), log(m) = log1p(f) as an unrou
 f - f**2/2 + s (f**2/2 + R(s**2)), s = f / (2 + f), with the roundings of f**2/2 and of the subtraction kept),
 then k log_b(2) + log1p(f) / ln(b) summed with its error terms and rounded once: exact results (log2(8),
 log10(1000)) come out exact. logaddexp and logaddexp2 are JAX's and NumPy's formula, max + log1p(exp(-|x - y|)),
-x + y where x - y is NaN (a NaN, or infinities of one sign), with the rounding of x - y made up for.
+x + y where x - y is NaN (a NaN, or infinities of one sign), carried in pairs so the result rounds about once.
 """
 
 from __future__ import annotations
 
 import math
 
-from ember.backends.math.exp_log import split_mantissa, two_sum
+from ember.backends.math.exp_log import exp_unscaled, split_mantissa, two_prod, two_sum
 from ember.backends.math.formats import F32, F64
 
 # (2**r - 1) / r on [-1/2, 1/2], lowest power first: mpmath.chebyfit at 40 digits, max error 7.8e-9 (float32,
@@ -65,16 +65,20 @@ def _log1p_pair(e, f):
     return hi, e.add(e.sub(err, h_lo), e.mul(s, e.add(h, r)))
 
 
-def _log_base(e, x, inv_ln: tuple[float, float], log_2: tuple[float, float]):
-    """k log_b(2) + log1p(f) / ln(b), with k log_b(2)'s hi part and log1p's hi times 1/ln(b)'s hi summed
-    exactly and every smaller term added to the error before the one rounding."""
+def _log_pair(e, x, inv_ln: tuple[float, float], log_2: tuple[float, float]):
+    """log_b(x) = w + tail, unrounded, for a positive finite x: k log_b(2)'s hi part and log1p's hi times
+    1/ln(b)'s hi summed exactly, every smaller term in the tail."""
     k, f = _split(e, x)
     hi, lo = _log1p_pair(e, f)
     p = e.mul(hi, e.c(inv_ln[0]))
     p_lo = e.fma(hi, e.c(inv_ln[0]), e.neg(p))                 # hi / ln(b) = p + p_lo exactly
     w, w_lo = two_sum(e, e.mul(k, e.c(log_2[0])), p)           # k log_b(2)'s hi part is exact
-    tail = e.fma(k, e.c(log_2[1]), e.fma(hi, e.c(inv_ln[1]), e.fma(lo, e.c(inv_ln[0]), e.add(w_lo, p_lo))))
-    out = e.add(w, tail)
+    return w, e.fma(k, e.c(log_2[1]), e.fma(hi, e.c(inv_ln[1]), e.fma(lo, e.c(inv_ln[0]), e.add(w_lo, p_lo))))
+
+
+def _log_base(e, x, inv_ln: tuple[float, float], log_2: tuple[float, float]):
+    """k log_b(2) + log1p(f) / ln(b), rounded once, with log's special values."""
+    out = e.add(*_log_pair(e, x, inv_ln, log_2))
     out = e.select(e.cmp("==", x, e.c(math.inf)), x, out)
     out = e.select(e.cmp("==", x, e.c(0.0)), e.c(-math.inf), out)
     return e.select(e.ucmp("<", x, e.c(0.0)), e.c(math.nan), out)    # NaN below 0 and at NaN
@@ -90,32 +94,43 @@ def log10(e, x):
     return _log_base(e, x, _INV_LN10[e.f.name], _LOG10_2)
 
 
-def _log_add(e, x, y, exp: str, ln_base: tuple[float, float] | None):
-    """max(x, y) + log1p(b**-|x - y|) (divided by ln(b) for base 2), x + log_b(2) where x == y (so
-    logaddexp2(-1, -1) is 0 exactly, as NumPy's), x + y where x - y is NaN. float32
-    computes in float64 (x - y is exact there) and rounds once; float64 keeps x - y's rounding error r and
-    corrects b**-|x - y| by the factor 1 + r ln(b), an error that grows with |x - y| otherwise."""
-    name = "logaddexp" if ln_base is None else "logaddexp2"
+def _log_add(e, x, y, base2: bool):
+    """max(x, y) + log_b(1 + b**-|x - y|), x + log_b(2) where x == y (so logaddexp2(-1, -1) is 0 exactly, as
+    NumPy's), x + y where x - y is NaN. float32 computes in float64 (x - y is exact there) and rounds once.
+    float64 carries pairs throughout, so the result rounds about once: -|x - y| with x - y's rounding
+    error, b**-|x - y| = (hi + lo) 2**k (exp_log.exp_unscaled, of (x - y) ln 2 as a pair for base 2),
+    1 + that as s + s_lo exactly, log_b(s) as a pair plus s_lo / (s ln b), and max(x, y) plus it by two_sum.
+    Where the result cancels (x, y < 0, b**x + b**y near 1) its error is about an ulp of max(x, y)."""
+    name = "logaddexp2" if base2 else "logaddexp"
     if e.f is F32:
         return e.convert(e.call(name, e.convert(x, F64), e.convert(y, F64), fmt=F64), F32)
     d, d_err = two_sum(e, x, e.neg(y))
     below = e.cmp("<", d, e.c(0.0))
     a = e.select(below, d, e.neg(d))                                    # -|x - y| = a + r
     r = e.select(e.cmp("<", e.abs(d), e.c(math.inf)), e.select(below, d_err, e.neg(d_err)), e.c(0.0))
-    u = e.call(exp, a)
-    u = e.fma(u, r if ln_base is None else e.mul(r, e.c(math.log(2.0))), u)
-    l = e.call("log1p", u)
+    if base2:                                                           # (a + r) ln 2 = z + z_lo
+        z, z_lo = two_prod(e, a, e.c(e.f.ln2[0]))
+        z_lo = e.fma(a, e.c(e.f.ln2[1]), e.fma(r, e.c(e.f.ln2[0]), z_lo))
+    else:
+        z, z_lo = a, r
+    hi, lo, k = exp_unscaled(e, z, z_lo)
+    s, s_lo = two_sum(e, e.c(1.0), e.scale(hi, k))                    # exact: b**-|x - y| <= 1
+    s_lo = e.add(s_lo, e.scale(lo, k))
+    inv_ln, log_2 = (_INV_LN2["f64"], (1.0, 0.0)) if base2 else ((1.0, 0.0), e.f.ln2_short)
+    l, l_lo = _log_pair(e, s, inv_ln, log_2)
+    l_lo = e.fma(e.div(s_lo, s), e.c(inv_ln[0]), l_lo)
     top = e.select(e.cmp(">", x, y), x, y)
-    out = e.add(top, l) if ln_base is None else e.fma(l, e.c(ln_base[0]), e.fma(l, e.c(ln_base[1]), top))
-    out = e.select(e.cmp("==", x, y), e.add(x, e.c(math.log(2.0) if ln_base is None else 1.0)), out)   # NumPy's
+    t, t_err = two_sum(e, top, l)
+    out = e.select(e.cmp("<", e.abs(top), e.c(math.inf)), e.add(t, e.add(t_err, l_lo)), top)   # +inf: no error
+    out = e.select(e.cmp("==", x, y), e.add(x, e.c(1.0 if base2 else math.log(2.0))), out)   # NumPy's
     return e.select(e.isnan(d), e.add(x, y), out)
 
 
 def logaddexp(e, x, y):
     """log(exp(x) + exp(y)) without overflow."""
-    return _log_add(e, x, y, "exp", None)
+    return _log_add(e, x, y, base2=False)
 
 
 def logaddexp2(e, x, y):
     """log2(2**x + 2**y) without overflow."""
-    return _log_add(e, x, y, "exp2", _INV_LN2["f64"])
+    return _log_add(e, x, y, base2=True)
