@@ -23,6 +23,7 @@ import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -47,8 +48,6 @@ from ember.errors import (
     filter_traceback,
     user_location,
 )
-from ember.passes.explain import Explanation
-from ember.passes.memory import MemoryReport
 from ember.passes.pipeline import disabled_passes
 from ember.passes.pipeline import optimize as run_pipeline
 from ember.passes.stages import Stage, StageRecorder, recording
@@ -57,6 +56,10 @@ from ember.tracer.ir import Graph
 from ember.tracer.trace import Tracer, eval_graph
 from ember.tracer.trace import _state as _trace_state  # read directly on the hit path: is_tracing() costs 70 ns
 from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_path, tree_unflatten
+
+if TYPE_CHECKING:
+    from ember.viz.explain import Explanation
+    from ember.viz.memory_report import MemoryReport
 
 CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "size", "maxsize"])
 DEFAULT_CACHE_SIZE = 128
@@ -187,11 +190,15 @@ class Lowered:
     def memory(self) -> MemoryReport:
         """The memory plan as a report: peak bytes of intermediates, buffers, bytes saved by in-place
         reuse and by donation, a per-buffer table (`print` it) and `.plot(path)` of the timeline."""
+        from ember.viz.memory_report import MemoryReport
+
         return MemoryReport.of(self.stages[-1].plan, self.optimized)
 
     def explain(self) -> Explanation:
         """Why each edge was not fused and each value not written in place (rule, nodes, user's line),
         with the fusions and in-place writes that were made; print it to read the report."""
+        from ember.viz.explain import Explanation
+
         return Explanation.of(self.stages, self.name, self.disabled)
 
     def compile(self) -> Compiled:
