@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 import ember.config as config
+from ember.api.compile import compile_graph
 from ember.api.tracing import (
     ARRAY_LEAF_TYPES,
     check_callable,
@@ -38,7 +39,6 @@ from ember.api.tracing import (
     trace_pytree,
 )
 from ember.backends import available_backends, default_backend, get_backend, one_time_seconds
-from ember.backends.compile import compile_graph
 from ember.backends.outputs import check_out
 from ember.errors import (
     ArgumentError,
