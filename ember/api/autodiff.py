@@ -14,7 +14,6 @@ import numpy as np
 
 from ember.api.custom import closure_convert
 from ember.api.tracing import (
-    Transformed,
     arg_name,
     check_callable,
     fun_name,
@@ -23,6 +22,7 @@ from ember.api.tracing import (
     trace_for_call,
     trace_pytree,
 )
+from ember.api.transformed import Transformed
 from ember.errors import (
     ArgumentValueError,
     EmberError,
