@@ -19,11 +19,11 @@ from ember.errors import (
     TracerEscapeError,
     user_location,
 )
-from ember.numpy._core import plain_array
+from ember.numpy.util import plain_array
 from ember.tracer import dtypes
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph
-from ember.tracer.prims._util import PY_SCALARS as _PY_SCALARS
+from ember.tracer.prims.util import PY_SCALARS as _PY_SCALARS
 from ember.tracer.trace import Tracer, current_builder, eval_graph, is_tracing, new_builder
 from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_path, tree_unflatten
 
