@@ -24,6 +24,8 @@ from ember.tracer.ir import Graph
 from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_path, tree_unflatten
 
 if TYPE_CHECKING:
+    import networkx
+
     from ember.viz.explain import Explanation
     from ember.viz.memory_report import MemoryReport
 
@@ -126,6 +128,16 @@ class Lowered:
             self.compile()
             written += write_code(self._executable, path, self.name)
         return written
+
+    def to_networkx(self, stage: str = "optimized") -> networkx.DiGraph:
+        """The graph of a recorded stage (one of `stage_names`; "optimized": the last) as a
+        `networkx.DiGraph` for analyses of your own: a networkx node per input, const and graph node,
+        keyed by the name `text(stage)` prints, with `prim`, `aval`, `loc` and `node` attributes, and
+        an edge from producer to consumer per value read (see ember/viz/nxgraph.py)."""
+        from ember.viz.nxgraph import graph_to_networkx
+
+        s = self.stages[-1] if stage == "optimized" else self.stage(stage)
+        return graph_to_networkx(s.graph, self.name, s.name)
 
     def source(self) -> str:
         """The code the backend generated for the optimized graph (Python for the numpy backend, LLVM
