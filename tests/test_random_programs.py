@@ -881,7 +881,7 @@ def test_found_nan_cotangent_reaches_the_losing_maximum_operand(dtype):
 def test_found_in_place_output_written_before_the_operands_last_read(dtype):
     """Found by the generator on the llvm backend: the plan put a fusion's reduced output in place of
     an operand that the kernel's second loop still read; such an output is now written apart and
-    copied (graph.py, `loops.in_place_safe`)."""
+    copied (graph.py, `schedule.in_place_safe`)."""
     check_program(FOUND["in-place-output-of-an-earlier-loop"], 0, dtype)
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ember.backends import kernel_index as ix
+from ember.backends import math as math_lib
 from ember.backends.kernel_index import Ix
 from ember.errors import EmberError
 from ember.tracer import prims as P
@@ -543,15 +544,19 @@ _PRIMS = {p.name: p for p in impl_rules}
 _UFUNC = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
-def evaluate(kernel: Kernel, *arrays) -> tuple[np.ndarray, ...]:
+def evaluate(kernel: Kernel, *arrays, math: str = "numpy") -> tuple[np.ndarray, ...]:
     """Run `kernel` on NumPy arrays, vectorized over each loop's space (np.indices, no Python loop per
-    element): what every renderer's code must compute."""
+    element): what every renderer's code must compute. math="algorithm" computes the float ops the math
+    library implements (exp, log, tanh, pow, ...) with its algorithms under the NumPy emitter, bit for bit
+    what the compiled kernel computes, instead of with the primitives' NumPy references."""
+    if math not in ("numpy", "algorithm"):
+        raise ValueError(f"math is 'numpy' (the primitives' references) or 'algorithm', not {math!r}")
     bufs = {b.name: np.asarray(a) for b, a in zip(kernel.inputs, arrays)}
     for b in kernel.outputs + kernel.temps:
         bufs[b.name] = np.empty(b.shape, b.dtype)
     for step in kernel.steps:
         if isinstance(step, Loop):
-            _run_loop(step, bufs)
+            _run_loop(step, bufs, math == "algorithm")
         else:
             bufs[step.out][...] = _STEP_EVAL[type(step)](step, *(bufs[b] for b in step_reads(step)))
     return tuple(bufs[b.name] for b in kernel.outputs)
@@ -566,17 +571,39 @@ _STEP_EVAL = {
 }
 
 
-def _run_loop(loop: Loop, bufs: dict) -> None:
+def _run_loop(loop: Loop, bufs: dict, algorithms: bool = False) -> None:
     loop_vars = np.indices(loop.space, sparse=True) if loop.space else ()
     values: list = []
     for o in loop.ops:
-        values.append(_eval_op(o, values, loop_vars, bufs))
+        if algorithms and o.prim in _ALGORITHMS and o.dtype.kind == "f":
+            values.append(_eval_math(o, values, loop.ops))
+        else:
+            values.append(_eval_op(o, values, loop_vars, bufs))
     for r in loop.reductions:
         full = np.broadcast_to(values[r.value], loop.space).astype(r.acc_dtype)
         folded = _UFUNC[r.combine].reduce(full, axis=loop.reduce_axes, initial=r.init)
         bufs[r.out][...] = np.asarray(folded).astype(bufs[r.out].dtype)
     for s in loop.stores:
         bufs[s.buffer][...] = np.broadcast_to(values[s.value], loop.space)
+
+
+# the ops the renderers compute with the math library's algorithms: sqrt and rsqrt render as the IEEE
+# operations, which their NumPy references are
+_ALGORITHMS = frozenset(math_lib.NAMES) - {"sqrt", "rsqrt"}
+# pow with these constant exponents renders as products, not the math library's pow (llvm/scalar.py)
+_SMALL_POWERS = {2.0: lambda x: x * x, 3.0: lambda x: x * x * x, 4.0: lambda x: (x * x) * (x * x),
+                 -1.0: lambda x: 1 / x}
+
+
+def _eval_math(o: Op, values: list, ops: list):
+    """A float op of the math library by its algorithm (float16 in float32, rounded once, as rendered)."""
+    args = [values[a] for a in o.args]
+    exponent = ops[o.args[1]] if o.prim == "pow" else None
+    if exponent is not None and exponent.prim == "const" and float(exponent.param("value")) in _SMALL_POWERS:
+        wide = np.asarray(args[0], np.float32 if o.dtype == np.float16 else o.dtype)
+        with np.errstate(all="ignore"):                      # IEEE results: overflow is inf
+            return _SMALL_POWERS[float(exponent.param("value"))](wide).astype(o.dtype)
+    return math_lib.evaluate(o.prim, *(np.asarray(a, o.dtype) for a in args))
 
 
 def _eval_op(o: Op, values: list, loop_vars, bufs: dict):

@@ -19,57 +19,34 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from ember.backends import one_time
-from ember.passes.memory import CONST, INPUT, VIEWS, Plan, last_uses
+from ember.passes.memory import CONST, INPUT, Plan, last_uses
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Literal, Node, Var
-from ember.tracer.primitive import impl_rules
+from ember.tracer.primitive import impl_rules, primitives, ufunc_of
 
 # Tests set this to check every node's result against its aval (shape and dtype).
 CHECK = False
 
-# Prims whose numpy reference may return a view of an operand (or the operand itself): such graph
-# outputs are copied before they reach the caller, and such views of a buffer the plan overwrites
-# are made their own arrays.
-VIEW_PRIMS = frozenset(VIEWS)
-
-_ANY = None
-_FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
-_SCIPY_FLOATS = frozenset(np.dtype(t) for t in (np.float32, np.float64))  # float16 computes in float64
-# prim -> (ufunc, the dtypes for which the prim's numpy reference is exactly that ufunc): where the
-# plan writes a node's result in place, it calls the ufunc with `out=` (other prims copy their result).
-# A name is scipy.special's ufunc of that name, imported only by a graph that uses it (importing
-# scipy.special costs more than 0.1 s).
-INPLACE_UFUNCS: dict = {
-    P.neg_p: (np.negative, _ANY), P.exp_p: (np.exp, _ANY), P.log_p: (np.log, _ANY),
-    P.log1p_p: (np.log1p, _ANY), P.expm1_p: (np.expm1, _ANY), P.tanh_p: (np.tanh, _ANY),
-    P.sin_p: (np.sin, _ANY), P.cos_p: (np.cos, _ANY), P.sqrt_p: (np.sqrt, _ANY), P.abs_p: (np.abs, _ANY),
-    P.sign_p: (np.sign, _ANY), P.floor_p: (np.floor, _ANY), P.ceil_p: (np.ceil, _ANY),
-    P.not_p: (np.invert, _ANY), P.logistic_p: ("expit", _SCIPY_FLOATS),
-    P.erf_p: ("erf", _SCIPY_FLOATS),
-    P.add_p: (np.add, _ANY), P.sub_p: (np.subtract, _ANY), P.mul_p: (np.multiply, _ANY),
-    P.div_p: (np.true_divide, _FLOATS),  # integer div truncates toward zero: not a ufunc
-    P.pow_p: (np.power, _ANY), P.rem_p: (np.fmod, _ANY), P.max_p: (np.maximum, _ANY),
-    P.min_p: (np.minimum, _ANY), P.and_p: (np.bitwise_and, _ANY), P.or_p: (np.bitwise_or, _ANY),
-    P.eq_p: (np.equal, _ANY), P.ne_p: (np.not_equal, _ANY), P.lt_p: (np.less, _ANY),
-    P.le_p: (np.less_equal, _ANY), P.gt_p: (np.greater, _ANY), P.ge_p: (np.greater_equal, _ANY),
-}
-
+# prim -> (ufunc, the dtypes for which the prim's numpy reference is exactly that ufunc, None: all),
+# from the primitives' facts: where the plan writes a node's result in place, it calls the ufunc with
+# `out=` (other prims copy their result). A name is scipy.special's ufunc of that name, imported only
+# by a graph that uses it (importing scipy.special costs more than 0.1 s).
+INPLACE_UFUNCS: dict = {prim: (prim.ufunc, prim.ufunc_dtypes) for prim in primitives.values()
+                        if prim.ufunc is not None}
 
 # scipy.special, imported when a graph that uses it compiles (the prims' numpy rules import it too, but
 # they run later, inside a call): more than 0.1 s, which `import ember` does not pay
 _scipy_special = one_time(functools.partial(importlib.import_module, "scipy.special"))
-_SCIPY_PRIMS = frozenset(prim for prim, (ufunc, _) in INPLACE_UFUNCS.items() if isinstance(ufunc, str))
 
 
 def inplace_ufunc(node: Node) -> Callable | None:
     """The ufunc that computes `node` exactly as its numpy reference does, with `out=`, or None."""
-    entry = INPLACE_UFUNCS.get(node.prim)
-    if entry is None or len(node.outputs) != 1:
+    prim = node.prim
+    if prim.ufunc is None or len(node.outputs) != 1:
         return None
-    ufunc, dtypes = entry
-    if dtypes is not None and node.outputs[0].aval.dtype not in dtypes:
+    if prim.ufunc_dtypes is not None and node.outputs[0].aval.dtype not in prim.ufunc_dtypes:
         return None
-    return getattr(_scipy_special(), ufunc) if isinstance(ufunc, str) else ufunc
+    return ufunc_of(prim)
 
 
 def _writable(x) -> bool:
@@ -147,7 +124,7 @@ def _views_to_own(graph: Graph, written) -> set[Var]:
     array, since the plan counts each of them as its own buffer."""
     root: dict[Var, Var] = {}
     for node in graph.nodes:
-        if node.prim in VIEW_PRIMS and node.inputs and isinstance(node.inputs[0], Var):
+        if node.prim.may_view and node.inputs and isinstance(node.inputs[0], Var):
             src = node.inputs[0]
             root[node.outputs[0]] = root.get(src, src)
     hot = {root.get(v, v) for v in written}
@@ -219,7 +196,7 @@ class _Codegen:
         if node.prim is P.fusion_p:
             self.fusion(node, names, base, outs, targets)
         else:
-            if node.prim in _SCIPY_PRIMS:
+            if isinstance(node.prim.ufunc, str):
                 _scipy_special()  # imported now, with the compile, not by the first call
             fn = impl_rules[node.prim]
             fn = self.obj(functools.partial(fn, **node.params) if node.params else fn)
@@ -282,7 +259,7 @@ def _may_view(node: Node, v: Var) -> bool:
     """Whether `node`'s output `v` may be a view of another array (possibly read-only): a view prim's,
     or a fusion's whose body makes it with one (outputs aliasing an operand are already copies)."""
     if node.prim is not P.fusion_p:
-        return node.prim in VIEW_PRIMS
+        return node.prim.may_view
     body = node.params["body"]
     out = body.outputs[node.outputs.index(v)]
     inner = next((n for n in body.nodes if out in n.outputs), None)
@@ -293,7 +270,7 @@ def _body_aliases(body: Graph) -> dict[Var, Var]:
     """body value -> the body input it may share memory with (through view prims), for those that do."""
     alias = {v: v for v in body.inputs}
     for bn in body.nodes:
-        if bn.prim in VIEW_PRIMS and bn.inputs and bn.inputs[0] in alias:
+        if bn.prim.may_view and bn.inputs and bn.inputs[0] in alias:
             alias[bn.outputs[0]] = alias[bn.inputs[0]]
     return alias
 
@@ -302,7 +279,7 @@ def _body_views(body: Graph) -> set[Var]:
     """Body values that may be views of another body value (made by view prims from a computed value)."""
     views: set[Var] = set()
     for bn in body.nodes:
-        if bn.prim in VIEW_PRIMS and bn.inputs and isinstance(bn.inputs[0], Var):
+        if bn.prim.may_view and bn.inputs and isinstance(bn.inputs[0], Var):
             views.add(bn.outputs[0])
     return views
 

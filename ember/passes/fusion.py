@@ -154,7 +154,7 @@ class _Fuser:
     def kept_reason(self, p: Node) -> tuple | None:
         """Why `p`'s value is written to memory whoever else reads it (a message template), or None."""
         v = p.outputs[0]
-        maxes = [c for c in self.consumers[v] if c.prim.name in R.MAX_LIKE]
+        maxes = [c for c in self.consumers[v] if c.prim in R.MAX_LIKE]
         if maxes:
             return ("reduce-max-shared", f"{R.where(p)} feeds {R.where(maxes[0])} and {{u}}: it is computed once, "
                     "since recomputing it with different rounding can give inf or NaN")
@@ -284,7 +284,7 @@ class _Fuser:
     def over(self, g: _Group, v: Var) -> bool:
         """Whether `g` is a fusible kernel iterating over `v`'s shape (no dot: it reads operands whole)."""
         body = g.body(self.pos)
-        if any(not R.fusible(n) or n.prim.name == "dot_general" for n in body):
+        if any(not R.fusible(n) or n.prim is P.dot_general_p for n in body):
             return False
         red = [n for n in body if n.prim.kind == "reduction"]
         space = red[0].inputs[0].aval.shape if red else self.outputs(body)[0].aval.shape if self.outputs(body) else None
@@ -310,7 +310,7 @@ class _Fuser:
 
     def run(self) -> None:
         for n in self.graph.nodes:
-            if n.prim.name == "dot_general" and len(self.owner[n].members) == 1:
+            if n.prim is P.dot_general_p and len(self.owner[n].members) == 1:
                 self.epilogue(n)
         for n in reversed(self.graph.nodes):
             g = self.owner[n]
@@ -377,7 +377,7 @@ class _Fuser:
 
 
 def _kind(body: list[Node], outs: list[Var]) -> str:
-    if any(n.prim.name == "dot_general" for n in body):
+    if any(n.prim is P.dot_general_p for n in body):
         return "epilogue"
     if any(n.prim.kind == "reduction" for n in body):
         return "reduction"

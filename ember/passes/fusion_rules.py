@@ -1,5 +1,6 @@
-"""The fusion pass's rules: which primitives fuse, which are expensive, and whether a set of nodes can
-be one kernel (`check_body`). Learned from XLA (instruction_fusion.cc, cpu_instruction_fusion.cc).
+"""The fusion pass's rules: which primitives fuse, which are expensive (`Primitive.expensive`), and
+whether a set of nodes can be one kernel (`check_body`). Learned from XLA (instruction_fusion.cc,
+cpu_instruction_fusion.cc).
 
 A kernel (a fusion body) has one iteration space:
 - loop / multi_output: every value it writes has the same shape (the space); values computed on the
@@ -16,17 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ember.tracer import prims as P
 from ember.tracer.ir import Literal, Node, Var
 
-# Never duplicated or recomputed (XLA's IsExpensive); div only by a non-Literal.
-EXPENSIVE = frozenset({"exp", "log", "log1p", "expm1", "tanh", "logistic", "pow", "erf", "sin", "cos", "sqrt",
-                       "rsqrt", "rem", "div", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "argmax",
-                       "argmin", "dot_general", "gather"})
 # Reductions whose result depends on the exact bits of their operand (softmax's max): the operand is
 # computed once, never recomputed in another kernel.
-MAX_LIKE = frozenset({"reduce_max", "reduce_min", "argmax", "argmin"})
+MAX_LIKE = frozenset({P.reduce_max_p, P.reduce_min_p, P.argmax_p, P.argmin_p})
 FUSIBLE_KINDS = frozenset({"elementwise", "layout", "reduction", "contraction"})
-FUSIBLE_INDEXING = frozenset({"gather"})  # an indexed load; scatters write and stay their own nodes
+FUSIBLE_INDEXING = frozenset({P.gather_p})  # an indexed load; scatters write and stay their own nodes
 MAX_INPUTS = 32  # arrays one kernel reads
 MAX_REDUCTIONS = 4  # reduces one kernel accumulates
 MAX_NODES = 64  # nodes in one kernel (and what one legality check costs)
@@ -40,24 +38,26 @@ def where(node: Node) -> str:
 
 
 def fusible(node: Node) -> bool:
-    return node.prim.kind in FUSIBLE_KINDS or node.prim.name in FUSIBLE_INDEXING
+    return node.prim.kind in FUSIBLE_KINDS or node.prim in FUSIBLE_INDEXING
 
 
 def expensive(node: Node) -> bool:
-    if node.prim.name == "div":
+    """Never duplicated or recomputed (XLA's IsExpensive): the primitive's cost class, except that a
+    division by a Literal is cheap."""
+    if node.prim is P.div_p:
         return not isinstance(node.inputs[1], Literal)
-    return node.prim.name in EXPENSIVE
+    return bool(node.prim.expensive)
 
 
 def free(node: Node) -> bool:
     """Recomputing it costs only index arithmetic (layout ops, converts)."""
-    return node.prim.kind == "layout" or node.prim.name == "convert_element_type"
+    return node.prim.kind == "layout" or node.prim is P.convert_element_type_p
 
 
 def reuse(reader: Node, operand: int) -> int:
     """How many times `reader` reads each element of its operand `operand` (expanding reads)."""
     a, out = reader.inputs[operand].aval, reader.outputs[0].aval
-    expands = (reader.prim.name == "broadcast_in_dim" or (reader.prim.name == "gather" and operand == 1)
+    expands = (reader.prim is P.broadcast_in_dim_p or (reader.prim is P.gather_p and operand == 1)
                or (reader.prim.kind == "elementwise" and a.ndim == 0))
     return max(1, out.size // max(a.size, 1)) if expands else 1
 
@@ -67,10 +67,10 @@ def edge_reason(producer: Node, consumer: Node, operand: int) -> Reason | None:
     for n in (producer, consumer):
         if not fusible(n):
             return "not-fusible", f"{where(n)} is not fusible: it runs as its own node"
-    if consumer.prim.name == "dot_general":
+    if consumer.prim is P.dot_general_p:
         return ("contraction-operand", f"{where(consumer)} reads its operands whole, so {where(producer)} is "
                 "written first")
-    if consumer.prim.name == "gather" and operand == 0:
+    if consumer.prim is P.gather_p and operand == 0:
         return ("indexed-operand", f"{where(consumer)} reads its operand at computed positions, so {where(producer)} "
                 "is written first")
     return None
@@ -87,7 +87,7 @@ def check_body(body: Sequence[Node], outputs: Sequence[Var], n_inputs: int) -> R
     if len(body) > MAX_NODES:
         return "too-many-nodes", f"the kernel would hold {len(body)} nodes (at most {MAX_NODES})"
     inside = {n.outputs[0]: n for n in body}
-    dots = [n for n in body if n.prim.name == "dot_general"]
+    dots = [n for n in body if n.prim is P.dot_general_p]
     reduces = [n for n in body if n.prim.kind == "reduction"]
     why = _check_dot(body, dots, reduces, inside) if dots else None
     if why is None and reduces:
@@ -136,7 +136,7 @@ def _check_reduces(body, reduces, outputs, inside) -> Reason | None:
                 after[n.outputs[0]] = n
             continue
         if n.prim.kind == "reduction" or n.outputs[0].aval.size != size or not (
-                n.prim.kind == "elementwise" or n.prim.name == "reshape"):
+                n.prim.kind == "elementwise" or n.prim is P.reshape_p):
             return "two-pass", f"{where(n)} needs the finished result of {where(src)}: a second loop"
         after[n.outputs[0]] = src
     return _check_outputs(outputs, first.inputs[0].aval.shape, inside, set(after))

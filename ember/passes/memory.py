@@ -36,7 +36,7 @@ INPUT, DONATED, CONST, WORKSPACE, OUTPUT = "input", "donated", "const", "workspa
 BUFFER_CLASSES = (INPUT, DONATED, CONST, WORKSPACE, OUTPUT)
 
 # Prims whose result may be a view of operand 0 (rule: how it reads that operand); iota's is a
-# read-only broadcast of a range. The numpy backend's references return such views (its VIEW_PRIMS).
+# read-only broadcast of a range. The numpy backend's references return such views (`Primitive.may_view`).
 VIEWS = {P.broadcast_in_dim_p: "broadcast", P.reshape_p: "reshaped", P.transpose_p: "transposed",
          P.slice_p: "sliced", P.rev_p: "reversed", P.stop_gradient_p: "aliased", P.iota_p: "broadcast"}
 # How a fused kernel reads an input when a body node other than a same-shape elementwise op uses it.

@@ -145,7 +145,7 @@ def test_timings_of_a_later_function_have_no_one_time_line():
     assert t.total == pytest.approx(t.trace + t.optimize + t.compile)
 
 
-GENERATORS = ("ember.backends.kernel", "ember.backends.llvm.graph", "ember.backends.llvm.loops",
+GENERATORS = ("ember.backends.kernel", "ember.backends.math", "ember.backends.llvm.graph", "ember.backends.llvm.loops",
               "ember.backends.llvm.mathlib", "ember.backends.llvm.scalar", "ember.backends.llvm.dot")
 
 

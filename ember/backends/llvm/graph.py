@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
+from ember.backends import schedule
 from ember.backends.kernel import Kernel, lower_kernel
 from ember.backends.llvm import jit, loops
 from ember.backends.llvm import types as T
@@ -241,7 +242,7 @@ class _Builder:
                             and owners[plan.buffer[u]] == 1 and plan.last_use.get(u) == position[id(node)]
                             and (u.aval.shape, u.aval.dtype) == (v.aval.shape, v.aval.dtype)
                             and sum(a is u for a in bound) == 1
-                            and loops.in_place_safe(kernel, f"out{k}", f"in{j}")):
+                            and schedule.in_place_safe(kernel, f"out{k}", f"in{j}")):
                         hosted[u] = loc[v]
                         break
         return hosted
@@ -281,7 +282,7 @@ class _Builder:
         for k, v in enumerate(node.outputs):
             operand = self.plan.inplace.get(v)
             unsafe = operand is not None and any(
-                a is operand and not loops.in_place_safe(kernel, f"out{k}", f"in{j}") for j, a in enumerate(bound))
+                a is operand and not schedule.in_place_safe(kernel, f"out{k}", f"in{j}") for j, a in enumerate(bound))
             if unsafe:  # the kernel would overwrite the operand before its last read: write apart, then copy
                 args.append(self.b.gep(self.ws, [T.index(offset)], inbounds=True, source_etype=T.I8))
                 copies.append((ptr[v], args[-1], self.plan.nbytes[v]))

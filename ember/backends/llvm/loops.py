@@ -1,21 +1,20 @@
 """A kernel description's steps as LLVM IR: `kernel_function` defines one internal function per kernel.
 
-Each `Loop` step becomes a loop nest over its space, row-major with the last axis innermost, so
-loads and stores at the identity index are contiguous and vectorize. Adjacent axes whose index maps
-are linear in them alike collapse into one loop; an op is computed once, at the outermost loop level
-all its inputs are known (hoisted). Reductions keep their accumulators in registers when the
-innermost axis is reduced (combines carry `reassoc`, so they vectorize; float sums run in blocks
-folded into a compensated float64 total, at least as accurate as NumPy's pairwise sum; float max/min
-vectorize as plain compares beside a NaN flag), else in a buffer over the kept index (the output, or
-scratch when the accumulator dtype differs) while the inner loop runs over the contiguous kept axis.
-Contractions go to `dot`, the argreduce and scatter steps to `indexing`; the scalar ops of every
-primitive come from `scalar`.
+Each `Loop` step is rendered from its schedule (backends/schedule.py: levels, accumulator mode,
+hoisting depths, blocked float sums, thread split, scratch layout), decided there for every renderer:
+this module only writes it out. A level is a counted loop (a blocked level, two); an op is emitted at
+its depth; register accumulators are allocas in the entry block (mem2reg promotes them), with
+`reassoc` combines so they vectorize, a float sum folding each block into a float64 total with
+Neumaier's compensation, a float max/min as a plain compare beside a NaN flag; memory accumulators
+are the output or a scratch region, set before the nest and converted after it. Contractions go to
+`dot`, the argreduce and scatter steps to `indexing`; the scalar ops of every primitive come from
+`scalar`.
 
-A large loop runs in chunks of its outermost level on the native thread pool (`pool.py`): the chunk
-body is a function of its own, called through `ember_parallel_for`. How a loop is chunked depends on
-its shape and ops alone, never on the thread count, and a reduction over the chunked level keeps one
-partial result per chunk, combined in chunk order after the pool is done: results are bitwise
-identical whatever the number of threads (`_split`).
+A split loop runs its chunks on the native thread pool (`pool.py`, whose thresholds the schedule's
+`SplitPolicy` carries): the chunk body is a function of its own, called through
+`ember_parallel_for`, and a reduction over the chunked level stores one partial result per chunk in
+scratch, combined in chunk order after the pool is done: results are bitwise identical whatever the
+number of threads.
 """
 
 from __future__ import annotations
@@ -25,16 +24,21 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from ember.backends import kernel_index as ix
 from ember.backends.kernel import Contraction, Kernel, Loop
 from ember.backends.kernel_index import Ix
 from ember.backends.llvm import pool
 from ember.backends.llvm.pool import PARALLEL_FOR
-from ember.backends.llvm.types import I1, I8, I64, PTR, index, load, memory_type, store, value_type
+from ember.backends.llvm.types import I1, I8, I64, PTR, index, load, store, value_type
+from ember.backends.schedule import (
+    PARTIAL_SLOT,
+    LoopSchedule,
+    SplitPolicy,
+    axis_stride,
+    no_alias,
+    round_up,
+    schedule_loop,
+)
 
-BLOCK = 256  # float sums: elements per block summed in registers before the float64 total
-PARTIAL_SLOT = 24  # bytes of scratch per reduction and chunk: total (8), compensation (8), NaN flag
-ALIGN = 64
 _F64 = np.dtype(np.float64)
 _I64 = np.dtype(np.int64)
 _BOOL = np.dtype(bool)
@@ -111,125 +115,22 @@ def _emit_step(ctx: _Context, step) -> None:
         indexing.emit_step(ctx.builder, step, ctx.buffers, ctx.ptrs, ctx.ptrs["scratch"])
 
 
+def loop_schedule(loop: Loop, buffers: dict) -> LoopSchedule:
+    """`loop`'s schedule as this backend runs it: split for the native thread pool by its thresholds
+    (read at each call, so a test may lower them)."""
+    policy = SplitPolicy(pool.PARALLEL_MIN_WORK, pool.MIN_CHUNK_WORK, pool.MAX_CHUNKS)
+    return schedule_loop(loop, buffers, policy)
+
+
 def _step_scratch(step, buffers: dict) -> int:
     if isinstance(step, Loop):
-        split = loop_split(step, buffers)
-        partials = _round_up(split.chunks * len(step.reductions) * PARTIAL_SLOT) if split and split.partial else 0
-        return sum(_round_up(n) for _, n in _memory_accumulators(step, buffers)) + partials
+        return loop_schedule(step, buffers).scratch_bytes
     if isinstance(step, Contraction):
         from ember.backends.llvm import dot
-        return _round_up(dot.contraction_scratch_bytes(step, buffers))
+        return round_up(dot.contraction_scratch_bytes(step, buffers))
     from ember.backends.llvm import indexing
-    return _round_up(indexing.step_scratch_bytes(step, buffers))
+    return round_up(indexing.step_scratch_bytes(step, buffers))
 
-
-def _round_up(n: int) -> int:
-    return -(-n // ALIGN) * ALIGN
-
-
-# --- which pointers may be marked noalias -----------------------------------------------------------
-
-def no_alias(kernel: Kernel, aliased: frozenset[tuple[str, str]] = frozenset()) -> set[str]:
-    """Parameters LLVM may assume alias nothing else: temps and scratch always; inputs and outputs
-    unless the call passes one buffer for an (output, input) pair in `aliased` (noalias there let
-    LLVM move a store of the output before a load of the input: a miscompile the random programs
-    found), or an output and an input of its shape and dtype are not `in_place_safe`."""
-    free = {t.name for t in kernel.temps} | {"scratch"}
-    risky = {name for pair in aliased for name in pair}
-    for o in kernel.outputs:
-        for i in kernel.inputs:
-            if (i.shape, i.dtype) == (o.shape, o.dtype) and not in_place_safe(kernel, o.name, i.name):
-                risky |= {o.name, i.name}
-    return free | {b.name for b in kernel.inputs + kernel.outputs if b.name not in risky}
-
-
-def in_place_safe(kernel: Kernel, out: str, inp: str) -> bool:
-    """Whether output `out` may share input `inp`'s buffer: every write of `out` is a store at the
-    identity index in a loop that reads `inp` only there, and no later step reads `inp`."""
-    written = False
-    for step in kernel.steps:
-        if not isinstance(step, Loop):
-            if not isinstance(step, Contraction) or step.out == out or (written and inp in (step.lhs, step.rhs)):
-                return False
-            continue
-        identity = tuple(ix.var(a, n) for a, n in enumerate(step.space))
-        writes = any(s.buffer == out for s in step.stores)
-        if any(r.out == out for r in step.reductions) or any(
-                s.buffer == out and s.index != identity for s in step.stores):
-            return False
-        for o in step.ops:
-            if o.prim == "load" and o.param("buffer") == inp:
-                if (writes or written) and o.param("index") != identity:
-                    return False
-                if written and not writes:
-                    return False
-        written |= writes
-    return True
-
-
-# --- index expressions as linear forms --------------------------------------------------------------
-
-def _affine(x: Ix) -> tuple[dict, dict, int]:
-    """x = sum(coef * loop var) + sum(coef * atom) + const: ({axis: coef}, {atom: coef}, const)."""
-    if x.op == "var":
-        return {x.args[0]: 1}, {}, 0
-    if x.op == "const" and not isinstance(x.args[0], bool):
-        return {}, {}, x.args[0]
-    if x.op == "add":
-        coefs, atoms, k = {}, {}, 0
-        for t in x.args:
-            c, a, tk = _affine(t)
-            for key, v in c.items():
-                coefs[key] = coefs.get(key, 0) + v
-            for key, v in a.items():
-                atoms[key] = atoms.get(key, 0) + v
-            k += tk
-        return coefs, atoms, k
-    if x.op == "mul":
-        c, a, k = _affine(x.args[0])
-        m = x.args[1]
-        return {key: v * m for key, v in c.items()}, {key: v * m for key, v in a.items()}, k * m
-    return {}, {x: 1}, 0
-
-
-def _vars_in(x: Ix) -> set[int]:
-    if x.op == "var":
-        return {x.args[0]}
-    return set().union(*(_vars_in(a) for a in x.args if isinstance(a, Ix)))
-
-
-def _offset(index: tuple, shape: tuple) -> Ix:
-    """The flat C-order element offset of `index` into an array of `shape`."""
-    stride, terms = 1, []
-    for i, n in reversed(list(zip(index, shape))):
-        terms.append(ix.mul(i, stride))
-        stride *= n
-    return ix.add(*terms) if terms else ix.const(0)
-
-
-def _kept_offset(loop: Loop) -> Ix:
-    kept = [(ix.var(a, n), n) for a, n in enumerate(loop.space) if a not in loop.reduce_axes]
-    return _offset(tuple(v for v, _ in kept), tuple(n for _, n in kept))
-
-
-def _memory_accumulators(loop: Loop, buffers: dict) -> list:
-    """(reduction, scratch bytes) for reductions accumulated in scratch: those kept in memory (the
-    innermost loop runs over a kept axis) whose accumulator dtype differs from their buffer's."""
-    if _register_mode(loop):
-        return []
-    kept = int(np.prod([n for a, n in enumerate(loop.space) if a not in loop.reduce_axes], dtype=np.int64))
-    return [(r, kept * r.acc_dtype.itemsize) for r in loop.reductions
-            if memory_type(r.acc_dtype) != memory_type(buffers[r.out].dtype)]
-
-
-def _register_mode(loop: Loop) -> bool:
-    """Reductions accumulate in registers when no kept axis is inside a reduced one (after dropping
-    axes of extent 1): then the innermost loop is a reduction over a contiguous axis."""
-    axes = [a for a, n in enumerate(loop.space) if n > 1]
-    return not loop.reductions or not axes or axes[-1] in loop.reduce_axes
-
-
-# --- the loop nest ----------------------------------------------------------------------------------
 
 @dataclass
 class _Acc:
@@ -242,116 +143,6 @@ class _Acc:
     nan: ir.Value | None = None  # float max/min: whether a NaN was seen
 
 
-def _nan_flagged(r) -> bool:
-    return r.combine in ("max", "min") and r.acc_dtype.kind == "f"
-
-
-@dataclass
-class _Level:
-    axes: tuple[int, ...]  # the loop axes this level runs over, collapsed, outer to inner
-    extent: int
-    block: int = 0  # > 0: run in blocks of this many iterations (float sums)
-
-
-@dataclass(frozen=True)
-class Split:
-    """How a loop runs on the thread pool: nest level `level` in `chunks` chunks of `chunk` iterations
-    (each chunk runs the levels outside it whole); `partial`: that level is reduced (a whole-array
-    reduction), so each chunk keeps partial results in scratch."""
-
-    chunk: int
-    chunks: int
-    partial: bool
-    level: int = 0
-
-
-@dataclass(frozen=True)
-class _Nest:
-    """The loop nest a Loop step runs as: its levels, accumulator mode, element offsets and split."""
-
-    memory: bool  # reductions accumulate in memory (a kept axis is inside a reduced one)
-    loads: dict  # op id -> flat element offset of the load
-    stores: list  # (store, flat element offset)
-    kept: Ix  # the flat offset of the kept index
-    levels: list
-    split: Split | None
-
-
-def _nest(loop: Loop, buffers: dict) -> _Nest:
-    memory = not _register_mode(loop)
-    loads = {k: _offset(o.param("index"), buffers[o.param("buffer")].shape)
-             for k, o in enumerate(loop.ops) if o.prim == "load"}
-    stores = [(s, _offset(s.index, buffers[s.buffer].shape)) for s in loop.stores]
-    kept = _kept_offset(loop)
-    exprs = list(loads.values()) + [off for _, off in stores] + [kept]
-    exprs += [o.param("index") for o in loop.ops if o.prim == "index"]
-    levels = _levels(loop, memory, exprs)
-    return _Nest(memory, loads, stores, kept, levels, _split(loop, memory, levels, stores))
-
-
-def loop_split(loop: Loop, buffers: dict) -> Split | None:
-    """How `loop` runs on the thread pool, or None when it runs on the calling thread alone."""
-    return _nest(loop, buffers).split
-
-
-def _levels(loop: Loop, memory: bool, exprs) -> list[_Level]:
-    """Loop levels, outer to inner: adjacent axes that every index form reads alike collapse into one;
-    in register mode the reduced axes go innermost, and a float sum's inner level runs in blocks."""
-    nonlinear = set().union(*(_vars_in(a) for e in exprs for a in _affine(e)[1]))
-    forms = [_affine(e)[0] for e in exprs]
-    axes = [a for a, n in enumerate(loop.space) if n > 1]
-    if not memory:
-        axes = [a for a in axes if a not in loop.reduce_axes] + [a for a in axes if a in loop.reduce_axes]
-    levels: list[_Level] = []
-    for a in axes:
-        n = loop.space[a]
-        last = levels[-1] if levels else None
-        if last is not None and a not in nonlinear and not nonlinear & set(last.axes) \
-                and (a in loop.reduce_axes) == (last.axes[0] in loop.reduce_axes) \
-                and all(f.get(last.axes[-1], 0) == f.get(a, 0) * n for f in forms):
-            levels[-1] = _Level(last.axes + (a,), last.extent * n)
-        else:
-            levels.append(_Level((a,), n))
-    partials = not memory and bool(levels) and levels[-1].axes[0] in loop.reduce_axes
-    if partials and levels[-1].extent > BLOCK and any(
-            r.combine == "add" and r.acc_dtype.kind == "f" for r in loop.reductions):
-        levels[-1] = _Level(levels[-1].axes, levels[-1].extent, BLOCK)
-    return levels
-
-
-_FREE_OPS = ("load", "const", "index", "convert_element_type", "broadcast_in_dim", "reshape")
-
-
-def _split(loop: Loop, memory: bool, levels: list[_Level], stores: list) -> Split | None:
-    """Chunks of one level when the loop's work is large, by its shape and ops alone (never the thread
-    count, so results do not depend on it): the outermost level, or in memory mode (accumulators over
-    the kept index) the outermost kept level, so chunks never share an accumulator. Declined: no kept
-    level in memory mode, and stores not at distinct elements per chunk (an index not linear in the
-    loop variables, or not reading the chunked level's axes)."""
-    if not levels:
-        return None
-    total = int(np.prod(loop.space, dtype=np.int64))
-    work = total * max(1, sum(o.prim not in _FREE_OPS for o in loop.ops))
-    if work < pool.PARALLEL_MIN_WORK:
-        return None
-    kept = [d for d, lv in enumerate(levels) if lv.axes[0] not in loop.reduce_axes]
-    level = (kept or [None])[0] if memory else 0
-    if level is None:
-        return None
-    outer = levels[level]
-    for _, off in stores:
-        coefs, atoms, _ = _affine(off)
-        if atoms or not any(coefs.get(a, 0) for a in outer.axes):
-            return None
-    per_iteration = work // outer.extent
-    chunk = max(-(-outer.extent // pool.MAX_CHUNKS), -(-pool.MIN_CHUNK_WORK // per_iteration), 1)
-    if outer.block:
-        chunk = -(-chunk // outer.block) * outer.block
-    chunks = -(-outer.extent // chunk)
-    reduced = outer.axes[0] in loop.reduce_axes
-    return Split(chunk, chunks, reduced, level) if chunks > 1 else None
-
-
 class _LoopRenderer:
     """One Loop step: the nest of levels, ops placed at the outermost level that knows their inputs.
     With `chunk` (an i64 value), only that chunk of the split level (see `Split`), of `chunk_extent`
@@ -362,38 +153,12 @@ class _LoopRenderer:
         self.fn = self.b.function
         self.scalar = ctx.scalar
         self.chunk, self.chunk_extent = chunk, chunk_extent  # the chunk rendered, and its iterations
-        nest = _nest(loop, ctx.buffers)
-        self.memory, self.loads, self.stores, self.kept = nest.memory, nest.loads, nest.stores, nest.kept
-        self.levels, self.split = nest.levels, nest.split
-        self.partials = not self.memory and bool(self.levels) and self.levels[-1].axes[0] in loop.reduce_axes
-        self.depth_of_axis = {a: d + 1 for d, lv in enumerate(self.levels) for a in lv.axes}
-        self.reduce_level = next((d for d, lv in enumerate(self.levels) if lv.axes[0] in loop.reduce_axes),
-                                 len(self.levels))
+        self.sched = sched = loop_schedule(loop, ctx.buffers)
+        self.memory, self.loads, self.stores, self.kept = sched.memory, sched.loads, sched.stores, sched.kept
+        self.levels, self.split, self.depth = sched.levels, sched.split, sched.depth
         self.level_values: list = [None] * len(self.levels)
         self.values: list = [None] * len(loop.ops)
         self.ix_cache: dict = {}
-        self.depth: list[int] = []
-        for k, o in enumerate(loop.ops):
-            self.depth.append(self._op_depth(k, o))
-
-    def _two_level(self, r) -> bool:
-        """Float sums over an innermost reduce loop fold register partial sums (blocks of it) into a
-        float64 total: as accurate as pairwise summation, and the partial sums still vectorize."""
-        return self.partials and r.combine == "add" and r.acc_dtype.kind == "f"
-
-    def _op_depth(self, k: int, o) -> int:
-        if o.prim == "load":
-            return self._ix_depth(self.loads[k])
-        if o.prim == "index":
-            return self._ix_depth(o.param("index"))
-        return max((self.depth[a] for a in o.args), default=0)
-
-    def _ix_depth(self, x: Ix) -> int:
-        if x.op == "var":
-            return self.depth_of_axis.get(x.args[0], 0)
-        if x.op == "value":
-            return self.depth[x.args[0]]
-        return max((self._ix_depth(a) for a in x.args if isinstance(a, Ix)), default=0)
 
     # rendering
 
@@ -413,13 +178,13 @@ class _LoopRenderer:
         for op_id, d in enumerate(self.depth):
             if d == k:
                 self.values[op_id] = self._op(op_id, self.loop.ops[op_id])
-        if k == self.reduce_level and not self.memory:
+        if k == self.sched.reduce_level and not self.memory:
             self._register_init()
         if k == len(self.levels):
             self._point()
         else:
             self._level(k)
-        if k == self.reduce_level and not self.memory:
+        if k == self.sched.reduce_level and not self.memory:
             self._register_finish()
 
     def render_parallel(self) -> None:
@@ -459,8 +224,7 @@ class _LoopRenderer:
         # Every chunk but the last has `split.chunk` iterations: rendered apart, with that constant trip
         # count (as an unsplit loop has), the nest vectorizes without a remainder loop per chunk.
         chunk, split = body.args[-1], self.split
-        last = split.chunks - 1
-        tail = self.levels[split.level].extent - last * split.chunk
+        last, tail = split.chunks - 1, self.sched.last_chunk()
         whole, rest = body.append_basic_block("whole"), body.append_basic_block("last")
         builder.cbranch(builder.icmp_unsigned("<", chunk, index(last)), whole, rest)
         for block, extent in ((whole, split.chunk), (rest, tail)):
@@ -486,7 +250,7 @@ class _LoopRenderer:
     def _partial_slot(self, k: int, field: int, chunk: ir.Value) -> ir.Value:
         """The address of `field` (0 total, 1 compensation, 2 NaN flag) of reduction k's partial
         result of `chunk`, after the scratch of the memory accumulators."""
-        before = sum(_round_up(n) for _, n in _memory_accumulators(self.loop, self.ctx.buffers))
+        before = self.sched.partials_offset
         n = len(self.loop.reductions)
         at = self.b.add(index(before + k * PARTIAL_SLOT + 8 * field),
                         self.b.mul(chunk, index(n * PARTIAL_SLOT), flags=("nuw", "nsw")), flags=("nuw", "nsw"))
@@ -503,14 +267,14 @@ class _LoopRenderer:
     def _combine_partials(self, k: int, r) -> None:
         """Reduction k's result from its chunks' partial results, combined in chunk order (float sums:
         the chunks' float64 totals summed with Neumaier's compensation, their compensations added)."""
-        b, two = self.b, self._two_level(r)
+        b, two = self.b, self.sched.two_level[k]
         acc_type = value_type(_F64 if two else r.acc_dtype)
         acc = _Acc(self.ctx.allocas.alloca(acc_type), index(0))
         b.store(self.scalar.constant(r.init, _F64 if two else r.acc_dtype), acc.total)
         if two:
             acc.comp = self.ctx.allocas.alloca(value_type(_F64))
             b.store(self.scalar.constant(0, _F64), acc.comp)
-        if _nan_flagged(r):
+        if self.sched.nan_flagged[k]:
             acc.nan = self.ctx.allocas.alloca(I1)
             b.store(ir.Constant(I1, 0), acc.nan)
         saved = self.accs.get(r)
@@ -602,15 +366,15 @@ class _LoopRenderer:
     # max) beside a flag saying whether any NaN was seen, which then makes the result NaN
 
     def _register_init(self) -> None:
-        for r in self.loop.reductions:
-            two = self._two_level(r)
+        for k, r in enumerate(self.loop.reductions):
+            two = self.sched.two_level[k]
             acc = _Acc(self.ctx.allocas.alloca(value_type(_F64 if two else r.acc_dtype)), self._ix(self.kept))
             self.b.store(self.scalar.constant(r.init, _F64 if two else r.acc_dtype), acc.total)
             if two:
                 acc.comp = self.ctx.allocas.alloca(value_type(_F64))
                 self.b.store(self.scalar.constant(0, _F64), acc.comp)
                 acc.partial = self.ctx.allocas.alloca(value_type(r.acc_dtype))
-            if _nan_flagged(r):
+            if self.sched.nan_flagged[k]:
                 acc.nan = self.ctx.allocas.alloca(I1)
                 self.b.store(ir.Constant(I1, 0), acc.nan)
             self.accs[r] = acc
@@ -627,13 +391,13 @@ class _LoopRenderer:
         b.store(b.or_(b.load(acc.nan), b.fcmp_unordered("uno", value, value)), acc.nan)
 
     def _partials_init(self) -> None:
-        for r in self.loop.reductions:
-            if self._two_level(r):
+        for k, r in enumerate(self.loop.reductions):
+            if self.sched.two_level[k]:
                 self.b.store(self.scalar.constant(0, r.acc_dtype), self.accs[r].partial)
 
     def _partials_fold(self) -> None:
-        for r in self.loop.reductions:
-            if self._two_level(r):
+        for k, r in enumerate(self.loop.reductions):
+            if self.sched.two_level[k]:
                 acc = self.accs[r]
                 self._fold(acc, self._convert(self.b.load(acc.partial), r.acc_dtype, _F64))
 
@@ -673,15 +437,14 @@ class _LoopRenderer:
 
     def _memory_pointer(self, r, k: int) -> ir.Value:
         """Where reduction k (`r`) accumulates: its output, or its region of scratch."""
-        scratch = dict(_memory_accumulators(self.loop, self.ctx.buffers))
-        if r not in scratch:
+        placed = self.sched.acc_scratch[k]
+        if placed is None:
             return self.ctx.ptrs[r.out]
-        offset = sum(_round_up(scratch[q]) for q in self.loop.reductions[:k] if q in scratch)
+        offset = placed[0]
         return self.b.gep(self.ctx.ptrs["scratch"], [index(offset)], inbounds=True, source_etype=ir.IntType(8))
 
     def _memory_init(self) -> None:
-        kept = int(np.prod([n for a, n in enumerate(self.loop.space) if a not in self.loop.reduce_axes],
-                           dtype=np.int64))
+        kept = self.sched.kept_size
         for k, r in enumerate(self.loop.reductions):
             ptr = self._memory_pointer(r, k)
             init = self.scalar.constant(r.init, r.acc_dtype)
@@ -689,11 +452,9 @@ class _LoopRenderer:
             self.accs[r] = ptr
 
     def _memory_finish(self) -> None:
-        scratch = dict(_memory_accumulators(self.loop, self.ctx.buffers))
-        kept = int(np.prod([n for a, n in enumerate(self.loop.space) if a not in self.loop.reduce_axes],
-                           dtype=np.int64))
-        for r in self.loop.reductions:
-            if r in scratch:
+        kept = self.sched.kept_size
+        for k, r in enumerate(self.loop.reductions):
+            if self.sched.acc_scratch[k] is not None:
                 dt, ptr = self.ctx.buffers[r.out].dtype, self.accs[r]
 
                 def convert(j, r=r, dt=dt, ptr=ptr):
@@ -709,8 +470,7 @@ class _LoopRenderer:
 
     def _empty(self) -> None:
         """A space with a zero extent: reductions give their init over the kept space; nothing stored."""
-        kept = int(np.prod([n for a, n in enumerate(self.loop.space) if a not in self.loop.reduce_axes],
-                           dtype=np.int64))
+        kept = self.sched.kept_size
         if kept == 0:
             return
         for r in self.loop.reductions:
@@ -760,19 +520,9 @@ class _LoopRenderer:
         return self._linear(x)
 
     def _linear(self, x: Ix):
-        coefs, atoms, k = _affine(x)
-        terms = []
-        for d, lv in enumerate(self.levels):
-            cs = [coefs.get(a, 0) for a in lv.axes]
-            inner = [int(np.prod([self.loop.space[b] for b in lv.axes[i + 1:]], dtype=np.int64))
-                     for i in range(len(lv.axes))]
-            if all(c == cs[-1] * p for c, p in zip(cs, inner)):
-                terms.append((self.level_values[d], cs[-1]))
-            else:
-                terms += [(self._axis(d, i), c) for i, c in enumerate(cs) if c]
-        terms += [(self._ix(atom), c) for atom, c in atoms.items()]
+        terms, k = self.sched.linear_terms(self.loop.space, x)
         total = None
-        for v, c in terms:
+        for v, c in [(self._term(t), c) for t, c in terms]:
             if c == 0:
                 continue
             if c != 1:
@@ -782,10 +532,18 @@ class _LoopRenderer:
             return index(k)
         return self.b.add(total, index(k), flags=("nsw",)) if k else total
 
+    def _term(self, term: tuple):
+        """A term of `LoopSchedule.linear_terms` as an i64: a level's value, one of its axes, an atom."""
+        if term[0] == "level":
+            return self.level_values[term[1]]
+        if term[0] == "axis":
+            return self._axis(term[1], term[2])
+        return self._ix(term[1])
+
     def _axis(self, d: int, i: int):
         """Loop var of axis `i` of level `d`'s collapsed axes."""
         lv = self.levels[d]
-        inner = int(np.prod([self.loop.space[b] for b in lv.axes[i + 1:]], dtype=np.int64))
+        inner = axis_stride(self.loop.space, lv, i)
         v = self.level_values[d]
         if inner > 1:
             v = self.b.udiv(v, index(inner))

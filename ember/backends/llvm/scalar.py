@@ -1,4 +1,5 @@
-"""The scalar op table of the LLVM renderer: one rule per elementwise primitive, at every dtype.
+"""The scalar op table of the LLVM renderer: one rule per elementwise primitive (keyed by the
+`Primitive`; a kernel `Op` names it), at every dtype.
 
 `emit_op(builder, op, args, arg_dtypes)` emits one kernel `Op` on register values (`types.value_type`
 form: a bool is i1). Rules match the primitive's NumPy reference bit for bit on ints, bools and the
@@ -17,6 +18,8 @@ from llvmlite import ir
 
 from ember.backends.llvm.entry import libm_symbols
 from ember.backends.llvm.types import DOUBLE, FLOAT, HALF, I1, I32, value_type
+from ember.tracer import prims as P
+from ember.tracer.primitive import Primitive, primitives
 
 _F16, _F32, _F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 _BOOL = np.dtype(bool)
@@ -348,36 +351,37 @@ def _select(b, args, dt, out):
     return b.select(*args)
 
 
-_UNARY_MATH = ("exp", "expm1", "log", "log1p", "tanh", "logistic", "sin", "cos", "erf")
+_UNARY_MATH = (P.exp_p, P.expm1_p, P.log_p, P.log1p_p, P.tanh_p, P.logistic_p, P.sin_p, P.cos_p, P.erf_p)
 
-OPS: dict[str, Rule] = {
-    "add": _by_kind(f=_method("fadd"), i=_method("add"), u=_method("add"), b=_method("or_")),
-    "sub": _by_kind(f=_method("fsub"), i=_method("sub"), u=_method("sub")),
-    "mul": _by_kind(f=_method("fmul"), i=_method("mul"), u=_method("mul"), b=_method("and_")),
-    "div": _by_kind(f=_method("fdiv"), i=_int_div, u=_int_div),
-    "rem": _by_kind(f=_method("frem"), i=_int_rem, u=_int_rem),
-    "pow": _by_kind(f=_float_pow, i=_int_pow, u=_int_pow),
-    "max": _by_kind(f=_float_extreme(">"), i=_call("llvm.smax"), u=_call("llvm.umax"), b=_method("or_")),
-    "min": _by_kind(f=_float_extreme("<"), i=_call("llvm.smin"), u=_call("llvm.umin"), b=_method("and_")),
-    "eq": _compare("=="), "ne": _compare("!=", float_pred="une"), "lt": _compare("<"),
-    "le": _compare("<="), "gt": _compare(">"), "ge": _compare(">="),
-    "and": _by_kind(i=_method("and_"), u=_method("and_"), b=_method("and_")),
-    "or": _by_kind(i=_method("or_"), u=_method("or_"), b=_method("or_")),
-    "not": _by_kind(i=_method("not_"), u=_method("not_"), b=_method("not_")),
-    "neg": _by_kind(f=_method("fneg"), i=_neg_int, u=_neg_int),
-    "abs": _by_kind(f=_call("llvm.fabs"), i=_int_abs, u=_identity),
-    "sign": _by_kind(f=_float_sign, i=_int_sign, u=_uint_sign),
-    "floor": _by_kind(f=_call("llvm.floor")),
-    "ceil": _by_kind(f=_call("llvm.ceil")),
-    "round": _by_kind(f=_call("llvm.roundeven")),  # half to even, as np.round
-    "sqrt": _by_kind(f=_call("llvm.sqrt")),
-    "rsqrt": _by_kind(f=_rsqrt),
-    "is_finite": _by_kind(f=_is_finite),
-    "convert_element_type": _convert,
-    "stop_gradient": _identity,
-    "select": _select,
-    **{name: _by_kind(f=_math(name)) for name in _UNARY_MATH},
+OPS: dict[Primitive, Rule] = {
+    P.add_p: _by_kind(f=_method("fadd"), i=_method("add"), u=_method("add"), b=_method("or_")),
+    P.sub_p: _by_kind(f=_method("fsub"), i=_method("sub"), u=_method("sub")),
+    P.mul_p: _by_kind(f=_method("fmul"), i=_method("mul"), u=_method("mul"), b=_method("and_")),
+    P.div_p: _by_kind(f=_method("fdiv"), i=_int_div, u=_int_div),
+    P.rem_p: _by_kind(f=_method("frem"), i=_int_rem, u=_int_rem),
+    P.pow_p: _by_kind(f=_float_pow, i=_int_pow, u=_int_pow),
+    P.max_p: _by_kind(f=_float_extreme(">"), i=_call("llvm.smax"), u=_call("llvm.umax"), b=_method("or_")),
+    P.min_p: _by_kind(f=_float_extreme("<"), i=_call("llvm.smin"), u=_call("llvm.umin"), b=_method("and_")),
+    P.eq_p: _compare("=="), P.ne_p: _compare("!=", float_pred="une"), P.lt_p: _compare("<"),
+    P.le_p: _compare("<="), P.gt_p: _compare(">"), P.ge_p: _compare(">="),
+    P.and_p: _by_kind(i=_method("and_"), u=_method("and_"), b=_method("and_")),
+    P.or_p: _by_kind(i=_method("or_"), u=_method("or_"), b=_method("or_")),
+    P.not_p: _by_kind(i=_method("not_"), u=_method("not_"), b=_method("not_")),
+    P.neg_p: _by_kind(f=_method("fneg"), i=_neg_int, u=_neg_int),
+    P.abs_p: _by_kind(f=_call("llvm.fabs"), i=_int_abs, u=_identity),
+    P.sign_p: _by_kind(f=_float_sign, i=_int_sign, u=_uint_sign),
+    P.floor_p: _by_kind(f=_call("llvm.floor")),
+    P.ceil_p: _by_kind(f=_call("llvm.ceil")),
+    P.round_p: _by_kind(f=_call("llvm.roundeven")),  # half to even, as np.round
+    P.sqrt_p: _by_kind(f=_call("llvm.sqrt")),
+    P.rsqrt_p: _by_kind(f=_rsqrt),
+    P.is_finite_p: _by_kind(f=_is_finite),
+    P.convert_element_type_p: _convert,
+    P.stop_gradient_p: _identity,
+    P.select_p: _select,
+    **{prim: _by_kind(f=_math(prim.name)) for prim in _UNARY_MATH},  # mathlib's algorithm of the same name
 }
+
 
 def runtime_symbols() -> dict[str, int]:
     """The C functions code from this table may call (float rem is `frem`, which LLVM lowers to
@@ -386,24 +390,26 @@ def runtime_symbols() -> dict[str, int]:
 
 
 # Primitives whose result dtype is not their operands' (the operand dtype must be given).
-_OWN_OPERAND_DTYPE = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "is_finite", "convert_element_type"})
+_OWN_OPERAND_DTYPE = frozenset({P.eq_p, P.ne_p, P.lt_p, P.le_p, P.gt_p, P.ge_p, P.is_finite_p,
+                                P.convert_element_type_p})
 
 
 def emit_op(builder: ir.IRBuilder, op, args: Sequence[ir.Value], arg_dtypes: Sequence | None = None) -> ir.Value:
     """The IR value of kernel op `op` (an elementwise primitive or select) applied to `args`.
     `arg_dtypes` (the operands' dtypes) is needed where the IR type cannot tell: compares and
     converts of integers (signed or unsigned)."""
-    rule = OPS.get(op.prim)
+    prim = primitives.get(op.prim)
+    rule = OPS.get(prim)
     if rule is None:
         raise NotImplementedError(f"the llvm backend has no scalar rule for primitive {op.prim!r}")
-    return rule(builder, args, _operand_dtype(op, args, arg_dtypes), np.dtype(op.dtype))
+    return rule(builder, args, _operand_dtype(op, prim, args, arg_dtypes), np.dtype(op.dtype))
 
 
-def _operand_dtype(op, args, arg_dtypes) -> np.dtype:
+def _operand_dtype(op, prim, args, arg_dtypes) -> np.dtype:
     """The dtype the rule computes in: select's branch dtype, else the (common) operand dtype."""
     if arg_dtypes is not None:
         return np.dtype(arg_dtypes[-1])
-    if op.prim not in _OWN_OPERAND_DTYPE:
+    if prim not in _OWN_OPERAND_DTYPE:
         return np.dtype(op.dtype)
     ty = args[-1].type
     if ty == I1:

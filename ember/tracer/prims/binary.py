@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.tracer import prims as P
-from ember.tracer.primitive import Primitive, batch_rules, impl_rules, shape_rules, vjp_rules
+from ember.tracer.primitive import Primitive, batch_rules, impl_rules, reference, shape_rules, vjp_rules
 from ember.tracer.prims.util import (
     elementwise_aval,
     elementwise_batch,
@@ -34,10 +34,14 @@ def _div(x, y):
     return np.true_divide(x, y)
 
 
-def _define(name: str, np_fn, accepts: str, vjp, out_dtype=None):
-    """Register a binary primitive. `vjp(ct, x, y, out, active)` returns (ct_x, ct_y) before
-    scalar operands are summed back to 0-d; None means zero."""
-    prim = Primitive(name, kind="elementwise")
+def _define(name: str, accepts: str, vjp, *, expensive: bool, ufunc: np.ufunc | str | None = None,
+            ufunc_dtypes: tuple[str, ...] | None = None, no_ufunc: str | None = None, impl=None, out_dtype=None):
+    """Register a binary primitive with its facts (see `Primitive`). `vjp(ct, x, y, out, active)`
+    returns (ct_x, ct_y) before scalar operands are summed back to 0-d; None means zero. The numpy
+    reference is `impl`, or else the ufunc."""
+    prim = Primitive(name, kind="elementwise", expensive=expensive, ufunc=ufunc, ufunc_dtypes=ufunc_dtypes,
+                     no_ufunc=no_ufunc)
+    np_fn = reference(prim, impl)
 
     def shape_rule(x, y, **_):
         return elementwise_aval(name, (x, y), accepts, out_dtype)
@@ -104,21 +108,25 @@ def _minmax_vjp(ct, x, y, out, active):
             _balanced_share(ct, y, x, out) if active[1] else None)
 
 
-add_p, add = _define("add", np.add, "arith", lambda ct, x, y, out, a: (ct, ct))
-sub_p, sub = _define("sub", np.subtract, "numeric", lambda ct, x, y, out, a: (ct, P.neg(ct)))
-mul_p, mul = _define("mul", np.multiply, "arith",
-                     lambda ct, x, y, out, a: (P.mul(ct, y) if a[0] else None,
-                                               P.mul(ct, x) if a[1] else None))
-div_p, div = _define("div", _div, "numeric", _div_vjp)
-pow_p, pow = _define("pow", np.power, "numeric", _pow_vjp)
-rem_p, rem = _define("rem", np.fmod, "numeric", _rem_vjp)  # C fmod, as lax.rem: the dividend's sign
-max_p, maximum = _define("max", np.maximum, "any", _minmax_vjp)
-min_p, minimum = _define("min", np.minimum, "any", _minmax_vjp)
-eq_p, eq = _define("eq", np.equal, "any", None, out_dtype=_BOOL)
-ne_p, ne = _define("ne", np.not_equal, "any", None, out_dtype=_BOOL)
-lt_p, lt = _define("lt", np.less, "any", None, out_dtype=_BOOL)
-le_p, le = _define("le", np.less_equal, "any", None, out_dtype=_BOOL)
-gt_p, gt = _define("gt", np.greater, "any", None, out_dtype=_BOOL)
-ge_p, ge = _define("ge", np.greater_equal, "any", None, out_dtype=_BOOL)
-and_p, and_ = _define("and", np.bitwise_and, "intbool", None)
-or_p, or_ = _define("or", np.bitwise_or, "intbool", None)
+add_p, add = _define("add", "arith", lambda ct, x, y, out, a: (ct, ct), expensive=False, ufunc=np.add)
+sub_p, sub = _define("sub", "numeric", lambda ct, x, y, out, a: (ct, P.neg(ct)), expensive=False, ufunc=np.subtract)
+mul_p, mul = _define("mul", "arith", lambda ct, x, y, out, a: (P.mul(ct, y) if a[0] else None,
+                                                              P.mul(ct, x) if a[1] else None),
+                     expensive=False, ufunc=np.multiply)
+# fusion counts a division by a Literal as cheap (fusion_rules.expensive); integer div truncates
+# toward zero, which no ufunc does
+div_p, div = _define("div", "numeric", _div_vjp, expensive=True, impl=_div, ufunc=np.true_divide,
+                     ufunc_dtypes=("float16", "float32", "float64"))
+pow_p, pow = _define("pow", "numeric", _pow_vjp, expensive=True, ufunc=np.power)
+# C fmod, as lax.rem: the dividend's sign
+rem_p, rem = _define("rem", "numeric", _rem_vjp, expensive=True, ufunc=np.fmod)
+max_p, maximum = _define("max", "any", _minmax_vjp, expensive=False, ufunc=np.maximum)
+min_p, minimum = _define("min", "any", _minmax_vjp, expensive=False, ufunc=np.minimum)
+eq_p, eq = _define("eq", "any", None, expensive=False, ufunc=np.equal, out_dtype=_BOOL)
+ne_p, ne = _define("ne", "any", None, expensive=False, ufunc=np.not_equal, out_dtype=_BOOL)
+lt_p, lt = _define("lt", "any", None, expensive=False, ufunc=np.less, out_dtype=_BOOL)
+le_p, le = _define("le", "any", None, expensive=False, ufunc=np.less_equal, out_dtype=_BOOL)
+gt_p, gt = _define("gt", "any", None, expensive=False, ufunc=np.greater, out_dtype=_BOOL)
+ge_p, ge = _define("ge", "any", None, expensive=False, ufunc=np.greater_equal, out_dtype=_BOOL)
+and_p, and_ = _define("and", "intbool", None, expensive=False, ufunc=np.bitwise_and)
+or_p, or_ = _define("or", "intbool", None, expensive=False, ufunc=np.bitwise_or)

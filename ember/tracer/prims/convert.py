@@ -7,7 +7,8 @@ from ember.tracer import dtypes
 from ember.tracer.primitive import Primitive, batch_rules, def_impl, def_shape, def_vjp
 from ember.tracer.prims.util import elementwise_batch, unchanged
 
-convert_element_type_p = Primitive("convert_element_type", kind="elementwise")
+convert_element_type_p = Primitive("convert_element_type", kind="elementwise", expensive=False,
+                                   no_ufunc="a cast (astype), not a ufunc")
 
 
 def convert_element_type(x, new_dtype, weak_type: bool = False):

@@ -14,8 +14,9 @@ from ember.errors import ShapeError, TransformError
 from ember.tracer.ir import Var
 from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp, vjp_fwd_rules
 
-stop_gradient_p = Primitive("stop_gradient", kind="elementwise")
-custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True, kind="opaque")
+stop_gradient_p = Primitive("stop_gradient", kind="elementwise", expensive=False, may_view=True,
+                           no_ufunc="the identity: returns its operand")
+custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True, kind="opaque", expensive=False)
 
 
 def stop_gradient(x):

@@ -16,7 +16,7 @@ from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp
 from ember.tracer.prims.util import moveaxis, shape_of
 
-dot_general_p = Primitive("dot_general", kind="contraction")
+dot_general_p = Primitive("dot_general", kind="contraction", expensive=True)
 
 
 def dot_general(lhs, rhs, dimension_numbers):

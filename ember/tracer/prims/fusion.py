@@ -13,7 +13,7 @@ from ember.errors import ShapeError
 from ember.tracer.ir import Graph, Var
 from ember.tracer.primitive import Primitive, def_impl, def_shape, impl_rules
 
-fusion_p = Primitive("fusion", multiple_results=True, kind="opaque", transformable=False)
+fusion_p = Primitive("fusion", multiple_results=True, kind="opaque", transformable=False, expensive=False)
 
 # loop: elementwise work and the layout ops/gathers feeding it, one iteration space; reduction: a
 # reduce with its elementwise producers (and consumers of the reduced shape); multi_output: sibling

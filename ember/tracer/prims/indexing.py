@@ -21,9 +21,9 @@ from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import LazyCotangent, Primitive, def_batch, def_impl, def_shape, def_vjp
 from ember.tracer.prims.util import batch_size, bdim_at_front, moveaxis, shape_of
 
-gather_p = Primitive("gather", kind="indexing")
-scatter_add_p = Primitive("scatter_add", kind="indexing")
-scatter_p = Primitive("scatter", kind="indexing")
+gather_p = Primitive("gather", kind="indexing", expensive=True)
+scatter_add_p = Primitive("scatter_add", kind="indexing", expensive=False)
+scatter_p = Primitive("scatter", kind="indexing", expensive=False)
 
 
 def gather(operand, indices, batch_dims: int = 0):

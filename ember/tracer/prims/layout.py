@@ -18,14 +18,15 @@ from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import LazyCotangent, Primitive, def_batch, def_impl, def_shape, def_vjp
 from ember.tracer.prims.util import batch_size, bdim_at_front, moveaxis, scalar_like, shape_of, unchanged
 
-broadcast_in_dim_p = Primitive("broadcast_in_dim", kind="layout")
-reshape_p = Primitive("reshape", kind="layout")
-transpose_p = Primitive("transpose", kind="layout")
-concatenate_p = Primitive("concatenate", kind="layout")
-pad_p = Primitive("pad", kind="layout")
-slice_p = Primitive("slice", kind="layout")
-rev_p = Primitive("rev", kind="layout")
-iota_p = Primitive("iota", kind="layout")
+# may_view: the numpy reference returns a view of the operand (iota: a read-only broadcast of a range)
+broadcast_in_dim_p = Primitive("broadcast_in_dim", kind="layout", expensive=False, may_view=True)
+reshape_p = Primitive("reshape", kind="layout", expensive=False, may_view=True)
+transpose_p = Primitive("transpose", kind="layout", expensive=False, may_view=True)
+concatenate_p = Primitive("concatenate", kind="layout", expensive=False)
+pad_p = Primitive("pad", kind="layout", expensive=False)
+slice_p = Primitive("slice", kind="layout", expensive=False, may_view=True)
+rev_p = Primitive("rev", kind="layout", expensive=False, may_view=True)
+iota_p = Primitive("iota", kind="layout", expensive=False, may_view=True)
 
 
 # --- wrappers -------------------------------------------------------------------------------------

@@ -13,12 +13,12 @@ from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp
 from ember.tracer.prims.util import check_kind, shape_of, unchanged
 
-reduce_sum_p = Primitive("reduce_sum", kind="reduction")
-reduce_max_p = Primitive("reduce_max", kind="reduction")
-reduce_min_p = Primitive("reduce_min", kind="reduction")
-reduce_prod_p = Primitive("reduce_prod", kind="reduction")
-argmax_p = Primitive("argmax", kind="reduction")
-argmin_p = Primitive("argmin", kind="reduction")
+reduce_sum_p = Primitive("reduce_sum", kind="reduction", expensive=True)
+reduce_max_p = Primitive("reduce_max", kind="reduction", expensive=True)
+reduce_min_p = Primitive("reduce_min", kind="reduction", expensive=True)
+reduce_prod_p = Primitive("reduce_prod", kind="reduction", expensive=True)
+argmax_p = Primitive("argmax", kind="reduction", expensive=True)
+argmin_p = Primitive("argmin", kind="reduction", expensive=True)
 
 
 def _reducer(prim):

@@ -12,7 +12,7 @@ from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import Primitive, batch_rules, def_impl, def_shape, def_vjp
 from ember.tracer.prims.util import elementwise_batch, scalar_like, unbroadcast_scalar, zero_scalar
 
-select_p = Primitive("select", kind="elementwise")
+select_p = Primitive("select", kind="elementwise", expensive=False, no_ufunc="np.where is not a ufunc")
 
 
 def select(pred, on_true, on_false):

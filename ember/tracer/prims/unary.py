@@ -9,14 +9,8 @@ import math
 import numpy as np
 
 from ember.tracer import prims as P
-from ember.tracer.primitive import Primitive, batch_rules, impl_rules, shape_rules, vjp_rules
+from ember.tracer.primitive import Primitive, batch_rules, impl_rules, reference, shape_rules, vjp_rules
 from ember.tracer.prims.util import elementwise_aval, elementwise_batch, zero_scalar
-
-
-def _logistic(x):
-    import scipy.special  # here, not at import: importing it costs more than 0.1 s
-
-    return scipy.special.expit(x).astype(x.dtype, copy=False)
 
 
 def _rsqrt(x):
@@ -24,19 +18,17 @@ def _rsqrt(x):
     return one / np.sqrt(x)
 
 
-def _erf(x):
-    import scipy.special
-
-    return scipy.special.erf(x).astype(x.dtype, copy=False)
-
-
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
-def _define(name: str, np_fn, accepts: str, vjp, out_dtype=None):
-    """Register a unary primitive. `vjp(ct, x, out)` gives the operand's cotangent; None means the
-    derivative is zero (or undefined) everywhere."""
-    prim = Primitive(name, kind="elementwise")
+def _define(name: str, accepts: str, vjp, *, expensive: bool, ufunc: np.ufunc | str | None = None,
+            ufunc_dtypes: tuple[str, ...] | None = None, no_ufunc: str | None = None, impl=None, out_dtype=None):
+    """Register a unary primitive with its facts (see `Primitive`). `vjp(ct, x, out)` gives the
+    operand's cotangent; None means the derivative is zero (or undefined) everywhere. The numpy
+    reference is `impl`, or else the ufunc (a scipy.special one rounded to the operand's dtype)."""
+    prim = Primitive(name, kind="elementwise", expensive=expensive, ufunc=ufunc, ufunc_dtypes=ufunc_dtypes,
+                     no_ufunc=no_ufunc)
+    np_fn = reference(prim, impl)
 
     def shape_rule(x, **_):
         return elementwise_aval(name, (x,), accepts, out_dtype)
@@ -59,28 +51,37 @@ def _define(name: str, np_fn, accepts: str, vjp, out_dtype=None):
     return prim, fn
 
 
-neg_p, neg = _define("neg", np.negative, "numeric", lambda ct, x, out: P.neg(ct))
-exp_p, exp = _define("exp", np.exp, "float", lambda ct, x, out: P.mul(ct, out))
-log_p, log = _define("log", np.log, "float", lambda ct, x, out: P.div(ct, x))
-log1p_p, log1p = _define("log1p", np.log1p, "float", lambda ct, x, out: P.div(ct, P.add(x, 1.0)))
-expm1_p, expm1 = _define("expm1", np.expm1, "float", lambda ct, x, out: P.mul(ct, P.add(out, 1.0)))
-tanh_p, tanh = _define("tanh", np.tanh, "float",
-                       lambda ct, x, out: P.mul(ct, P.sub(1.0, P.mul(out, out))))
-logistic_p, logistic = _define("logistic", _logistic, "float",
-                               lambda ct, x, out: P.mul(ct, P.mul(out, P.sub(1.0, out))))
-sin_p, sin = _define("sin", np.sin, "float", lambda ct, x, out: P.mul(ct, P.cos(x)))
-cos_p, cos = _define("cos", np.cos, "float", lambda ct, x, out: P.neg(P.mul(ct, P.sin(x))))
-sqrt_p, sqrt = _define("sqrt", np.sqrt, "float", lambda ct, x, out: P.div(P.mul(ct, 0.5), out))
-rsqrt_p, rsqrt = _define("rsqrt", _rsqrt, "float",
-                         lambda ct, x, out: P.mul(P.mul(ct, -0.5), P.mul(out, P.mul(out, out))))
+_SCIPY = ("float32", "float64")  # scipy.special's float16 loops compute in a wider type and round twice
+
+
+neg_p, neg = _define("neg", "numeric", lambda ct, x, out: P.neg(ct), expensive=False, ufunc=np.negative)
+exp_p, exp = _define("exp", "float", lambda ct, x, out: P.mul(ct, out), expensive=True, ufunc=np.exp)
+log_p, log = _define("log", "float", lambda ct, x, out: P.div(ct, x), expensive=True, ufunc=np.log)
+log1p_p, log1p = _define("log1p", "float", lambda ct, x, out: P.div(ct, P.add(x, 1.0)), expensive=True,
+                         ufunc=np.log1p)
+expm1_p, expm1 = _define("expm1", "float", lambda ct, x, out: P.mul(ct, P.add(out, 1.0)), expensive=True,
+                         ufunc=np.expm1)
+tanh_p, tanh = _define("tanh", "float", lambda ct, x, out: P.mul(ct, P.sub(1.0, P.mul(out, out))),
+                       expensive=True, ufunc=np.tanh)
+logistic_p, logistic = _define("logistic", "float", lambda ct, x, out: P.mul(ct, P.mul(out, P.sub(1.0, out))),
+                               expensive=True, ufunc="expit", ufunc_dtypes=_SCIPY)
+sin_p, sin = _define("sin", "float", lambda ct, x, out: P.mul(ct, P.cos(x)), expensive=True, ufunc=np.sin)
+cos_p, cos = _define("cos", "float", lambda ct, x, out: P.neg(P.mul(ct, P.sin(x))), expensive=True, ufunc=np.cos)
+sqrt_p, sqrt = _define("sqrt", "float", lambda ct, x, out: P.div(P.mul(ct, 0.5), out), expensive=True,
+                       ufunc=np.sqrt)
+rsqrt_p, rsqrt = _define("rsqrt", "float", lambda ct, x, out: P.mul(P.mul(ct, -0.5), P.mul(out, P.mul(out, out))),
+                         expensive=True, impl=_rsqrt, no_ufunc="1 / sqrt(x): two correctly rounded ops")
 # abs'(0) = 1, as in JAX: the derivative of the x >= 0 branch (sign(x) would give 0).
-abs_p, abs = _define("abs", np.abs, "numeric",
-                     lambda ct, x, out: P.select(P.ge(x, zero_scalar(x)), ct, P.neg(ct)))
-sign_p, sign = _define("sign", np.sign, "numeric", None)
-floor_p, floor = _define("floor", np.floor, "float", None)
-ceil_p, ceil = _define("ceil", np.ceil, "float", None)
-round_p, round = _define("round", np.round, "float", None)
-erf_p, erf = _define("erf", _erf, "float",
-                     lambda ct, x, out: P.mul(P.mul(ct, _TWO_OVER_SQRT_PI), P.exp(P.neg(P.mul(x, x)))))
-is_finite_p, is_finite = _define("is_finite", np.isfinite, "float", None, out_dtype=np.dtype(bool))
-not_p, not_ = _define("not", np.invert, "intbool", None)
+abs_p, abs = _define("abs", "numeric", lambda ct, x, out: P.select(P.ge(x, zero_scalar(x)), ct, P.neg(ct)),
+                     expensive=False, ufunc=np.abs)
+sign_p, sign = _define("sign", "numeric", None, expensive=False, ufunc=np.sign)
+floor_p, floor = _define("floor", "float", None, expensive=False, ufunc=np.floor)
+ceil_p, ceil = _define("ceil", "float", None, expensive=False, ufunc=np.ceil)
+round_p, round = _define("round", "float", None, expensive=False, impl=np.round,
+                         no_ufunc="np.round is a function, not a ufunc")
+erf_p, erf = _define("erf", "float", lambda ct, x, out: P.mul(P.mul(ct, _TWO_OVER_SQRT_PI), P.exp(P.neg(P.mul(x, x)))),
+                     expensive=True, ufunc="erf", ufunc_dtypes=_SCIPY)
+is_finite_p, is_finite = _define("is_finite", "float", None, expensive=False, impl=np.isfinite,
+                                 no_ufunc="its bool result never takes its float operand's buffer",
+                                 out_dtype=np.dtype(bool))
+not_p, not_ = _define("not", "intbool", None, expensive=False, ufunc=np.invert)

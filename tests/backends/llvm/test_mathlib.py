@@ -1,6 +1,7 @@
 """mathlib: each function, compiled into a loop over an array, against a high-precision reference (in ulp
 of the result dtype, over wide ranges with specials, subnormals, huge inputs and random bit patterns),
-against the primitives' NumPy rules at special values, and vectorized.
+against the primitives' NumPy rules at special values, against the same algorithm under the NumPy emitter
+(bit for bit), and vectorized.
 
 Speed (float32, one loop over the array, this shared and loaded machine, so ratios only): 4M elements,
 exp 1.0 ns/element vs np.exp 0.7-1.0, log 0.7 vs np.log 0.5 (NumPy's float32 max errors on the same
@@ -25,6 +26,7 @@ from llvmlite import ir
 
 from ember.backends.llvm.mathlib import NAMES, call_math
 from ember.backends.llvm.types import I64, index, load, store
+from ember.backends.math import evaluate
 from ember.tracer import prims as P
 from ember.tracer.primitive import impl_rules
 from tests.backends.llvm.harness import Compiled, new_module, pointer_function
@@ -230,10 +232,10 @@ def test_unary_accuracy(lib, name, dtype):
     _check(name, dtype, run(lib, name, dtype, x), reference(name, dtype, x), (x,))
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-def test_pow_accuracy(lib, dtype):
+def pow_inputs(dtype, n: int = 100_000) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) for pow: random bit patterns with exponents up to 1000, bases near 1 with huge exponents (the
+    double-double log's hard case), negative bases with integers, and moderate values."""
     rng = np.random.default_rng(3)
-    n = 100_000
     f32 = dtype == np.float32
     x = np.abs(_bits(rng, dtype, n))
     y = rng.uniform(-2, 2, n) * rng.choice([1, 10, 100, 1000], n)
@@ -244,6 +246,12 @@ def test_pow_accuracy(lib, dtype):
     ints = rng.integers(-40, 40, n // 2).astype(float)
     x = np.concatenate([x, near_one, neg, rng.uniform(0, 4, n // 2)]).astype(dtype)
     y = np.concatenate([y, big_y, ints, rng.uniform(-60, 60, n // 2)]).astype(dtype)
+    return x, y
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_pow_accuracy(lib, dtype):
+    x, y = pow_inputs(dtype)
     _check("pow", dtype, run(lib, "pow", dtype, x, y), reference("pow", dtype, x, y), (x, y))
 
 
@@ -265,6 +273,26 @@ def test_float32_tanh_is_x_when_tiny_and_one_when_large(lib):
     assert np.array_equal(out.view(np.uint32), tiny.view(np.uint32))
     big = np.arange(np.array(9.02, np.float32).view(np.uint32), 0x7F800001, 997, dtype=np.uint32).view(np.float32)
     assert (run(lib, "tanh", np.float32, big) == 1).all() and (run(lib, "tanh", np.float32, -big) == -1).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", NAMES)
+def test_numpy_emitter_matches_compiled_bit_for_bit(lib, name, dtype):
+    """The same algorithm under the NumPy emitter (ember.backends.math.evaluate) gives the compiled result
+    bit for bit (NaN as NaN): on random bit patterns (large sin/cos arguments included) and a sample of the
+    accuracy inputs, so the uncompiled ulp tests (tests/backends/test_math_numpy.py) test this code."""
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    if name == "pow":
+        x, y = pow_inputs(dtype, 2000)
+        x, y = np.concatenate([x, _bits(rng, dtype, 3000)]), np.concatenate([y, _bits(rng, dtype, 3000)])
+        args = (x, y)
+    else:
+        x = inputs(name, dtype, 8000)
+        args = (np.concatenate([x[rng.permutation(x.size)[:3000]], _bits(rng, dtype, 3000)]),)
+    got, want = evaluate(name, *args), run(lib, name, dtype, *args)
+    itype = np.uint32 if dtype == np.float32 else np.uint64
+    same = (got.view(itype) == want.view(itype)) | (np.isnan(got) & np.isnan(want))
+    assert same.all(), f"{name}: at {[a[~same][:4] for a in args]} got {got[~same][:4]}, compiled {want[~same][:4]}"
 
 
 # ---- special values: exactly as the primitives' NumPy rules ------------------------------------------

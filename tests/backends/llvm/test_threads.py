@@ -172,13 +172,13 @@ def test_splitting_depends_on_the_loop_alone(threads):
     """Large loops are chunked (a whole-array reduction keeps partial results per chunk), small ones are
     not, and the code is the same whatever the thread count."""
     big = _loop_of(lambda a: enp.exp(a) * 2.0, np.ones(1 << 20, np.float32))
-    split = loops.loop_split(big.steps[0], _buffers(big))
+    split = loops.loop_schedule(big.steps[0], _buffers(big)).split
     assert split is not None and 1 < split.chunks <= pool.MAX_CHUNKS and not split.partial
     assert split.chunk * split.chunks >= 1 << 20 > split.chunk * (split.chunks - 1)
     small = _loop_of(lambda a: enp.exp(a) * 2.0, np.ones(1000, np.float32))
-    assert loops.loop_split(small.steps[0], _buffers(small)) is None
+    assert loops.loop_schedule(small.steps[0], _buffers(small)).split is None
     total = _loop_of(lambda a: enp.sum(enp.exp(a)), np.ones(1 << 20, np.float32))
-    assert loops.loop_split(total.steps[0], _buffers(total)).partial
+    assert loops.loop_schedule(total.steps[0], _buffers(total)).split.partial
     x = np.ones(1 << 20, np.float32)
     sources = []
     for n in (1, 8):

@@ -1,0 +1,346 @@
+"""How a kernel's loops run, decided once for every renderer (LLVM IR now, CUDA C next).
+
+`schedule_loop(loop, buffers, policy)` turns a `Loop` step of a kernel description (kernel.py) into
+a `LoopSchedule`, the loop nest a renderer writes out without deciding anything:
+
+- levels: the loop's axes of extent > 1, row-major with the last axis innermost, adjacent axes that
+  every index form reads alike (linear in them with matching strides) collapsed into one level; in
+  register mode the reduced axes go innermost;
+- the accumulator mode: reductions accumulate in registers when the innermost level is reduced
+  (float sums then run that level in blocks of `BLOCK` folded into a compensated float64 total, float
+  max/min keep a NaN flag beside a plain compare), else in memory over the kept index: the output, or
+  scratch when the accumulator dtype differs from the output's;
+- the hoisting depth of each op: the outermost level at which all its inputs are known;
+- the thread split (`Split`): chunks of one level, by the loop's shape and ops alone and the
+  renderer's `SplitPolicy` (never the thread count, so results are bitwise identical for any), with
+  one partial result per chunk in scratch when the split level is reduced;
+- the scratch layout: memory accumulators first (each 64-byte aligned), then the per-chunk partials.
+
+A CUDA renderer reads the same schedule with a thread index in place of the outermost levels.
+`in_place_safe` and `no_alias` say which buffers a kernel may share: the one derivation of the
+"reads its operand only at the identity index" fact on a kernel (the memory plan's graph-level rule
+is checked against it by the renderer, which writes apart and copies where the two disagree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ember.backends import kernel_index as ix
+from ember.backends.kernel import Contraction, Kernel, Loop
+from ember.backends.kernel_index import Ix
+
+BLOCK = 256  # float sums: elements per block summed in registers before the float64 total
+PARTIAL_SLOT = 24  # bytes of scratch per reduction and chunk: total (8), compensation (8), NaN flag
+ALIGN = 64  # scratch regions start at this alignment
+# ops that cost nothing per iteration in the split's measure of work
+FREE_OPS = ("load", "const", "index", "convert_element_type", "broadcast_in_dim", "reshape")
+
+
+@dataclass(frozen=True)
+class SplitPolicy:
+    """When a loop runs in chunks, set by the renderer's threads' dispatch cost: a loop whose work
+    (iterations times computing ops, at least one) reaches `min_work` splits into chunks of at least
+    `min_chunk_work`, at most `max_chunks` of them."""
+
+    min_work: int
+    min_chunk_work: int
+    max_chunks: int
+
+
+@dataclass(frozen=True)
+class Level:
+    """One loop of the nest: the loop axes it runs over (collapsed, outer to inner) and its extent."""
+
+    axes: tuple[int, ...]
+    extent: int
+    block: int = 0  # > 0: run in blocks of this many iterations (float sums)
+
+
+@dataclass(frozen=True)
+class Split:
+    """How a loop runs on the thread pool: nest level `level` in `chunks` chunks of `chunk` iterations
+    (each chunk runs the levels outside it whole); `partial`: that level is reduced (a whole-array
+    reduction), so each chunk keeps partial results in scratch."""
+
+    chunk: int
+    chunks: int
+    partial: bool
+    level: int = 0
+
+
+@dataclass(frozen=True)
+class LoopSchedule:
+    """The loop nest a Loop step runs as. Op depth d means: computed inside levels[:d] (0: before the
+    first level); the register accumulators open at depth `reduce_level`."""
+
+    memory: bool  # reductions accumulate in memory (a kept axis is inside a reduced one)
+    loads: dict  # op id -> flat element offset of the load
+    stores: tuple  # (store, flat element offset)
+    kept: Ix  # the flat offset of the kept index
+    kept_size: int  # elements of the kept space (a memory accumulator's length)
+    levels: tuple[Level, ...]
+    split: Split | None
+    depth: tuple[int, ...]  # per op: the level depth it is computed at (hoisted)
+    reduce_level: int  # the first reduced level (len(levels) when none)
+    partials: bool  # register mode with an innermost reduced level
+    two_level: tuple[bool, ...]  # per reduction: a blocked float sum into a compensated float64 total
+    nan_flagged: tuple[bool, ...]  # per reduction: float max/min with a NaN flag
+    acc_scratch: tuple  # per reduction: (scratch offset, bytes) of its memory accumulator, or None
+    partials_offset: int  # where the per-chunk partial results start in scratch
+    scratch_bytes: int
+
+    def last_chunk(self) -> int:
+        """Iterations of the split level in the last chunk (every other chunk has `split.chunk`)."""
+        return self.levels[self.split.level].extent - (self.split.chunks - 1) * self.split.chunk
+
+    def linear_terms(self, space: tuple[int, ...], x: Ix) -> tuple[list, int]:
+        """`x` (affine in the loop vars, other sub-expressions as atoms) as ([(term, coef)], const) in
+        the renderer's order: ("level", d) for a level's value when x reads its collapsed axes with its
+        strides, else ("axis", d, i) per axis i of level d, then ("atom", atom)."""
+        coefs, atoms, k = affine(x)
+        terms: list = []
+        for d, lv in enumerate(self.levels):
+            cs = [coefs.get(a, 0) for a in lv.axes]
+            inner = [axis_stride(space, lv, i) for i in range(len(lv.axes))]
+            if all(c == cs[-1] * p for c, p in zip(cs, inner)):
+                terms.append((("level", d), cs[-1]))
+            else:
+                terms += [(("axis", d, i), c) for i, c in enumerate(cs) if c]
+        terms += [(("atom", atom), c) for atom, c in atoms.items()]
+        return terms, k
+
+
+def axis_stride(space: tuple[int, ...], level: Level, i: int) -> int:
+    """How many iterations of `level` one step of its i-th collapsed axis is."""
+    return int(np.prod([space[b] for b in level.axes[i + 1:]], dtype=np.int64))
+
+
+def round_up(n: int) -> int:
+    """`n` bytes rounded up to the scratch alignment."""
+    return -(-n // ALIGN) * ALIGN
+
+
+def schedule_loop(loop: Loop, buffers: dict, policy: SplitPolicy | None = None) -> LoopSchedule:
+    """The schedule of `loop` (`buffers`: name -> kernel Buffer); `policy` None never splits."""
+    memory = not register_mode(loop)
+    loads = {k: offset(o.param("index"), buffers[o.param("buffer")].shape)
+             for k, o in enumerate(loop.ops) if o.prim == "load"}
+    stores = tuple((s, offset(s.index, buffers[s.buffer].shape)) for s in loop.stores)
+    kept = kept_offset(loop)
+    exprs = list(loads.values()) + [off for _, off in stores] + [kept]
+    exprs += [o.param("index") for o in loop.ops if o.prim == "index"]
+    levels = tuple(_levels(loop, memory, exprs))
+    split = None if policy is None else _split(loop, memory, levels, stores, policy)
+    partials = not memory and bool(levels) and levels[-1].axes[0] in loop.reduce_axes
+    reduce_level = next((d for d, lv in enumerate(levels) if lv.axes[0] in loop.reduce_axes), len(levels))
+    acc_scratch, top = _acc_scratch(loop, buffers, memory)
+    partial_bytes = round_up(split.chunks * len(loop.reductions) * PARTIAL_SLOT) if split and split.partial else 0
+    return LoopSchedule(
+        memory, loads, stores, kept, _kept_size(loop), levels, split, _depths(loop, loads, levels), reduce_level,
+        partials, tuple(partials and r.combine == "add" and r.acc_dtype.kind == "f" for r in loop.reductions),
+        tuple(nan_flagged(r) for r in loop.reductions), acc_scratch, top, top + partial_bytes)
+
+
+def nan_flagged(r) -> bool:
+    """Float max/min reductions keep a NaN flag beside a compare that ignores NaN (so it vectorizes)."""
+    return r.combine in ("max", "min") and r.acc_dtype.kind == "f"
+
+
+def register_mode(loop: Loop) -> bool:
+    """Reductions accumulate in registers when no kept axis is inside a reduced one (after dropping
+    axes of extent 1): then the innermost loop is a reduction over a contiguous axis."""
+    axes = [a for a, n in enumerate(loop.space) if n > 1]
+    return not loop.reductions or not axes or axes[-1] in loop.reduce_axes
+
+
+def _kept_size(loop: Loop) -> int:
+    return int(np.prod([n for a, n in enumerate(loop.space) if a not in loop.reduce_axes], dtype=np.int64))
+
+
+def _acc_scratch(loop: Loop, buffers: dict, memory: bool) -> tuple[tuple, int]:
+    """Per reduction, (offset, bytes) in scratch of its memory accumulator when it has one there (in
+    memory mode, an accumulator dtype stored differently from its output's); and the bytes they take."""
+    placed, top = [], 0
+    for r in loop.reductions:
+        if memory and not _same_storage(r.acc_dtype, buffers[r.out].dtype):
+            n = _kept_size(loop) * r.acc_dtype.itemsize
+            placed.append((top, n))
+            top += round_up(n)
+        else:
+            placed.append(None)
+    return tuple(placed), top
+
+
+def _same_storage(a: np.dtype, b: np.dtype) -> bool:
+    """Whether elements of dtypes `a` and `b` are stored alike (same width, both float or both not:
+    int32 and uint32 share a buffer, as do bool and int8), so an accumulator may live in the other's."""
+    return (a.kind == "f") == (b.kind == "f") and a.itemsize == b.itemsize
+
+
+# --- index expressions as linear forms --------------------------------------------------------------
+
+def affine(x: Ix) -> tuple[dict, dict, int]:
+    """x = sum(coef * loop var) + sum(coef * atom) + const: ({axis: coef}, {atom: coef}, const)."""
+    if x.op == "var":
+        return {x.args[0]: 1}, {}, 0
+    if x.op == "const" and not isinstance(x.args[0], bool):
+        return {}, {}, x.args[0]
+    if x.op == "add":
+        coefs, atoms, k = {}, {}, 0
+        for t in x.args:
+            c, a, tk = affine(t)
+            for key, v in c.items():
+                coefs[key] = coefs.get(key, 0) + v
+            for key, v in a.items():
+                atoms[key] = atoms.get(key, 0) + v
+            k += tk
+        return coefs, atoms, k
+    if x.op == "mul":
+        c, a, k = affine(x.args[0])
+        m = x.args[1]
+        return {key: v * m for key, v in c.items()}, {key: v * m for key, v in a.items()}, k * m
+    return {}, {x: 1}, 0
+
+
+def vars_in(x: Ix) -> set[int]:
+    """The loop axes `x` reads."""
+    if x.op == "var":
+        return {x.args[0]}
+    return set().union(*(vars_in(a) for a in x.args if isinstance(a, Ix)))
+
+
+def offset(index: tuple, shape: tuple) -> Ix:
+    """The flat C-order element offset of `index` into an array of `shape`."""
+    stride, terms = 1, []
+    for i, n in reversed(list(zip(index, shape))):
+        terms.append(ix.mul(i, stride))
+        stride *= n
+    return ix.add(*terms) if terms else ix.const(0)
+
+
+def kept_offset(loop: Loop) -> Ix:
+    """The flat offset of a point's kept index (where its reductions accumulate)."""
+    kept = [(ix.var(a, n), n) for a, n in enumerate(loop.space) if a not in loop.reduce_axes]
+    return offset(tuple(v for v, _ in kept), tuple(n for _, n in kept))
+
+
+# --- the loop nest ----------------------------------------------------------------------------------
+
+def _levels(loop: Loop, memory: bool, exprs) -> list[Level]:
+    """Loop levels, outer to inner: adjacent axes that every index form reads alike collapse into one;
+    in register mode the reduced axes go innermost, and a float sum's inner level runs in blocks."""
+    nonlinear = set().union(*(vars_in(a) for e in exprs for a in affine(e)[1]))
+    forms = [affine(e)[0] for e in exprs]
+    axes = [a for a, n in enumerate(loop.space) if n > 1]
+    if not memory:
+        axes = [a for a in axes if a not in loop.reduce_axes] + [a for a in axes if a in loop.reduce_axes]
+    levels: list[Level] = []
+    for a in axes:
+        n = loop.space[a]
+        last = levels[-1] if levels else None
+        if last is not None and a not in nonlinear and not nonlinear & set(last.axes) \
+                and (a in loop.reduce_axes) == (last.axes[0] in loop.reduce_axes) \
+                and all(f.get(last.axes[-1], 0) == f.get(a, 0) * n for f in forms):
+            levels[-1] = Level(last.axes + (a,), last.extent * n)
+        else:
+            levels.append(Level((a,), n))
+    partials = not memory and bool(levels) and levels[-1].axes[0] in loop.reduce_axes
+    if partials and levels[-1].extent > BLOCK and any(
+            r.combine == "add" and r.acc_dtype.kind == "f" for r in loop.reductions):
+        levels[-1] = Level(levels[-1].axes, levels[-1].extent, BLOCK)
+    return levels
+
+
+def _depths(loop: Loop, loads: dict, levels) -> tuple[int, ...]:
+    """Each op's depth: the deepest level among the loop axes its index or inputs read (hoisting)."""
+    depth_of_axis = {a: d + 1 for d, lv in enumerate(levels) for a in lv.axes}
+    depth: list[int] = []
+
+    def ix_depth(x: Ix) -> int:
+        if x.op == "var":
+            return depth_of_axis.get(x.args[0], 0)
+        if x.op == "value":
+            return depth[x.args[0]]
+        return max((ix_depth(a) for a in x.args if isinstance(a, Ix)), default=0)
+
+    for k, o in enumerate(loop.ops):
+        if o.prim == "load":
+            depth.append(ix_depth(loads[k]))
+        elif o.prim == "index":
+            depth.append(ix_depth(o.param("index")))
+        else:
+            depth.append(max((depth[a] for a in o.args), default=0))
+    return tuple(depth)
+
+
+def _split(loop: Loop, memory: bool, levels, stores, policy: SplitPolicy) -> Split | None:
+    """Chunks of one level when the loop's work is large, by its shape and ops alone (never the thread
+    count, so results do not depend on it): the outermost level, or in memory mode (accumulators over
+    the kept index) the outermost kept level, so chunks never share an accumulator. Declined: no kept
+    level in memory mode, and stores not at distinct elements per chunk (an index not linear in the
+    loop variables, or not reading the chunked level's axes)."""
+    if not levels:
+        return None
+    total = int(np.prod(loop.space, dtype=np.int64))
+    work = total * max(1, sum(o.prim not in FREE_OPS for o in loop.ops))
+    if work < policy.min_work:
+        return None
+    kept = [d for d, lv in enumerate(levels) if lv.axes[0] not in loop.reduce_axes]
+    level = (kept or [None])[0] if memory else 0
+    if level is None:
+        return None
+    outer = levels[level]
+    for _, off in stores:
+        coefs, atoms, _ = affine(off)
+        if atoms or not any(coefs.get(a, 0) for a in outer.axes):
+            return None
+    per_iteration = work // outer.extent
+    chunk = max(-(-outer.extent // policy.max_chunks), -(-policy.min_chunk_work // per_iteration), 1)
+    if outer.block:
+        chunk = -(-chunk // outer.block) * outer.block
+    chunks = -(-outer.extent // chunk)
+    reduced = outer.axes[0] in loop.reduce_axes
+    return Split(chunk, chunks, reduced, level) if chunks > 1 else None
+
+
+# --- which buffers a kernel may share ---------------------------------------------------------------
+
+def no_alias(kernel: Kernel, aliased: frozenset[tuple[str, str]] = frozenset()) -> set[str]:
+    """Parameters a renderer may mark as aliasing nothing else: temps and scratch always; inputs and
+    outputs unless the call passes one buffer for an (output, input) pair in `aliased` (noalias there
+    let LLVM move a store of the output before a load of the input: a miscompile the random programs
+    found), or an output and an input of its shape and dtype are not `in_place_safe`."""
+    free = {t.name for t in kernel.temps} | {"scratch"}
+    risky = {name for pair in aliased for name in pair}
+    for o in kernel.outputs:
+        for i in kernel.inputs:
+            if (i.shape, i.dtype) == (o.shape, o.dtype) and not in_place_safe(kernel, o.name, i.name):
+                risky |= {o.name, i.name}
+    return free | {b.name for b in kernel.inputs + kernel.outputs if b.name not in risky}
+
+
+def in_place_safe(kernel: Kernel, out: str, inp: str) -> bool:
+    """Whether output `out` may share input `inp`'s buffer: every write of `out` is a store at the
+    identity index in a loop that reads `inp` only there, and no later step reads `inp`."""
+    written = False
+    for step in kernel.steps:
+        if not isinstance(step, Loop):
+            if not isinstance(step, Contraction) or step.out == out or (written and inp in (step.lhs, step.rhs)):
+                return False
+            continue
+        identity = tuple(ix.var(a, n) for a, n in enumerate(step.space))
+        writes = any(s.buffer == out for s in step.stores)
+        if any(r.out == out for r in step.reductions) or any(
+                s.buffer == out and s.index != identity for s in step.stores):
+            return False
+        for o in step.ops:
+            if o.prim == "load" and o.param("buffer") == inp:
+                if (writes or written) and o.param("index") != identity:
+                    return False
+                if written and not writes:
+                    return False
+        written |= writes
+    return True

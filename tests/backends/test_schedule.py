@@ -1,0 +1,171 @@
+"""The loop schedule (backends/schedule.py) on its own: levels and collapsing, accumulator modes,
+hoisting depths, the thread split at its thresholds, scratch layout, and which buffers may be shared."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import ember.numpy as jnp
+from ember.backends import kernel_index as ix
+from ember.backends import schedule as S
+from ember.backends.kernel import lower_kernel
+from ember.tracer import prims as P
+from tests.backends.test_kernel import body
+
+F32 = "float32"
+
+
+def _sched(fn, *avals, kind="loop", policy=None, step=0):
+    k = lower_kernel(body(fn, *avals), kind)
+    buffers = {b.name: b for b in k.inputs + k.outputs + k.temps}
+    return S.schedule_loop(k.steps[step], buffers, policy), k.steps[step]
+
+
+def test_axes_read_alike_collapse_into_one_level():
+    s, _ = _sched(lambda x, y: [x + y], ((4, 8, 16), F32), ((16,), F32))
+    # axes 0 and 1 are read with matching strides by every index; y reads axis 2 alone, so it stays apart
+    assert s.levels == (S.Level((0, 1), 32), S.Level((2,), 16))
+    assert not s.memory and s.split is None and s.scratch_bytes == 0
+
+
+def test_a_transpose_keeps_its_axes_apart():
+    s, _ = _sched(lambda x: [P.transpose(x, (1, 0)) * 2.0], ((8, 16), F32))
+    assert s.levels == (S.Level((0,), 16), S.Level((1,), 8))
+    terms, k = s.linear_terms((16, 8), s.stores[0][1])  # the store's identity index reads both levels whole
+    assert terms == [(("level", 0), 8), (("level", 1), 1)] and k == 0
+
+
+def test_ops_are_hoisted_to_the_level_that_knows_their_inputs():
+    s, loop = _sched(lambda x, y: [x + jnp.exp(y)[:, None]], ((4, 16), F32), ((4,), F32))
+    assert s.levels == (S.Level((0,), 4), S.Level((1,), 16))
+    depth = {o.prim: d for o, d in zip(loop.ops, s.depth)}
+    assert depth["exp"] == 1 and depth["add"] == 2  # exp(y[i]) runs once per row
+
+
+def test_a_reduced_innermost_axis_accumulates_in_registers_in_blocks():
+    s, _ = _sched(lambda x: [P.reduce_sum(x, (1,))], ((64, 300), F32), kind="reduction")
+    assert not s.memory and s.partials and s.reduce_level == 1
+    assert s.levels == (S.Level((0,), 64), S.Level((1,), 300, S.BLOCK))
+    assert s.two_level == (True,) and s.nan_flagged == (False,) and s.acc_scratch == (None,)
+    m, _ = _sched(lambda x: [P.reduce_max(x, (1,))], ((64, 300), F32), kind="reduction")
+    assert m.two_level == (False,) and m.nan_flagged == (True,) and m.levels[-1].block == 0
+
+
+def test_a_kept_innermost_axis_accumulates_in_memory():
+    s, _ = _sched(lambda x: [P.reduce_sum(x, (0,))], ((300, 64), F32), kind="reduction")
+    assert s.memory and not s.partials and s.kept_size == 64
+    assert s.levels == (S.Level((0,), 300), S.Level((1,), 64))  # row-major: the reduced axis stays outside
+    assert s.acc_scratch == (None,) and s.scratch_bytes == 0  # float32 accumulates in the output itself
+    h, _ = _sched(lambda x: [P.reduce_sum(x, (0,))], ((300, 64), "float16"), kind="reduction")
+    assert h.acc_scratch == ((0, 64 * 4),) and h.scratch_bytes == 256  # float16 sums in float32 scratch
+
+
+def test_split_at_the_policy_thresholds():
+    policy = S.SplitPolicy(min_work=1000, min_chunk_work=100, max_chunks=4)
+    below, _ = _sched(lambda x: [jnp.exp(x)], ((999,), F32), policy=policy)
+    assert below.split is None
+    at, _ = _sched(lambda x: [jnp.exp(x)], ((1000,), F32), policy=policy)
+    assert at.split == S.Split(chunk=250, chunks=4, partial=False, level=0)
+    small_chunks = S.SplitPolicy(min_work=1000, min_chunk_work=500, max_chunks=4)
+    two, _ = _sched(lambda x: [jnp.exp(x)], ((1000,), F32), policy=small_chunks)
+    assert two.split == S.Split(chunk=500, chunks=2, partial=False, level=0)
+    unsplit, _ = _sched(lambda x: [jnp.exp(x)], ((1000,), F32))
+    assert unsplit.split is None  # no policy: never split
+
+
+def test_a_whole_array_sum_splits_into_blocks_with_partials_in_scratch():
+    policy = S.SplitPolicy(min_work=1000, min_chunk_work=100, max_chunks=4)
+    s, _ = _sched(lambda x: [P.reduce_sum(x, (0,))], ((4000,), F32), kind="reduction", policy=policy)
+    assert s.split == S.Split(chunk=1024, chunks=4, partial=True, level=0)  # chunks are whole blocks
+    assert s.partials_offset == 0 and s.scratch_bytes == S.round_up(4 * S.PARTIAL_SLOT)
+    assert s.last_chunk() == 4000 - 3 * 1024
+
+
+def test_memory_mode_splits_the_outermost_kept_level():
+    policy = S.SplitPolicy(min_work=1000, min_chunk_work=100, max_chunks=4)
+    s, _ = _sched(lambda x: [P.reduce_sum(x, (0,))], ((30, 640), "float16"), kind="reduction", policy=policy)
+    assert s.memory and s.split.level == 1 and not s.split.partial
+    assert s.partials_offset == s.scratch_bytes == S.round_up(640 * 4)  # no partials: the chunks own columns
+
+
+def test_axes_of_extent_one_are_no_levels():
+    policy = S.SplitPolicy(min_work=10, min_chunk_work=1, max_chunks=4)
+    s, _ = _sched(lambda x: [P.reduce_sum(x, (1,))], ((1, 4000), F32), kind="reduction", policy=policy)
+    assert s.levels == (S.Level((1,), 4000, S.BLOCK),) and s.reduce_level == 0
+    assert s.split.partial  # the kept axis has extent 1: the reduced level is the outermost, split
+
+
+def test_index_forms():
+    assert S.affine(ix.add(ix.mul(ix.var(0, 4), 3), ix.const(2))) == ({0: 3}, {}, 2)
+    assert S.offset((ix.var(0, 4), ix.var(1, 5)), (4, 5)) == ix.add(ix.var(1, 5), ix.mul(ix.var(0, 4), 5))
+
+
+def test_in_place_safe_only_where_the_output_is_written_at_the_inputs_read():
+    k = lower_kernel(body(lambda x, y: [jnp.exp(x) * y + x], ((1000,), F32), ((1000,), F32)), "loop")
+    assert S.in_place_safe(k, "out0", "in0") and S.in_place_safe(k, "out0", "in1")
+    rev = lower_kernel(body(lambda x: [P.rev(x, (0,)) + x], ((64,), F32)), "loop")
+    assert not S.in_place_safe(rev, "out0", "in0") and "out0" not in S.no_alias(rev)
+    # the output written by the reduction's loop, which a later loop reads the input after: not safe
+    earlier = lower_kernel(body(lambda x: [x * 2.0, x - P.reduce_max(x, (0,))], ((64,), F32)), "multi_output")
+    assert len(earlier.steps) == 2 and not S.in_place_safe(earlier, "out0", "in0")
+    assert S.in_place_safe(earlier, "out1", "in0")
+
+
+def test_pairs_the_call_shares_are_never_noalias():
+    """c1b046d: a kernel writing an output in place of an operand it reads at the same index had both
+    pointers noalias (the pair is in_place_safe), so LLVM loaded the operand after storing the output."""
+    k = lower_kernel(body(lambda x: [jnp.where(x > 0.0, x * x, x)], ((2, 4), F32)), "loop")
+    assert S.in_place_safe(k, "out0", "in0")
+    assert {"in0", "out0", "scratch"} <= S.no_alias(k)  # separate buffers: noalias is right
+    assert S.no_alias(k, frozenset({("out0", "in0")})) == {"scratch"}
+
+
+def test_dtypes_stored_alike_share_an_accumulator():
+    s, _ = _sched(lambda x: [P.reduce_max(x, (0,))], ((300, 64), "int32"), kind="reduction")
+    assert s.memory and s.acc_scratch == (None,)
+    assert S._same_storage(np.dtype("int32"), np.dtype("uint32"))
+    assert not S._same_storage(np.dtype("int32"), np.dtype("float32"))
+
+
+def test_the_disk_cache_key_covers_the_schedule():
+    """A changed schedule changes the generated code: the LLVM code signature lists this module's file."""
+    from ember.backends.llvm import entry
+    assert any(path.replace("\\", "/").endswith("backends/schedule.py") for path, *_ in entry._generator_files())
+
+
+DRIFT_BODIES = [
+    (lambda x, y: [jnp.exp(x) * y + x], ((8, 4), F32), ((8, 4), F32)),
+    (lambda x: [jnp.where(x > 0.0, x * x, x)], ((2, 4), F32)),
+    (lambda x: [x * 2.0, P.reduce_sum(x, (0,))], ((64,), F32)),
+    (lambda x: [x * 2.0, x - P.reduce_max(x, (0,))], ((64,), F32)),
+    (lambda x: [x - P.reduce_max(x, (1,))[:, None]], ((8, 16), F32)),
+    (lambda x: [P.rev(x, (0,)) + x], ((64,), F32)),
+    (lambda x: [P.transpose(x, (1, 0)) + x], ((8, 8), F32)),
+    (lambda x, y: [x + y], ((8, 8), F32), ((8,), F32)),
+    (lambda x, y: [jnp.tanh(x) * y, P.reduce_sum(y, (1,))], ((8, 8), F32), ((8, 8), F32)),
+]
+
+
+def test_the_plans_graph_rule_is_no_bolder_than_the_kernel_on_one_loop():
+    """The memory plan proposes in-place writes by a graph-level rule (`memory._body_hazards`); the
+    kernel-level `in_place_safe` is the precise fact the renderer checks each proposal with (writing
+    apart and copying where the plan was bolder: an earlier loop writing the output, the found program
+    "in-place-output-of-an-earlier-loop" of test_random_programs). On one-loop kernels the two agree;
+    on these multi-loop ones the graph rule is the more cautious."""
+    from ember.passes.memory import _body_hazards
+    cautious = 0
+    for fn, *avals in DRIFT_BODIES:
+        g = body(fn, *avals)
+        k = lower_kernel(g, "loop")
+        hazards = _body_hazards(g)
+        for j, i in enumerate(k.inputs):
+            for o in k.outputs:
+                if (i.shape, i.dtype) != (o.shape, o.dtype):
+                    continue
+                safe = S.in_place_safe(k, o.name, i.name)
+                if len(k.steps) == 1:
+                    assert (j not in hazards) == safe, (avals, j, o.name)
+                else:
+                    assert j in hazards or safe, (avals, j, o.name)
+                    cautious += j in hazards and safe
+    assert cautious == 2  # x - max(x): the graph rule refuses, the kernel would allow
