@@ -10,7 +10,7 @@ import numpy as np
 
 from ember.tracer import prims as P
 from ember.tracer.primitive import Primitive, batch_rules, impl_rules, reference, shape_rules, vjp_rules
-from ember.tracer.prims._util import (
+from ember.tracer.prims.util import (
     elementwise_aval,
     elementwise_batch,
     scalar_like,
