@@ -21,9 +21,9 @@ from ember.errors import (
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.ir import Literal
-from ember.tracer.prims._util import PY_SCALARS as _SCALARS
-from ember.tracer.prims._util import is_python_scalar as _is_python_scalar
-from ember.tracer.prims._util import shape_of  # noqa: F401  (ember.numpy's modules import it from here)
+from ember.tracer.prims.util import PY_SCALARS as _SCALARS
+from ember.tracer.prims.util import is_python_scalar as _is_python_scalar
+from ember.tracer.prims.util import shape_of  # noqa: F401  (ember.numpy's modules import it from here)
 from ember.tracer.trace import Tracer, is_tracing, stage_const
 
 Array = Tracer | np.ndarray

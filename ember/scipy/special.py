@@ -4,7 +4,7 @@ Each is one primitive, applied with ember.numpy's promotion (integers become the
 
 from __future__ import annotations
 
-from ember.numpy._core import elementwise
+from ember.numpy.util import elementwise
 from ember.tracer import prims as P
 
 

@@ -4,7 +4,6 @@ Rules (VJP, batching) refer to other families through this namespace (`P.mul(...
 family is importable in any order.
 """
 
-from ember.tracer.prims._util import moveaxis  # noqa: F401
 from ember.tracer.prims.binary import (  # noqa: F401
     add,
     add_p,
@@ -163,3 +162,4 @@ from ember.tracer.prims.unary import (  # noqa: F401
     tanh,
     tanh_p,
 )
+from ember.tracer.prims.util import moveaxis  # noqa: F401

@@ -11,7 +11,7 @@ import numpy as np
 from ember.errors import DifferentiationError
 from ember.tracer import prims as P
 from ember.tracer.primitive import Primitive, batch_rules, impl_rules, reference, shape_rules, vjp_rules
-from ember.tracer.prims._util import (
+from ember.tracer.prims.util import (
     computed_wider,
     elementwise_aval,
     elementwise_batch,
