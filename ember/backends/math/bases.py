@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 
 from ember.backends.math.exp_log import exp_unscaled, split_mantissa, two_prod, two_sum
-from ember.backends.math.formats import F32, F64
+from ember.backends.math.formats import F32
 
 # (2**r - 1) / r on [-1/2, 1/2], lowest power first: mpmath.chebyfit at 40 digits, max error 7.8e-9 (float32,
 # degree 5) and 1.7e-19 (float64, degree 11); the result 1 + r Q(r) is within 0.85 ulp (bound), 0.8 measured
@@ -96,14 +96,11 @@ def log10(e, x):
 
 def _log_add(e, x, y, base2: bool):
     """max(x, y) + log_b(1 + b**-|x - y|), x + log_b(2) where x == y (so logaddexp2(-1, -1) is 0 exactly, as
-    NumPy's), x + y where x - y is NaN. float32 computes in float64 (x - y is exact there) and rounds once.
-    float64 carries pairs throughout, so the result rounds about once: -|x - y| with x - y's rounding
-    error, b**-|x - y| = (hi + lo) 2**k (exp_log.exp_unscaled, of (x - y) ln 2 as a pair for base 2),
-    1 + that as s + s_lo exactly, log_b(s) as a pair plus s_lo / (s ln b), and max(x, y) plus it by two_sum.
-    Where the result cancels (x, y < 0, b**x + b**y near 1) its error is about an ulp of max(x, y)."""
-    name = "logaddexp2" if base2 else "logaddexp"
-    if e.f is F32:
-        return e.convert(e.call(name, e.convert(x, F64), e.convert(y, F64), fmt=F64), F32)
+    NumPy's), x + y where x - y is NaN, with pairs throughout so the result rounds about once: -|x - y| with
+    x - y's rounding error, u = b**-|x - y| = (hi + lo) 2**k (exp_log.exp_unscaled, of (x - y) ln 2 as a pair
+    for base 2), 1 + u as s + s_lo exactly, log_b(s) as a pair plus s_lo / (s ln b) (log1p's series for
+    u < 2**-8), and max(x, y) plus it by two_sum. Where the result cancels (x, y < 0, b**x + b**y near 1)
+    its error is below an ulp of max(x, y)."""
     d, d_err = two_sum(e, x, e.neg(y))
     below = e.cmp("<", d, e.c(0.0))
     a = e.select(below, d, e.neg(d))                                    # -|x - y| = a + r
@@ -114,11 +111,21 @@ def _log_add(e, x, y, base2: bool):
     else:
         z, z_lo = a, r
     hi, lo, k = exp_unscaled(e, z, z_lo)
-    s, s_lo = two_sum(e, e.c(1.0), e.scale(hi, k))                    # exact: b**-|x - y| <= 1
-    s_lo = e.add(s_lo, e.scale(lo, k))
-    inv_ln, log_2 = (_INV_LN2["f64"], (1.0, 0.0)) if base2 else ((1.0, 0.0), e.f.ln2_short)
+    u, u_lo = e.scale(hi, k), e.scale(lo, k)                            # b**-|x - y| <= 1
+    s, s_lo = two_sum(e, e.c(1.0), u)
+    s_lo = e.add(s_lo, u_lo)
+    inv_ln, log_2 = (_INV_LN2[e.f.name], (1.0, 0.0)) if base2 else ((1.0, 0.0), e.f.ln2_short)
     l, l_lo = _log_pair(e, s, inv_ln, log_2)
     l_lo = e.fma(e.div(s_lo, s), e.c(inv_ln[0]), l_lo)
+    # for u < 2**-8 (where s_lo would be too large a part of the result), the series: log(1 + u) =
+    # u + u**2 P(u), u / ln(b) as a pair and the rest, below 2**-9 of it, rounded beside it
+    terms = 4 if e.f is F32 else 7                                      # (2**-8)**terms below an ulp
+    u_sq = e.select(e.cmp("<", u, e.c(2.0 ** -(e.f.mant + 17))), e.c(0.0), u)   # no subnormal u**2
+    q = e.mul(e.mul(u_sq, u_sq), e.poly(u, [(-1) ** (j + 1) / j for j in range(2, 2 + terms)]))
+    p, p_lo = two_prod(e, u, e.c(inv_ln[0]))
+    p_lo = e.fma(e.add(u_lo, q), e.c(inv_ln[0]), e.fma(u, e.c(inv_ln[1]), p_lo))
+    small = e.cmp("<", u, e.c(2.0 ** -8))
+    l, l_lo = e.select(small, p, l), e.select(small, p_lo, l_lo)
     top = e.select(e.cmp(">", x, y), x, y)
     t, t_err = two_sum(e, top, l)
     out = e.select(e.cmp("<", e.abs(top), e.c(math.inf)), e.add(t, e.add(t_err, l_lo)), top)   # +inf: no error
