@@ -135,6 +135,10 @@ class NonConcreteBooleanIndexError(IndexingError):
     """A traced boolean mask used as an index: the result's shape would depend on the data."""
 
 
+class DifferentiationError(EmberError, NotImplementedError):
+    """grad or vjp met a primitive that has no derivative (nextafter; NotImplementedError, as in JAX)."""
+
+
 class GraphError(EmberError, AssertionError):
     """A graph broke an IR invariant (found by Graph.verify)."""
 

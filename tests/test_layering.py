@@ -31,14 +31,15 @@ def layer(module: str) -> int:
     return LAYERS.get(parts[1], TOP) if len(parts) > 1 else TOP
 
 
-def imported_modules(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
-    """(line, module) for every ember module `path` imports, at any depth of the file."""
+def imports(path: Path, root: Path = ROOT) -> list[tuple[int, str, str | None]]:
+    """(line, module, name) for every ember import of `path`, at any depth of the file: `name` is the
+    attribute a `from module import name` takes, None where a module itself is imported."""
     this = module_name(path, root)
     package = this if path.name == "__init__.py" else this.rpartition(".")[0]
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, alias.name) for alias in node.names]
+            found += [(node.lineno, alias.name, None) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
@@ -47,8 +48,43 @@ def imported_modules(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
             for alias in node.names:  # `from ember import numpy` imports the module ember.numpy
                 sub = f"{base}.{alias.name}"
                 is_module = any((root.parent / (sub.replace(".", "/") + ext)).exists() for ext in ("", ".py"))
-                found.append((node.lineno, sub if is_module else base))
-    return [(line, m) for line, m in found if m == "ember" or m.startswith("ember.")]
+                found.append((node.lineno, sub, None) if is_module else (node.lineno, base, alias.name))
+    return [(line, m, name) for line, m, name in found if m == "ember" or m.startswith("ember.")]
+
+
+def imported_modules(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
+    """(line, module) for every ember module `path` imports, at any depth of the file."""
+    return [(line, m) for line, m, _ in imports(path, root)]
+
+
+def _private(part: str) -> bool:
+    return part.startswith("_") and not part.startswith("__")
+
+
+def private_owner(module: str, name: str | None, root: Path = ROOT) -> str | None:
+    """The package that what an import takes is private to, None when it is public: a private module
+    `a.b._c` (and all under it) belongs to `a.b`; a private name of module `a.b.m` to `a.b` (of a
+    package `a.b`'s `__init__`, to `a.b`)."""
+    parts = module.split(".")
+    for i, part in enumerate(parts):
+        if _private(part):
+            return ".".join(parts[:i])
+    if name is not None and _private(name):
+        is_package = (root.parent / module.replace(".", "/") / "__init__.py").exists()
+        return module if is_package else module.rpartition(".")[0]
+    return None
+
+
+def private_imports(path: Path, root: Path = ROOT) -> list[str]:
+    """The imports of `path` that take a private module or name of another package."""
+    this = module_name(path, root)
+    package = this if path.name == "__init__.py" else this.rpartition(".")[0]
+    bad = []
+    for line, module, name in imports(path, root):
+        owner = private_owner(module, name, root)
+        if owner is not None and package != owner and not package.startswith(owner + "."):
+            bad.append(f"line {line}: {module}{'' if name is None else '.' + name} (private to {owner})")
+    return bad
 
 
 SOURCES = sorted(ROOT.rglob("*.py"))
@@ -90,6 +126,76 @@ def test_the_checker_sees_lazy_relative_and_from_package_imports(tmp_path):
                      "    from . import ir\n    from ember import jit\n")
     assert imported_modules(probe, root) == [(3, "ember.api.jit"), (4, "ember.passes.vmap"), (5, "ember.tracer.ir"),
                                              (6, "ember")]
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: module_name(p))
+def test_module_imports_nothing_private_of_another_package(path):
+    """A private module (`_core`, `_util`) or name (`_state`) is its package's own: what another package
+    needs is made public in its module."""
+    bad = private_imports(path)
+    assert not bad, f"{module_name(path)} imports private parts of other packages: {bad}"
+
+
+def test_the_private_import_checker_sees_modules_names_and_packages(tmp_path):
+    root = tmp_path / "ember"
+    (root / "numpy").mkdir(parents=True)
+    (root / "api").mkdir()
+    (root / "numpy" / "__init__.py").write_text("")
+    for name in ("_core.py", "util.py", "_shape.py"):
+        (root / "numpy" / name).write_text("")
+    (root / "api" / "trace.py").write_text("")
+    probe = root / "api" / "probe.py"
+    probe.write_text("from ember.numpy._core import plain\nfrom ember.numpy import util, _core\n"
+                     "from ember.numpy.util import _hidden, shown as _alias\nimport ember.numpy._shape\n"
+                     "from ember.numpy import _name\nfrom .trace import _state\nfrom ember.numpy import __version__\n")
+    assert private_imports(probe, root) == [
+        "line 1: ember.numpy._core.plain (private to ember.numpy)",
+        "line 2: ember.numpy._core (private to ember.numpy)",
+        "line 3: ember.numpy.util._hidden (private to ember.numpy)",
+        "line 4: ember.numpy._shape (private to ember.numpy)",
+        "line 5: ember.numpy._name (private to ember.numpy)"]
+    inside = root / "numpy" / "util.py"
+    inside.write_text("from ember.numpy._core import plain\nfrom ._shape import _helper\n")
+    assert private_imports(inside, root) == []
+
+
+# The packages above the tracer and ember.numpy: no module of them may import, at any depth of the file
+# (lazily or for type checking too), a module that imports it back. A module reading its own package
+# (a registry in its __init__) is no edge: importing the module has imported its package already.
+ACYCLIC = ("ember.passes", "ember.backends", "ember.viz", "ember.api")
+
+
+def test_no_import_circles_among_passes_backends_viz_and_api():
+    graph = {me: {m for _, m in imported_modules(p) if not me.startswith(m + ".")} for p in SOURCES
+             if (me := module_name(p)).startswith(ACYCLIC)}
+    circles = []
+
+    def walk(m, path):
+        for d in sorted(graph.get(m, ())):
+            if d in path:
+                circles.append(path[path.index(d):] + [d])
+            elif d in graph and d not in done:
+                walk(d, path + [d])
+        done.add(m)
+
+    done: set[str] = set()
+    for m in sorted(graph):
+        if m not in done:
+            walk(m, [m])
+    assert not circles, f"import circles: {[' -> '.join(c) for c in circles]}"
+
+
+def test_recording_refusals_reaches_no_renderer():
+    """passes/explain.py records; rendering the report is viz's: nothing the recorder or the stages that
+    keep refusals import, at any depth, is viz, the memory report or the api."""
+    imported = {module_name(p): {m for _, m in imported_modules(p)} for p in SOURCES}
+    reached, todo = set(), ["ember.passes.explain", "ember.passes.stages"]
+    while todo:
+        m = todo.pop()
+        if m not in reached:
+            reached.add(m)
+            todo += imported.get(m, ())
+    assert not sorted(m for m in reached if m.startswith(("ember.viz", "ember.api")) or "memory_report" in m)
 
 
 # --- the seams that keep the layers apart ---------------------------------------------------------

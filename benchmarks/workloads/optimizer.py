@@ -2,7 +2,7 @@
 gradient (seed 000: about 1000 scatter updates, ~55k traced nodes), at 1/4, 1/2 and all of its updates.
 
 The phases are timed separately, each on the previous one's result, as `jit(f).lower(...).compile()`
-runs them: tracing (with autodiff), the pass pipeline (`ember.backends.compile.lower_graph`: inline, the
+runs them: tracing (with autodiff), the pass pipeline (`ember.api.compile.lower_graph`: inline, the
 optimizations, the memory plan, stages recorded) and the backend's compile. The garbage collector runs
 during the samples: collecting the graphs these phases build is part of what they cost.
 """
@@ -18,7 +18,7 @@ from benchmarks.derived import Derived
 from benchmarks.frameworks import Ember, RunConfig
 from benchmarks.harness import Case, Impl, Prepared, Row, check_close
 from benchmarks.workloads import cosine
-from ember.backends.compile import compile_graph, lower_graph
+from ember.api.compile import compile_graph, lower_graph
 
 NAME = "optimizer"
 TITLE = "trace, optimize and compile the naive-loop cosine gradient (seed 000), by number of updates"
@@ -39,7 +39,7 @@ B = 4, 8, 16: 256, 512 and 1024 scatter updates, the largest graph of the seeds 
 B = 1, 2, 4: 8, 16, 32 updates). Each phase of `jit(f).lower(a, b).compile()` is timed on its own, on the
 previous phase's result: *trace* is tracing with autodiff (`lower` with `optimize=False`, which adds only
 inlining and the naive memory plan), *optimize* the pass pipeline as `lower` runs it
-(`ember.backends.compile.lower_graph`: inline, the optimizations, the memory plan), *compile* the backend's
+(`ember.api.compile.lower_graph`: inline, the optimizations, the memory plan), *compile* the backend's
 compile of the optimized graph and its plan, without the disk cache (its result is checked against the
 hand-written NumPy gradient first). The GC runs during these samples (collecting the graphs is part of the
 cost). Notes give the node counts; the derived ratios t(n) / t(n/2) say how each phase scales: 2 is linear."""

@@ -14,7 +14,6 @@ import numpy as np
 
 from ember.api.custom import closure_convert
 from ember.api.tracing import (
-    Transformed,
     arg_name,
     check_callable,
     fun_name,
@@ -23,6 +22,7 @@ from ember.api.tracing import (
     trace_for_call,
     trace_pytree,
 )
+from ember.api.transformed import Transformed
 from ember.errors import (
     ArgumentValueError,
     EmberError,
@@ -172,7 +172,7 @@ class _Backward:
         if is_tracing() or not self.compiled:
             return eval_graph(self.graph, residuals + cts)
         if self._executable is None:
-            from ember.backends.compile import compile_graph
+            from ember.api.compile import compile_graph
 
             self._executable = compile_graph(self.graph, donate=())[0]
         return self._executable(*[np.asarray(r) for r in residuals], *cts)
@@ -257,7 +257,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         n_out = len(graph.outputs)
         forward, backward, _ = split_forward_backward(_differentiate(vjp_graph, graph, mask), len(leaves), n_out)
         if not is_tracing() and not known:  # the residuals are read by every call of the pullback: never donated
-            from ember.backends.compile import compile_graph
+            from ember.api.compile import compile_graph
 
             fwd_out = compile_graph(forward, donate=())[0](*[np.asarray(x) for x in leaves])
         else:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
+from ember.api.jit import jit
 from ember.api.tracing import (
     ARRAY_LEAF_TYPES,
-    Transformed,
     arg_name,
     call_with_known_values,
     check_callable,
@@ -23,6 +23,7 @@ from ember.api.tracing import (
     leaf_avals,
     trace_pytree,
 )
+from ember.api.transformed import Transformed
 from ember.errors import (
     ArgumentError,
     BatchingError,
@@ -153,8 +154,6 @@ class _Vmapped(Transformed):
     def _with_statics(self):
         """The implicit jit for calls with static leaves: they come first, as one static argument."""
         if self._static_jit is None:
-            from ember.api.jit import jit
-
             self._static_jit = jit(self._run, static_argnums=0)
             self._static_jit.__name__ = f"vmap({fun_name(self.__wrapped__)})"
         return self._static_jit

@@ -6,8 +6,9 @@ keywords, no statics) takes a hit path keyed by their shapes and dtypes, with no
 NumPy scalar among them is keyed by its type (which fixes its dtype and weak type) and converted to
 the 0-d array the executable takes.
 Caches are bounded (LRU) and shared: they belong to the underlying function (held weakly) and the
-options, not to the wrapper object. Inside another trace a jitted function's graph (traced once per
-signature) is re-emitted, so transforms see through it.
+options, not to the wrapper object (api/cache.py). Inside another trace a jitted function's graph (traced
+once per signature) is re-emitted, so transforms see through it. What `lower` returns is in
+api/lowered.py; EMBER_DUMP_DIR's dumps in api/dumps.py.
 """
 
 from __future__ import annotations
@@ -16,17 +17,16 @@ import contextlib
 import functools
 import inspect
 import os
-import threading
 import time
 import types
-import weakref
-from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 import numpy as np
 
 import ember.config as config
+from ember.api.cache import DEFAULT_CACHE_SIZE, CacheInfo, Entry, ScalarHit, shared_cache
+from ember.api.dumps import dump_when_asked
+from ember.api.lowered import PY_SCALAR_DTYPES, Lowered, Statics
 from ember.api.tracing import (
     ARRAY_LEAF_TYPES,
     check_callable,
@@ -36,30 +36,20 @@ from ember.api.tracing import (
     to_array,
     trace_pytree,
 )
-from ember.backends import available_backends, default_backend, get_backend, one_time_seconds
-from ember.backends.compile import compile_graph
-from ember.backends.outputs import check_out
+from ember.backends import available_backends, default_backend, get_backend
 from ember.errors import (
-    ArgumentError,
     ArgumentValueError,
     TracerEscapeError,
     api_boundary,
     filter_traceback,
     user_location,
 )
-from ember.passes.explain import Explanation
-from ember.passes.memory import MemoryReport
 from ember.passes.pipeline import disabled_passes
 from ember.passes.pipeline import optimize as run_pipeline
-from ember.passes.stages import Stage, StageRecorder, recording
-from ember.tracer import dtypes
+from ember.passes.stages import StageRecorder, recording
 from ember.tracer.ir import Graph
-from ember.tracer.trace import Tracer, eval_graph
-from ember.tracer.trace import _state as _trace_state  # read directly on the hit path: is_tracing() costs 70 ns
-from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_path, tree_unflatten
-
-CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "size", "maxsize"])
-DEFAULT_CACHE_SIZE = 128
+from ember.tracer.trace import Tracer, eval_graph, trace_state  # trace_state: read directly on the hit path
+from ember.tree import tree_flatten, tree_unflatten
 
 
 def _as_tuple(x) -> tuple:
@@ -68,376 +58,6 @@ def _as_tuple(x) -> tuple:
     if isinstance(x, (int, str)):
         return (x,)
     return tuple(x)
-
-
-@dataclass(frozen=True)
-class Timings:
-    """Where the time to make a compiled function went, in seconds: `trace` (tracing, grad and vmap
-    included), `optimize` (the pass pipeline and memory plan) and, once compiled, `compile` (the
-    backend's whole step: for llvm, generating IR and running LLVM, or loading the code from the
-    disk cache, then linking), of which `native` is the part past the cache lookup (`from_cache`:
-    whether it was a load); None where that has not run or the backend has no such part (numpy).
-    `one_time` is the process's one-time setup this compile paid for, apart from `compile`: loading
-    the backend (imports, LLVM's initialization), binding a library on first use (BLAS, scipy.special);
-    None for every function compiled after that setup. Their sum is the wall time of the function's
-    first call, less running it (a jitted call's own cost: microseconds)."""
-
-    trace: float
-    optimize: float
-    compile: float | None = None
-    native: float | None = None
-    from_cache: bool | None = None
-    one_time: float | None = None
-
-    @property
-    def total(self) -> float:
-        """trace + optimize + compile + one_time (those that ran)."""
-        return sum(t for t in (self.trace, self.optimize, self.compile, self.one_time) if t is not None)
-
-    def __str__(self) -> str:
-        def ms(s: float | None) -> str:
-            return "not yet" if s is None else f"{s * 1e3:.2f} ms"
-
-        native = "" if self.native is None else \
-            f" ({'disk cache load' if self.from_cache else 'LLVM'} {ms(self.native)} of it)"
-        text = f"trace {ms(self.trace)}, optimize {ms(self.optimize)}, compile {ms(self.compile)}{native}"
-        if self.one_time is not None:
-            text += f"; once per process: {ms(self.one_time)} (loading the backend, binding libraries)"
-        return text
-
-
-class Lowered:
-    """A traced and optimized function: its stages, graphs, text, dumps, and `compile()`."""
-
-    def __init__(self, name: str, stages: list[Stage], in_tree: PyTreeDef, out_tree: PyTreeDef,
-                 backend: str, statics: _Statics, disabled: tuple[str, ...] = (),
-                 seconds: tuple[float, float] = (0.0, 0.0)):
-        self.name = name
-        self.disabled = disabled  # the optional passes switched off (all of them with optimize=False)
-        self.stages = stages
-        self.in_tree = in_tree
-        self.out_tree = out_tree
-        self.backend = backend
-        self.statics = statics
-        self._executable = None
-        self._seconds = seconds  # (trace, optimize)
-        self._compile_seconds: float | None = None
-        self._one_time_seconds: float | None = None
-
-    def stage(self, name: str) -> Stage:
-        for s in self.stages:
-            if s.name == name:
-                return s
-        raise KeyError(f"no stage {name!r}; stages: {[s.name for s in self.stages]}")
-
-    @property
-    def stage_names(self) -> list[str]:
-        return [s.name for s in self.stages]
-
-    @property
-    def graph(self) -> Graph:
-        """The graph as traced (after any grad/vmap transforms, before optimization)."""
-        return self.stage("traced").graph
-
-    @property
-    def optimized(self) -> Graph:
-        """The graph after the pipeline (with optimize=False: the traced one with custom_vjp inlined)."""
-        return self.stages[-1].graph
-
-    def text(self, stage: str = "optimized") -> str:
-        from ember.viz.text import stage_text
-
-        s = self.stages[-1] if stage == "optimized" else self.stage(stage)
-        return stage_text(s)
-
-    def dump(self, path: str, stages: Iterable[str] | None = None, formats=None) -> list[str]:
-        """Write the chosen stages (all by default) as text, DOT and SVG files under `path`, and with
-        format "code" (a default one) the backend's generated code: it compiles first, then writes
-        `<name>.source.py` (numpy) or `<name>.ll` and `<name>.s` (llvm)."""
-        from ember.viz.dump import wants_code, write_code, write_stages
-
-        chosen = self.stages if stages is None else [self.stage(n) for n in stages]
-        written = write_stages(chosen, path, formats, name=self.name)
-        if wants_code(formats):
-            self.compile()
-            written += write_code(self._executable, path, self.name)
-        return written
-
-    def source(self) -> str:
-        """The code the backend generated for the optimized graph (Python for the numpy backend, LLVM
-        IR for llvm)."""
-        self.compile()
-        src = getattr(self._executable, "source", None)
-        if src is None:
-            raise NotImplementedError(f"the {self.backend} backend does not expose generated code")
-        return src
-
-    def asm(self) -> str:
-        """The assembly the backend generated for the optimized graph (llvm); backends that generate
-        none (numpy: see `source()`) raise NotImplementedError."""
-        self.compile()
-        asm = getattr(self._executable, "asm", None)
-        if callable(asm):
-            asm = asm()
-        if asm is None:
-            raise NotImplementedError(f"the {self.backend} backend generates no assembly; Lowered.source() shows "
-                                      "the code it generates")
-        return asm
-
-    def memory(self) -> MemoryReport:
-        """The memory plan as a report: peak bytes of intermediates, buffers, bytes saved by in-place
-        reuse and by donation, a per-buffer table (`print` it) and `.plot(path)` of the timeline."""
-        return MemoryReport.of(self.stages[-1].plan, self.optimized)
-
-    def explain(self) -> Explanation:
-        """Why each edge was not fused and each value not written in place (rule, nodes, user's line),
-        with the fusions and in-place writes that were made; print it to read the report."""
-        return Explanation.of(self.stages, self.name, self.disabled)
-
-    def compile(self) -> Compiled:
-        if self._executable is None:
-            setup, start = one_time_seconds(), time.perf_counter()
-            get_backend(self.backend)  # loaded once per process: one-time setup
-            self._executable, _ = compile_graph(self.optimized, backend=self.backend, plan=self.stages[-1].plan,
-                                                source=self.stage("after inline").graph, name=self.name)
-            once = one_time_seconds() - setup  # the process's setup this compile ran, not its own work
-            self._compile_seconds = time.perf_counter() - start - once
-            self._one_time_seconds = once or None
-        return Compiled(self)
-
-    def timings(self) -> Timings:
-        """How long tracing, optimizing and (once `compile()` ran) the backend's compile step and the
-        process's one-time setup it paid for took."""
-        exe = getattr(self._executable, "executable", self._executable)
-        return Timings(*self._seconds, self._compile_seconds, getattr(exe, "compile_seconds", None),
-                       getattr(exe, "from_cache", None), self._one_time_seconds)
-
-
-class Compiled:
-    """A compiled function for one signature; call it with the dynamic arguments of that signature
-    (static arguments were fixed when lowering, as in JAX). `out=` writes the results into arrays
-    the caller gives (see `__call__`)."""
-
-    def __init__(self, lowered: Lowered):
-        self.lowered = lowered
-        exe = lowered._executable
-        self._unchecked = getattr(exe, "unchecked", exe)
-        self._single = lowered.out_tree.node is None
-        avals = lowered.graph.in_avals
-        plain = lowered.in_tree == tree_flatten((tuple(range(len(avals))), {}))[1]
-        # the hit path: positional plain ndarrays of exactly these shapes and dtypes
-        self._fast_sig = tuple((a.shape, a.dtype) for a in avals) if plain else None
-        # per input, the scalar types taken as they are where it is 0-d (a Python float where it is float32)
-        self._scalar_types = tuple(frozenset(t for t, d in _PY_SCALAR_DTYPES.items() if d == a.dtype) | {a.dtype.type}
-                                   if a.shape == () else frozenset() for a in avals)
-        self._out_avals = lowered.optimized.out_avals
-        self._out_names = None
-        self._takes_out = "out" in (lowered.in_tree.children[1].aux or ())  # a keyword argument named out
-
-    def __call__(self, *args, out=None, **kwargs):
-        """The function's outputs for these arguments. Given `out`, arrays with the structure of the
-        outputs (one array for a single output), writes the results into them and returns them, with
-        no allocation: each must have its output's exact shape and dtype, be a C-contiguous,
-        aligned, writeable ndarray, and share memory with no argument and no other `out` array
-        (else a ValueError or TypeError, as NumPy's ufunc `out=` raises). Only compiled calls take
-        `out`; a jitted function's keyword arguments are the function's own."""
-        low = self.lowered
-        if out is not None and self._takes_out:
-            raise ArgumentError(f"compiled {low.name} was lowered with a keyword argument 'out', but out= of a "
-                                "compiled call names the arrays to write the results into: lower and call it with "
-                                "that argument passed by position", user_location())
-        arrays, sig = args, self._fast_sig
-        if kwargs or sig is None or len(args) != len(sig):
-            arrays = self._arrays(args, kwargs)
-        else:
-            for x, (shape, dtype) in zip(args, sig):
-                if type(x) is not np.ndarray or x.shape != shape or x.dtype != dtype:
-                    arrays = self._scalars_converted(args) or self._arrays(args, kwargs)
-                    break
-        checking = config.check_oracle or config.debug_nans or config.debug_infs
-        exe = low._executable if checking else self._unchecked
-        if out is None:
-            outs = exe(*arrays)
-        else:
-            outs = exe(*arrays, out=self._check_out(out, arrays))
-        return outs[0] if self._single else tree_unflatten(low.out_tree, outs)
-
-    def _scalars_converted(self, args: tuple) -> list | None:
-        """The arrays of a positional call of plain ndarrays and scalars that match the signature as
-        they are (a scalar where a 0-d input of its dtype is), scalars converted; else None."""
-        if len(args) == 1 and type(args[0]) in self._scalar_types[0]:  # the common case, without the loop
-            try:
-                return (_array(args[0], self._fast_sig[0][1]),)
-            except OverflowError:  # a Python int out of the default int's range: as the checked path says
-                return None
-        arrays = []
-        for x, (shape, dtype), taken in zip(args, self._fast_sig, self._scalar_types):
-            if type(x) is np.ndarray:
-                if x.shape != shape or x.dtype != dtype:
-                    return None
-            elif type(x) in taken or (not shape and isinstance(x, np.generic) and x.dtype == dtype):
-                try:
-                    x = _array(x, dtype)
-                except OverflowError:  # a Python int out of the default int's range: as the checked path says
-                    return None
-            else:
-                return None
-            arrays.append(x)
-        return arrays
-
-    def _arrays(self, args: tuple, kwargs: dict) -> list:
-        """The flat arrays of a call, checked against the signature (ArgumentError naming both)."""
-        low = self.lowered
-        self._reject_statics(args, kwargs)
-        dyn = (args, kwargs)
-        leaves, tree = tree_flatten(dyn)
-        avals = leaf_avals(leaves, dyn)
-        expected = low.graph.in_avals
-        if tree != low.in_tree or any(not a.same_type(b) for a, b in zip(avals, expected)):
-            got = ", ".join(a.str_short() for a in avals)
-            want = ", ".join(a.str_short() for a in expected)
-            raise ArgumentError(f"compiled {low.name} takes ({want}) structured as {low.in_tree}; got ({got}) "
-                                f"structured as {tree}", user_location())
-        return [to_array(x) for x in leaves]
-
-    def _check_out(self, out, arrays) -> list:
-        """`out` flattened and checked (ember/backends/outputs.py) against the outputs and arguments."""
-        low = self.lowered
-        if self._out_names is None:
-            paths = tree_flatten_with_path(tree_unflatten(low.out_tree, [0] * low.out_tree.num_leaves))[0]
-            self._out_names = [f"out{p}" for p, _ in paths]
-        if self._single and isinstance(out, np.ndarray):
-            flat = [out]
-        else:
-            flat, tree = tree_flatten(out)
-            if tree != low.out_tree:
-                want = low.out_tree
-                count_only = tree.node is want.node is not None and len(tree.children) != len(want.children)
-                cls = ArgumentValueError if count_only else ArgumentError  # as NumPy's out= of the wrong length
-                raise cls(f"out= of compiled {low.name} is structured as {tree}, but its outputs are structured as "
-                          f"{low.out_tree}: pass one array per output in that structure", user_location())
-        return check_out(flat, self._out_avals, arrays, self._out_names)
-
-    def _reject_statics(self, args: tuple, kwargs: dict) -> None:
-        """A TypeError naming the static arguments the call passed again (by keyword, or as extra
-        positional arguments in their places)."""
-        st = self.lowered.statics
-        named = [f"keyword argument {k!r}" for k in kwargs if k in st.names]
-        if st.positions and len(args) == st.n_dynamic + len(st.positions):
-            named += [f"argument {i}" for i in st.positions]
-        if named:
-            raise ArgumentError(f"compiled {self.lowered.name} takes only its dynamic arguments, but the call "
-                                f"passes static {', '.join(named)} again; static arguments are fixed when "
-                                "lowering: drop them from the call (lower again for other values)", user_location())
-
-
-_Statics = namedtuple("_Statics", ["positions", "names", "n_dynamic"])
-
-
-class _Entry:
-    """A compiled signature: its executable (checked: see backends/debug.py), the same without the
-    checks (`unchecked`, what runs while no debug or oracle option is on), the output structure, and
-    the hit path's keys filed for it (several: a 0-d float32 array and an np.float32 scalar reach one)."""
-
-    __slots__ = ("executable", "unchecked", "out_tree", "single", "lowered", "key", "fast_keys", "used")
-
-    def __init__(self, executable, out_tree: PyTreeDef, lowered, key):
-        self.executable, self.out_tree, self.lowered, self.key = executable, out_tree, lowered, key
-        self.unchecked = getattr(executable, "unchecked", executable)
-        self.single = out_tree.node is None  # one array out: no unflattening
-        self.fast_keys: list = []
-        self.used = 0
-
-
-class _ScalarHit:
-    """The hit path's value for a key with scalar arguments: the entry, and per positional argument the
-    dtype to convert a scalar to (None: an ndarray passed as it is)."""
-
-    __slots__ = ("entry", "dtypes", "first")
-
-    def __init__(self, entry: _Entry, dtypes: tuple):
-        self.entry, self.dtypes = entry, dtypes
-        self.first = dtypes[0] if len(dtypes) == 1 else None  # one scalar argument: no loop
-
-    def arrays(self, args: tuple) -> tuple | list:
-        """`args` as the executable takes them (OverflowError: a Python int out of its dtype's range)."""
-        if self.first is not None:
-            return (_array(args[0], self.first),)
-        return [x if d is None else _array(x, d) for x, d in zip(args, self.dtypes)]
-
-
-class _Cache:
-    """The executables of one function under one set of options, least recently used first, and the
-    graphs it was traced to inside other traces. Shared by every wrapper over that function."""
-
-    def __init__(self, maxsize: int):
-        self.maxsize = maxsize
-        self.entries: dict = {}
-        # (backend, shape, dtype, ..., scalar type, ...) of plain arrays and scalars -> an entry (a _ScalarHit
-        # where scalars are converted)
-        self.fast: dict = {}
-        self.graphs: OrderedDict = OrderedDict()  # signature inside a trace -> (graph, out_tree)
-        self.misses = self.adds = 0
-        # Every use of an entry ticks the clock: a hit, or its add, so hits = clock - adds (one store
-        # less on the hit path). entry.used is the clock at its last use: least recently used = smallest.
-        self.clock = 0
-        self._locks: dict = {}
-        self._guard = threading.Lock()
-
-    @property
-    def hits(self) -> int:
-        return self.clock - self.adds
-
-    def touch(self, entry: _Entry) -> None:
-        """Count a hit of `entry`."""
-        entry.used = self.clock = self.clock + 1
-
-    def add(self, entry: _Entry) -> None:
-        """Insert `entry`, evicting the least recently used ones (rare: a scan only when compiling, so
-        a hit costs no hashing of the key)."""
-        self.adds += 1
-        entry.used = self.clock = self.clock + 1
-        self.entries[entry.key] = entry
-        while len(self.entries) > self.maxsize:
-            old = min(self.entries.values(), key=lambda e: e.used)
-            del self.entries[old.key]
-            for k in old.fast_keys:
-                self.fast.pop(k, None)
-
-    def lock(self, key) -> threading.Lock:
-        """The lock under which signature `key` is traced and compiled once, even from many threads."""
-        with self._guard:
-            return self._locks.setdefault(key, threading.Lock())
-
-    def add_graph(self, key, graph_and_tree) -> None:
-        self.graphs[key] = graph_and_tree
-        while len(self.graphs) > self.maxsize:
-            self.graphs.popitem(last=False)
-
-    def clear(self) -> None:
-        self.entries.clear()
-        self.fast.clear()
-        self.graphs.clear()
-        self.misses = self.adds = self.clock = 0
-
-
-_shared: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def shared_cache(root, key, maxsize: int) -> _Cache:
-    """The cache for `root` (the user's function, held weakly) under `key` (transforms and options);
-    a private one when `root` cannot be weakly referenced or `key` is not hashable."""
-    try:
-        per_fun = _shared.get(root)
-        if per_fun is None:
-            per_fun = _shared[root] = {}
-        key = (key, maxsize)
-        cache = per_fun.get(key)
-    except TypeError:
-        return _Cache(maxsize)
-    if cache is None:
-        cache = per_fun[key] = _Cache(maxsize)
-    return cache
 
 
 def _static_key(v):
@@ -561,7 +181,7 @@ class Jitted:
     @api_boundary
     def __call__(self, *args, **kwargs):
         try:
-            if getattr(_trace_state, "stack", None):
+            if getattr(trace_state, "stack", None):
                 return self._call_traced(args, kwargs)
             backend = self._backend or _backend_of_env.get(_read_backend_env()) or _default_backend()
             if kwargs:
@@ -580,13 +200,13 @@ class Jitted:
             entry = cache.fast.get(sig)
             if entry is None:
                 return self._call_slow(backend, args, kwargs)
-            if entry.__class__ is _ScalarHit:  # scalars converted to 0-d arrays (np.array: about 0.1 us)
+            if entry.__class__ is ScalarHit:  # scalars converted to 0-d arrays (np.array: about 0.1 us)
                 try:
                     args = (_array(args[0], entry.first),) if entry.first is not None else entry.arrays(args)
                 except OverflowError:  # a Python int out of the default int's range: the slow path says so
                     return self._call_slow(backend, args, kwargs)
                 entry = entry.entry
-            entry.used = cache.clock = cache.clock + 1  # a hit (see _Cache.hits)
+            entry.used = cache.clock = cache.clock + 1  # a hit (see Cache.hits)
             outs = (entry.executable if config.check_oracle or config.debug_nans or config.debug_infs
                     else entry.unchecked)(*args)
             return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
@@ -614,11 +234,11 @@ class Jitted:
         if key in cache.entries:
             fast = _fast_key(backend, args, kwargs, arrays, self._static_nums)
             if fast is not None and fast[0] not in cache.fast:
-                cache.fast[fast[0]] = entry if fast[1] is None else _ScalarHit(entry, fast[1])
+                cache.fast[fast[0]] = entry if fast[1] is None else ScalarHit(entry, fast[1])
                 entry.fast_keys.append(fast[0])
         return _run(entry, arrays)
 
-    def _compile(self, key, args: tuple, kwargs: dict) -> _Entry:
+    def _compile(self, key, args: tuple, kwargs: dict) -> Entry:
         """Trace, optimize and compile one signature, once (a second thread waits and finds it)."""
         cache = self._cache
         try:
@@ -630,15 +250,12 @@ class Jitted:
                 cache.misses += 1
                 lowered = self.lower(*args, **kwargs)
                 lowered.compile()
-                entry = _Entry(lowered._executable, lowered.out_tree, lowered, key)
+                entry = Entry(lowered._executable, lowered.out_tree, lowered, key)
                 cache.add(entry)
         finally:
             with cache._guard:
                 cache._locks.pop(key, None)
-        dump_dir = os.environ.get("EMBER_DUMP_DIR")
-        if dump_dir:
-            name = getattr(self, "__name__", fun_name(self._fun))
-            lowered.dump(_dump_path(dump_dir, f"{_safe(name)}_{cache.misses}"))
+        dump_when_asked(lowered, getattr(self, "__name__", fun_name(self._fun)), cache.misses)
         return entry
 
     def _call_traced(self, args: tuple, kwargs: dict):
@@ -674,7 +291,7 @@ class Jitted:
             run_pipeline(graph, self._flat_donate(args), self._disabled)
             seconds = (traced - start, time.perf_counter() - traced)
         static_pos, static_kw = statics or ((), ())
-        info = _Statics(tuple(i for i, _ in static_pos), frozenset(k for k, _ in static_kw) | self._static_names,
+        info = Statics(tuple(i for i, _ in static_pos), frozenset(k for k, _ in static_kw) | self._static_names,
                         len(dyn_args))
         return Lowered(fun_name(self._fun), rec.stages, in_tree, out_tree, self._backend or _default_backend(), info,
                        self._disabled, seconds)
@@ -705,7 +322,7 @@ class Jitted:
         return f"<jit of {fun_name(self._fun)}>"
 
 
-def _run(entry: _Entry, arrays) -> object:
+def _run(entry: Entry, arrays) -> object:
     """Run a cached entry: the backend's executable itself unless a debug or oracle check is on."""
     exe = entry.executable if config.check_oracle or config.debug_nans or config.debug_infs else entry.unchecked
     outs = exe(*arrays)
@@ -716,7 +333,6 @@ def _is_array_leaf(x) -> bool:
     return isinstance(x, ARRAY_LEAF_TYPES)
 
 
-_PY_SCALAR_DTYPES = {float: dtypes.float_, int: dtypes.int_, bool: dtypes.bool_}  # as dtypes.scalar_dtype
 _array = np.array  # a local name: 30 ns less than np.array on the hit path
 
 
@@ -731,7 +347,7 @@ def _fast_key(backend: str, args: tuple, kwargs: dict, arrays: list, static_nums
         if type(x) is np.ndarray and a is x:
             sig += (x.shape, x.dtype)
             convert.append(None)
-        elif type(x) in _PY_SCALAR_DTYPES or isinstance(x, np.generic):
+        elif type(x) in PY_SCALAR_DTYPES or isinstance(x, np.generic):
             sig += (type(x),)  # the type fixes the dtype (and the weak type) the slow path gave `a`
             convert.append(a.dtype)
         else:
@@ -759,23 +375,6 @@ def _default_backend() -> str:
     if name is None:
         name = _backend_of_env[raw] = default_backend()
     return name
-
-
-_dumped: set[str] = set()
-
-
-def _dump_path(dump_dir: str, base: str) -> str:
-    """dump_dir/base, or dump_dir/base_2, _3, ... when this process already dumped there (two
-    functions with one name, e.g. two lambdas), so no dump overwrites another."""
-    path, k = os.path.join(dump_dir, base), 2
-    while path in _dumped:
-        path, k = os.path.join(dump_dir, f"{base}_{k}"), k + 1
-    _dumped.add(path)
-    return path
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "_-" else "_" for c in name)
 
 
 def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), donate_argnums=(),

@@ -17,15 +17,13 @@ from ember.errors import (
     ConcretizationError,
     DTypeError,
     TracerEscapeError,
-    api_boundary,
-    filter_traceback,
     user_location,
 )
-from ember.numpy._core import plain_array
+from ember.numpy.util import plain_array
 from ember.tracer import dtypes
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph
-from ember.tracer.prims._util import PY_SCALARS as _PY_SCALARS
+from ember.tracer.prims.util import PY_SCALARS as _PY_SCALARS
 from ember.tracer.trace import Tracer, current_builder, eval_graph, is_tracing, new_builder
 from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_path, tree_unflatten
 
@@ -255,81 +253,6 @@ def _concrete_output(x) -> np.ndarray:
                                     user_location())
         return np.array(v, copy=True)
     return np.array(to_array(x), copy=True)
-
-
-_MAX_REMEMBERED = 256
-
-
-def _signature(args: tuple, kwargs: dict):
-    """Structure and avals of a call: an abstract trace fails or succeeds alike for every call with it."""
-    leaves, tree = tree_flatten((args, kwargs))
-    return tree, tuple(leaf_avals(leaves, (args, kwargs)))
-
-
-def cache_key_of(fun: Callable):
-    """(root function, chain of (transform, options)) naming the compiled cache of `fun`, or None when
-    it cannot be shared (a transform without hashable options)."""
-    key = getattr(fun, "_cache_key", None)
-    return key() if callable(key) else (fun, ())
-
-
-class Transformed:
-    """A transformed function (grad, vmap, ...): inlined while tracing, compiled and cached by an
-    implicit jit when called with concrete arrays; its cache is shared by every wrapper of the same
-    function with the same options. A call that needs concrete values (Python control flow on them)
-    falls back to evaluating with values known, for that call only."""
-
-    def __init__(self, impl: Callable, wrapped: Callable, kind: str, options=None):
-        functools.update_wrapper(self, wrapped)
-        self._impl = impl
-        self._kind = kind
-        self._options = options
-        self._jitted = None
-        self._needs_values: set = set()  # signatures whose trace needed concrete values
-
-    @api_boundary
-    def __call__(self, *args, **kwargs):
-        try:
-            if is_tracing():
-                return self._impl(*args, **kwargs)
-            if self._needs_values and _signature(args, kwargs) in self._needs_values:
-                return call_with_known_values(self._impl, args, kwargs)
-            try:
-                return (self._jitted or self._jit())(*args, **kwargs)
-            except ConcretizationError:
-                if len(self._needs_values) >= _MAX_REMEMBERED:
-                    self._needs_values.clear()
-                self._needs_values.add(_signature(args, kwargs))
-                return call_with_known_values(self._impl, args, kwargs)
-        except Exception as e:
-            filter_traceback(e)
-            raise
-
-    def _cache_key(self):
-        if self._options is None:
-            return None
-        inner = cache_key_of(self.__wrapped__)
-        if inner is None:
-            return None
-        root, chain = inner
-        return root, chain + ((self._kind, self._options),)
-
-    def _jit(self):
-        if self._jitted is None:
-            from ember.api.jit import Jitted
-
-            self._jitted = Jitted(self._impl, cache_key=self._cache_key())
-            self._jitted.__name__ = f"{self._kind}({fun_name(self.__wrapped__)})"
-        return self._jitted
-
-    def lower(self, *args, **kwargs):
-        return self._jit().lower(*args, **kwargs)
-
-    def cache_info(self):
-        return self._jit().cache_info()
-
-    def __repr__(self):
-        return f"<{self._kind} of {fun_name(self.__wrapped__)}>"
 
 
 def inline(graph: Graph, leaves: Sequence) -> list:

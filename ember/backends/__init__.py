@@ -1,5 +1,6 @@
-"""Backend registry: `compile(graph, plan) -> Executable`, selected by name. jit and vjp reach a
-backend only through `ember.backends.compile.compile_graph`, which lowers the graph and computes the plan.
+"""Backend registry: `compile(graph, plan) -> Executable`, selected by name. A backend compiles the
+graph under the memory plan it is given and never plans memory itself: jit and vjp reach a backend only
+through `ember.api.compile.compile_graph`, which lowers the graph and computes the plan.
 
 An Executable is called with flat arrays and returns a list of flat arrays that the caller owns:
 never an argument, a constant or a read-only view, and never the same array twice (writing into one
@@ -35,7 +36,7 @@ class Executable(Protocol):
 class Backend(Protocol):
     name: str
 
-    def compile(self, graph: Graph, plan: Plan | None = None) -> Executable: ...
+    def compile(self, graph: Graph, plan: Plan) -> Executable: ...
 
 
 _loaders: dict[str, Callable[[], Backend]] = {}

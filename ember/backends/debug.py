@@ -21,12 +21,16 @@ executable itself, or the wrapper when donated arguments must first be unshared.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 import ember.config as config
 from ember.tracer.ir import Graph, Node, Var
 from ember.tracer.primitive import impl_rules
+
+if TYPE_CHECKING:
+    from ember.passes.memory import Plan
 
 # what is looked for: config attribute -> (name in messages, test of one array)
 _KINDS: dict[str, tuple[str, Callable[[np.ndarray], bool]]] = {
@@ -53,17 +57,19 @@ def unshare_donated(args: Sequence, donated: frozenset) -> Sequence:
 
 class Checked:
     """An Executable that checks its outputs for new NaNs/infs while the debug options are on, and
-    against the oracle while check_oracle is on."""
+    against the oracle while check_oracle is on. `oracle_plan` gives the naive plan of `source` (the
+    caller plans memory, not the backends), asked for at the first oracle check."""
 
-    __slots__ = ("executable", "source_graph", "donated", "name", "is_oracle", "_oracle", "unchecked")
+    __slots__ = ("executable", "source_graph", "donated", "name", "is_oracle", "oracle_plan", "_oracle", "unchecked")
 
     def __init__(self, executable, source: Graph, donated: Sequence[int] = (), name: str = "a compiled function",
-                 is_oracle: bool = False):
+                 is_oracle: bool = False, oracle_plan: Callable[[], Plan] | None = None):
         self.executable = executable
         self.source_graph = source  # before optimization: the user's nodes and consts
         self.donated = frozenset(donated)
         self.name = name
         self.is_oracle = is_oracle  # the source graph with the naive plan on the numpy backend
+        self.oracle_plan = oracle_plan
         self._oracle = None
         # what a caller may run instead while no check option is on (jit's hit path): the executable
         # itself, unless donated arguments must first be unshared
@@ -93,10 +99,11 @@ class Checked:
             check(self.source_graph, args, outs)
         if self._oracle is None:
             from ember.backends.numpy import NumpyExecutable
-            from ember.passes.memory import plan_memory
 
-            self._oracle = NumpyExecutable(self.source_graph, plan_memory(self.source_graph, inplace=False),
-                                           check=False)
+            if self.oracle_plan is None:
+                raise ValueError(f"{self.name}: check_oracle is on, but the executable was wrapped without "
+                                 "oracle_plan (the naive plan of its source graph)")
+            self._oracle = NumpyExecutable(self.source_graph, self.oracle_plan(), check=False)
         with np.errstate(all="ignore"):
             expected = self._oracle(*saved)  # the naive plan writes no input
         check_against_oracle(self.name, args, saved, outs, expected, self.donated)

@@ -26,7 +26,7 @@ from ember.errors import EmberError
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Literal
 from ember.tracer.primitive import impl_rules
-from ember.tracer.prims.reduce import _identity
+from ember.tracer.prims.reduce import identity as _identity
 
 
 class KernelError(EmberError, ValueError):

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from ember.backends import one_time
-from ember.passes.memory import CONST, INPUT, Plan, last_uses, plan_memory
+from ember.passes.memory import CONST, INPUT, Plan, last_uses
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Literal, Node, Var
 from ember.tracer.primitive import impl_rules, primitives, ufunc_of
@@ -68,11 +68,11 @@ def _copy_into(out, result):
 
 
 class NumpyExecutable:
-    """A graph compiled to a Python function over NumPy arrays."""
+    """A graph compiled to a Python function over NumPy arrays, under the memory plan it is given."""
 
-    def __init__(self, graph: Graph, plan: Plan | None = None, check: bool | None = None):
+    def __init__(self, graph: Graph, plan: Plan, check: bool | None = None):
         self.graph = graph
-        self.plan = plan if plan is not None else plan_memory(graph)
+        self.plan = plan
         self.check = CHECK if check is None else check
         gen = _Codegen(graph, self.plan, self.check)
         self.source = gen.source
@@ -309,7 +309,7 @@ def _check(node, res):
 class NumpyBackend:
     name = "numpy"
 
-    def compile(self, graph: Graph, plan: Plan | None = None) -> NumpyExecutable:
+    def compile(self, graph: Graph, plan: Plan) -> NumpyExecutable:
         return NumpyExecutable(graph, plan)
 
 

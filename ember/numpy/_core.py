@@ -21,9 +21,9 @@ from ember.errors import (
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.ir import Literal
-from ember.tracer.prims._util import PY_SCALARS as _SCALARS
-from ember.tracer.prims._util import is_python_scalar as _is_python_scalar
-from ember.tracer.prims._util import shape_of  # noqa: F401  (ember.numpy's modules import it from here)
+from ember.tracer.prims.util import PY_SCALARS as _SCALARS
+from ember.tracer.prims.util import is_python_scalar as _is_python_scalar
+from ember.tracer.prims.util import shape_of  # noqa: F401  (ember.numpy's modules import it from here)
 from ember.tracer.trace import Tracer, is_tracing, stage_const
 
 Array = Tracer | np.ndarray
@@ -136,7 +136,10 @@ ARRAY_PARAMS: dict[str, tuple[int, ...] | str] = {
                      "log10", "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum",
                      "mod", "multiply", "negative", "not_equal", "positive", "power", "reciprocal", "remainder",
                      "round", "sign", "sin", "sqrt", "square", "subtract", "tanh", "true_divide", "where",
-                     "einsum", "atleast_1d", "atleast_2d", "broadcast_arrays"], _ALL),
+                     "einsum", "atleast_1d", "atleast_2d", "broadcast_arrays",
+                     "tan", "arctan", "atan", "arcsin", "asin", "arccos", "acos", "arctan2", "atan2", "sinh", "cosh",
+                     "arcsinh", "asinh", "arccosh", "acosh", "arctanh", "atanh",
+                     "cbrt", "copysign", "exp2", "hypot", "logaddexp", "logaddexp2", "nextafter"], _ALL),
     **dict.fromkeys(["all", "amax", "amin", "any", "argmax", "argmin", "max", "mean", "min", "prod", "std",
                      "sum", "var", "broadcast_to", "expand_dims", "flip", "moveaxis", "ravel", "reshape",
                      "squeeze", "swapaxes", "transpose", "split", "empty_like", "ones_like", "zeros_like",

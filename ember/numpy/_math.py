@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import math
 
 import numpy as np
 
@@ -39,8 +38,21 @@ expm1 = _unary(P.expm1, "expm1", True)
 tanh = _unary(P.tanh, "tanh", True)
 sin = _unary(P.sin, "sin", True)
 cos = _unary(P.cos, "cos", True)
+tan = _unary(P.tan, "tan", True)
+arctan = atan = _unary(P.atan, "arctan", True)
+arcsin = asin = _unary(P.asin, "arcsin", True)
+arccos = acos = _unary(P.acos, "arccos", True)
+sinh = _unary(P.sinh, "sinh", True)
+cosh = _unary(P.cosh, "cosh", True)
+arcsinh = asinh = _unary(P.asinh, "arcsinh", True)
+arccosh = acosh = _unary(P.acosh, "arccosh", True)
+arctanh = atanh = _unary(P.atanh, "arctanh", True)
 sqrt = _unary(P.sqrt, "sqrt", True)
 isfinite = _unary(P.is_finite, "isfinite", True)
+cbrt = _unary(P.cbrt, "cbrt", True)
+exp2 = _unary(P.exp2, "exp2", True)
+log2 = _unary(P.log2, "log2", True)      # primitives of their own: correctly rounded where the result is
+log10 = _unary(P.log10, "log10", True)   # exact (log2(8) == 3, log10(1000) == 3), unlike log(x) * constant
 negative = _unary(P.neg, "negative")
 sign = _unary(P.sign, "sign")
 
@@ -60,6 +72,24 @@ greater = _binary(P.gt, "greater")
 greater_equal = _binary(P.ge, "greater_equal")
 bitwise_and = _binary(P.and_, "bitwise_and")
 bitwise_or = _binary(P.or_, "bitwise_or")
+nextafter = _binary(P.nextafter, "nextafter", True)
+copysign = _binary(P.copysign, "copysign", True)
+logaddexp = _binary(P.logaddexp, "logaddexp", True)
+logaddexp2 = _binary(P.logaddexp2, "logaddexp2", True)
+arctan2 = atan2 = _binary(P.atan2, "arctan2", True)
+
+
+def hypot(x1, x2):
+    """sqrt(x1**2 + x2**2) without overflow or underflow, as jax.numpy.hypot computes it (the larger
+    magnitude times sqrt(1 + (smaller / larger)**2); inf where either is infinite, even beside a NaN), so
+    its gradient is JAX's too."""
+    x1, x2 = elementwise(lambda *xs: xs, "hypot", x1, x2, to_float=True)
+    x1, x2 = abs(x1), abs(x2)
+    at_inf = logical_or(equal(x1, np.inf), equal(x2, np.inf))
+    x1, x2 = maximum(x1, x2), minimum(x1, x2)
+    x1_is_0 = equal(x1, 0)
+    x = where(x1_is_0, x1, multiply(x1, sqrt(add(1, square(divide(x2, where(x1_is_0, 1, x1)))))))
+    return where(at_inf, np.inf, x)
 
 
 def _rounding(prim_fn, name: str):
@@ -103,14 +133,6 @@ def reciprocal(x):
     """1 / x, as jax.numpy.reciprocal: integers and bools become the default float first (NumPy would
     truncate, 1 // 2 == 0)."""
     return divide(1.0, x)
-
-
-def log2(x):
-    return multiply(log(x), 1.0 / math.log(2.0))
-
-
-def log10(x):
-    return multiply(log(x), 1.0 / math.log(10.0))
 
 
 def round(a, decimals: int = 0):

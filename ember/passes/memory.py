@@ -432,5 +432,3 @@ def _live_bytes(n: int, buffer, cls, nbytes, defined, last, inplace=()) -> tuple
                 delta[stop + 1] -= nbytes[v]
     return tuple(itertools.accumulate(delta[:n]))
 
-
-from ember.passes.memory_report import MemoryReport  # noqa: E402,F401 - re-exported: Lowered.memory() returns it

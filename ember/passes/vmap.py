@@ -18,7 +18,7 @@ from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph, Var, verified
 from ember.tracer.primitive import batch_rules, def_batch, transform_rule
-from ember.tracer.prims._util import batch_size, bdim_at_front, move_bdim
+from ember.tracer.prims.util import batch_size, bdim_at_front, move_bdim
 from ember.tracer.trace import bind, current_builder, new_builder
 
 

@@ -5,7 +5,9 @@ Each is one primitive, applied with ember.numpy's promotion (integers become the
 
 from __future__ import annotations
 
-from ember.numpy._core import dtype_weak, elementwise
+import numpy as np
+
+from ember.numpy.util import elementwise
 from ember.tracer import prims as P
 
 
@@ -37,7 +39,7 @@ def digamma(x):
 
 def polygamma(n, x):
     """The n-th derivative of digamma for an integer array n (as scipy.special.polygamma)."""
-    dt, _ = dtype_weak(n)
+    dt = np.dtype(n.dtype) if hasattr(n, "dtype") else np.asarray(n).dtype
     if dt.kind not in "iu":
         raise ValueError(f"Argument `n` to polygamma must be of integer type. Got dtype {dt}.")
     return elementwise(P.polygamma, "polygamma", n, x, to_float=True)

@@ -1,4 +1,5 @@
-"""Renderings of graphs: jaxpr-like text, Graphviz DOT, SVG (through `dot`), and stage dumps."""
+"""Renderings of graphs: jaxpr-like text, Graphviz DOT, SVG (through `dot`), stage dumps, a networkx view
+(nxgraph.py), and the reports `Lowered.explain()` and `Lowered.memory()` return (explain.py, memory_report.py)."""
 
 from ember.viz.dot import graph_to_dot
 from ember.viz.dump import write_stages

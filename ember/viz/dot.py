@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ember.passes.explain import GraphNames, fusion_body
 from ember.tracer.ir import Graph, Literal, Namer, Node, Var, format_param
+from ember.viz.names import GraphNames, fusion_body
 
 ROLE_COLORS = {
     "active": "#f8cecc",    # forward values that depend on a differentiated input

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ember.passes.explain import GraphNames, fusion_body
 from ember.passes.stages import Stage
 from ember.tracer.ir import Graph, Namer, node_text
+from ember.viz.names import GraphNames, fusion_body
 
 
 def stage_text(stage: Stage) -> str:

@@ -85,7 +85,8 @@ def test_oracle_check_turned_on_after_compiling_applies_to_cached_calls(monkeypa
     x = np.ones(3)
     jf(x)
     entry = next(iter(jf._cache.entries.values()))
-    wrong = Checked(lambda *a: [np.zeros(3)], entry.executable.source_graph, name="wrong")
+    wrong = Checked(lambda *a: [np.zeros(3)], entry.executable.source_graph, name="wrong",
+                    oracle_plan=entry.executable.oracle_plan)
     entry.executable, entry.unchecked = wrong, wrong.unchecked
     np.testing.assert_array_equal(jf(x), 0.0)  # no check: what the executable returns
     monkeypatch.setattr(ember.config, "check_oracle", True)

@@ -48,6 +48,7 @@ CASES = [
     ("grad of int input", lambda m: m.grad(lambda a: a * 1.0)(1), TypeError),
     ("grad of int output", lambda m: m.grad(lambda a: (a > 0).astype(int))(1.0), TypeError),
     ("grad argnums range", lambda m: m.grad(lambda a: a, argnums=3)(1.0), TypeError),
+    ("grad of nextafter", lambda m: m.grad(lambda a: m.numpy.nextafter(a, 2.0))(1.0), NotImplementedError),
     ("traced bool", lambda m: m.jit(lambda a: 1.0 if a > 0 else 2.0)(1.0), TypeError),
     ("traced int", lambda m: m.jit(lambda a: int(a))(1.0), TypeError),
     ("traced item", lambda m: m.jit(lambda a: a.item())(1.0), TypeError),

@@ -12,10 +12,11 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember.passes import pipeline
-from ember.passes.explain import Explanation, Refusal, collecting, compact_lines, count_prims, refuse
+from ember.passes.explain import Refusal, collecting, refuse
 from ember.passes.memory import plan_memory
 from ember.passes.stages import Stage
 from ember.tracer.ir import Graph
+from ember.viz.explain import Explanation, compact_lines, count_prims
 from tests.viz.fusing import fuse
 
 HERE = ember.make_graph(lambda x: x + 1.0)(1.0).nodes[0].loc.rpartition(":")[0]  # this file, as locs name it

@@ -11,6 +11,7 @@ import ember.numpy as jnp
 from ember.backends.debug import Checked
 from ember.backends.numpy import NumpyExecutable
 from ember.backends.outputs import check_out
+from ember.passes.memory import plan_memory
 from ember.tracer.aval import ShapedArray
 from tests.helpers import eam
 
@@ -128,7 +129,7 @@ def test_check_out_alone():
 
 def test_numpy_executable_writes_into_out():
     graph = ember.make_graph(lambda x: (x + 1, x.sum()))(np.arange(3.0))
-    exe = NumpyExecutable(graph)
+    exe = NumpyExecutable(graph, plan_memory(graph))
     out = [np.empty(3), np.empty(())]
     assert exe(np.arange(3.0), out=out) == out
     assert out[0].tolist() == [1.0, 2.0, 3.0] and float(out[1]) == 3.0
@@ -137,8 +138,9 @@ def test_numpy_executable_writes_into_out():
 
 def test_the_oracle_check_sees_an_executable_that_ignores_out():
     graph = ember.make_graph(lambda x: x + 1)(np.arange(3.0))
-    exe = NumpyExecutable(graph)
-    ignores = Checked(lambda *a, out=None: exe(*a), graph, name="ignores")
+    exe = NumpyExecutable(graph, plan_memory(graph))
+    ignores = Checked(lambda *a, out=None: exe(*a), graph, name="ignores",
+                      oracle_plan=lambda: plan_memory(graph, inplace=False))
     ignores(np.arange(3.0))  # without out: correct
     with pytest.raises(AssertionError, match="ignores: given out= arrays, the executable returned other arrays"):
         ignores(np.arange(3.0), out=[np.empty(3)])

@@ -43,6 +43,20 @@ def test_import_ember_loads_no_scipy(tmp_path):
     assert got["scipy"] == []
 
 
+def test_networkx_loads_only_for_to_networkx(tmp_path):
+    got = _run("""
+        import json, sys
+        import numpy as np
+        import ember
+        low = ember.jit(lambda x: x * 2 + 1).lower(np.ones(4, np.float32))
+        low.compile(), low.explain(), low.memory(), low.text()
+        before = "networkx" in sys.modules
+        whole = low.to_networkx().number_of_nodes() == len(low.optimized.nodes) + 1  # and the input
+        print(json.dumps({"before": before, "after": "networkx" in sys.modules, "whole": whole}))
+    """, tmp_path)
+    assert got == {"before": False, "after": True, "whole": True}
+
+
 def test_a_first_call_without_erf_or_blas_loads_no_scipy(tmp_path):
     got = _run("""
         import json, sys

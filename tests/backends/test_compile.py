@@ -7,7 +7,7 @@ import pytest
 import ember
 import ember.backends as backends
 import ember.numpy as jnp
-from ember.backends.compile import compile_graph
+from ember.api.compile import compile_graph
 from ember.passes.memory import Plan
 from ember.tracer import ShapedArray, trace_flat
 

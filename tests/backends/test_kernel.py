@@ -248,13 +248,16 @@ F, I = "float32", "int32"
 _BIN = ((3, 4), F), ((3, 4), F)
 ONE_NODE = {
     **{name: (getattr(P, name), _BIN) for name in ("add", "sub", "mul", "div", "pow", "rem", "eq", "ne", "lt",
-                                                    "le", "gt", "ge", "zeta", "polygamma")},
+                                                    "le", "gt", "ge", "atan2", "nextafter", "copysign",
+                                                    "logaddexp", "logaddexp2", "zeta", "polygamma")},
     "max": (P.maximum, _BIN), "min": (P.minimum, _BIN),
     "and": (P.and_, (((3,), "bool"), ((3,), "bool"))), "or": (P.or_, (((3,), I), ((3,), I))),
     "not": (P.not_, (((3,), "uint8"),)),
     **{name: (getattr(P, name), (((3, 4), F),)) for name in (
         "neg", "exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "abs", "sign",
-        "floor", "ceil", "round", "erf", "is_finite", "stop_gradient", "erfc", "erf_inv", "lgamma", "digamma")},
+        "floor", "ceil", "round", "erf", "is_finite", "stop_gradient", "tan", "atan", "asin", "acos", "sinh",
+        "cosh", "asinh", "acosh", "atanh", "cbrt", "exp2", "log2", "log10", "erfc", "erf_inv", "lgamma",
+        "digamma")},
     "convert_element_type": (lambda x: P.convert_element_type(x, np.int16), (((3,), F),)),
     "select": (P.select, (((3,), "bool"), ((3,), F), ((3,), F))),
     "dot_general": (lambda a, b: P.dot_general(a, b, (((1,), (0,)), ((), ()))), (((3, 4), F), ((4, 2), F))),

@@ -18,7 +18,7 @@ from ember.backends.kernel import lower_kernel
 from ember.backends.math import F32, F64, evaluate
 from ember.backends.math.numpy_emitter import NumpyEmitter
 from ember.tracer import ShapedArray, trace_flat
-from tests.backends.llvm.test_mathlib import (
+from tests.backends.llvm.test_mathlib import (  # NAMES: the functions budgeted there
     NAMES,
     _assert_specials_match,
     _check,

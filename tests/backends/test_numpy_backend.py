@@ -7,6 +7,7 @@ import ember
 import ember.backends.numpy as numpy_backend
 import ember.numpy as jnp
 from ember.backends import available_backends, default_backend, get_backend
+from ember.passes.memory import plan_memory
 from ember.tracer import ShapedArray, trace_flat
 from ember.tracer import prims as P
 from ember.tracer.primitive import impl_rules
@@ -14,7 +15,7 @@ from ember.tracer.primitive import impl_rules
 
 def _compile(fn, *shapes):
     g = trace_flat(lambda *a: list(fn(*a)), [ShapedArray(s, np.float64) for s in shapes])
-    return get_backend("numpy").compile(g)
+    return get_backend("numpy").compile(g, plan_memory(g))
 
 
 def test_registry_names_the_backends():
@@ -70,7 +71,7 @@ def test_checked_mode_catches_a_wrong_numpy_rule(monkeypatch):
     exe = _compile(lambda x: [jnp.exp(x)], (3,))
     monkeypatch.setitem(impl_rules, P.exp_p, lambda x: np.exp(x).astype(np.float32))
     with pytest.raises(AssertionError, match="exp.*float32.*f64"):
-        numpy_backend.NumpyExecutable(exe.graph, check=True)(np.ones(3))
+        numpy_backend.NumpyExecutable(exe.graph, exe.plan, check=True)(np.ones(3))
 
 
 def test_literal_and_const_outputs():

@@ -7,10 +7,16 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember.backends.numpy import NumpyExecutable
+from ember.passes.memory import plan_memory
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Node, Params, Var
 from ember.tracer.primitive import impl_rules
 from ember.tracer.prims.fusion import run_body
+
+
+def _with_plan(g: Graph) -> tuple:
+    """`g` and the memory plan the backend compiles it under."""
+    return g, plan_memory(g)
 
 
 def fused(fn, *args, kind: str) -> Graph:
@@ -52,7 +58,7 @@ def test_each_kind_runs_inline_and_matches_the_body(kind, rng):
     fn, shapes = CASES[kind]
     args = [rng.normal(size=s).astype(np.float32) for s in shapes]
     g = fused(fn, *args, kind=kind)
-    exe = NumpyExecutable(g)
+    exe = NumpyExecutable(g, plan_memory(g))
     body = g.nodes[0].params["body"]
     got = exe(*args)
     want = run_body(body, args)
@@ -78,7 +84,7 @@ def test_dot_epilogue_and_multi_output_reduction_in_one_graph(rng):
     mo_outs = [Var(a) for a in mo_body.out_avals]
     mo = Node(P.fusion_p, [s], Params(body=mo_body, kind="multi_output"), mo_outs)
     g = Graph(list(epi.inputs), [epi, scaled, mo], mo_outs).verify()
-    e, total = NumpyExecutable(g)(w, x, b)
+    e, total = NumpyExecutable(g, plan_memory(g))(w, x, b)
     t = np.tanh(w @ x + b[:, None])
     np.testing.assert_allclose(e, np.exp(t * t), rtol=1e-13)
     np.testing.assert_allclose(total, np.exp(t * t).sum(0), rtol=1e-13)
@@ -86,7 +92,7 @@ def test_dot_epilogue_and_multi_output_reduction_in_one_graph(rng):
 
 def test_the_body_is_compiled_once_not_interpreted_per_call(rng, monkeypatch):
     x = rng.normal(size=(5, 6)).astype(np.float32)
-    exe = NumpyExecutable(fused(_eam, x, kind="reduction"))
+    exe = NumpyExecutable(*_with_plan(fused(_eam, x, kind="reduction")))
 
     def forbidden(*a, **k):
         raise AssertionError("a fusion was interpreted at call time")
@@ -100,7 +106,7 @@ def test_outputs_that_are_operands_or_views_of_them_are_copies(rng):
     """A body output that is a body input, a view of one or a literal is the caller's own array."""
     x = rng.normal(size=(2, 3))
     g = fused(lambda x: (x, x.T, x.reshape(6), jnp.exp(x), 2.0), x, kind="multi_output")
-    outs = NumpyExecutable(g)(x)
+    outs = NumpyExecutable(g, plan_memory(g))(x)
     for o in outs:
         assert isinstance(o, np.ndarray) and o.flags.writeable and not np.shares_memory(o, x)
     for a, e in zip(outs, [x, x.T, x.reshape(6), np.exp(x), 2.0]):
@@ -112,7 +118,7 @@ def test_outputs_that_are_views_made_in_the_body_are_writable_copies(rng):
     x = rng.normal(size=(2, 3))
     g = fused(lambda x: (jnp.broadcast_to(jnp.sum(x, axis=0), (4, 3)), jnp.sum(x, axis=1).reshape(2, 1)), x,
               kind="reduction")
-    b, r = NumpyExecutable(g)(x)
+    b, r = NumpyExecutable(g, plan_memory(g))(x)
     for o in (b, r):
         assert o.flags.writeable and o.base is None
     b[...] = 0.0
@@ -121,7 +127,7 @@ def test_outputs_that_are_views_made_in_the_body_are_writable_copies(rng):
 
 def test_body_intermediates_are_released_in_the_body(rng):
     x = rng.normal(size=(5, 6)).astype(np.float32)
-    src = NumpyExecutable(fused(_eam, x, kind="reduction")).source
+    src = NumpyExecutable(*_with_plan(fused(_eam, x, kind="reduction"))).source
     dels = [line for line in src.splitlines() if line.strip().startswith("del ")]
     assert dels and all("b" in line for line in dels)  # body values, never the graph's input a0
 
@@ -134,6 +140,6 @@ def test_nested_fusion_bodies_are_inlined_too(rng):
     outer_out = [Var(v.aval) for v in node.outputs]
     outer = Graph([outer_in], [Node(P.fusion_p, [outer_in], Params(body=inner, kind="loop"), outer_out)],
                   outer_out).verify()
-    exe = NumpyExecutable(outer)
+    exe = NumpyExecutable(outer, plan_memory(outer))
     np.testing.assert_allclose(exe(x)[0], np.tanh(x) * 2.0, rtol=1e-15)
     assert exe.source.count("# fusion loop") == 2

@@ -8,6 +8,7 @@ import ember
 import ember.nn as nn
 import ember.numpy as jnp
 from ember.passes.autodiff import activity, grad_graph, split_forward_backward, vjp_graph
+from ember.passes.memory import plan_memory
 from ember.tracer import ShapedArray, trace_flat
 from tests.helpers import check_grads, eam, numerical_grad
 
@@ -148,8 +149,8 @@ def test_vjp_graph_and_split_forward_backward():
     bwd.verify()
     x, y, ct = _w(3), _w(3), _w(3)
     run = ember.backends.get_backend("numpy")
-    out_res = run.compile(fwd)(x, y)
-    grads = run.compile(bwd)(*out_res[1:], ct)
+    out_res = run.compile(fwd, plan_memory(fwd))(x, y)
+    grads = run.compile(bwd, plan_memory(bwd))(*out_res[1:], ct)
     np.testing.assert_allclose(out_res[0], np.tanh(x) * y)
     np.testing.assert_allclose(grads[0], ct * y * (1 - np.tanh(x) ** 2))
     np.testing.assert_allclose(grads[1], ct * np.tanh(x))

@@ -449,7 +449,7 @@ def test_pullback_residuals_are_never_written():
     np.testing.assert_allclose(rows, np.diag((1 - t ** 2) * 2 * np.exp(x64)), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(pb(np.ones(5, np.float32))[0], (1 - t ** 2) * 2 * np.exp(x64), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(pb(np.ones(5, np.float32))[0], (1 - t ** 2) * 2 * np.exp(x64), rtol=1e-4, atol=1e-6)
-    from ember.backends.compile import lower_graph
+    from ember.api.compile import lower_graph
 
     graph = pb._bwd.graph
     opt, plan, _ = lower_graph(graph)

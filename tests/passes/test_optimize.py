@@ -12,7 +12,7 @@ import ember.numpy as jnp
 import ember.passes.simplify as simplify_module
 from ember.passes.cse import cse
 from ember.passes.dce import dce
-from ember.passes.memory import Plan
+from ember.passes.memory import Plan, plan_memory
 from ember.passes.pipeline import PASSES, optimize, stage_names
 from ember.passes.simplify import FOLD_LIMIT, simplify
 from ember.tracer import ShapedArray, trace_flat
@@ -59,7 +59,7 @@ def test_simplify_rewrites_square_and_composes_transposes():
     assert "pow" not in _prims(s) and _prims(s).count("transpose") == 1
     x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
     run = ember.backends.get_backend("numpy")
-    out = run.compile(s)(x)
+    out = run.compile(s, plan_memory(s))(x)
     np.testing.assert_allclose(out[0], x**2)
     np.testing.assert_allclose(out[1], np.transpose(np.transpose(x, (1, 2, 0)), (1, 2, 0)))
 

@@ -90,6 +90,19 @@ UNARY = {
     "erf": (P.erf, _erf, (-2, 2), FLOATS, None),
     "is_finite": (P.is_finite, lambda x: ~(np.isnan(x) | np.isinf(x)), (-3, 3), FLOATS, BOOL),
     "not": (P.not_, _invert, (-5, 5), (BOOL, I32, U8), None),
+    "tan": (P.tan, lambda x: np.sin(x) / np.cos(x), (-1.2, 1.2), FLOATS, None),
+    "atan": (P.atan, lambda x: np.arcsin(x / np.sqrt(1 + x * x)), (-3, 3), FLOATS, None),
+    "asin": (P.asin, lambda x: np.arctan2(x, np.sqrt(1 - x * x)), (-0.9, 0.9), FLOATS, None),
+    "acos": (P.acos, lambda x: np.arctan2(np.sqrt(1 - x * x), x), (-0.9, 0.9), FLOATS, None),
+    "sinh": (P.sinh, lambda x: (np.exp(x) - np.exp(-x)) / 2, (-2, 2), FLOATS, None),
+    "cosh": (P.cosh, lambda x: (np.exp(x) + np.exp(-x)) / 2, (-2, 2), FLOATS, None),
+    "asinh": (P.asinh, lambda x: np.sign(x) * np.log(np.abs(x) + np.sqrt(x * x + 1)), (-3, 3), FLOATS, None),
+    "acosh": (P.acosh, lambda x: np.log(x + np.sqrt(x * x - 1)), (1.1, 3), FLOATS, None),
+    "atanh": (P.atanh, lambda x: 0.5 * np.log((1 + x) / (1 - x)), (-0.9, 0.9), FLOATS, None),
+    "cbrt": (P.cbrt, lambda x: np.sign(x) * np.abs(x) ** (1 / 3), (-3, 3), FLOATS, None),
+    "exp2": (P.exp2, lambda x: np.exp(x * np.log(2)), (-3, 3), FLOATS, None),
+    "log2": (P.log2, lambda x: np.log(x) / np.log(2), (0.1, 3), FLOATS, None),
+    "log10": (P.log10, lambda x: np.log(x) / np.log(10), (0.1, 3), FLOATS, None),
 }
 
 
@@ -171,6 +184,13 @@ BINARY = {
     "ge": (P.ge, lambda x, y: x >= y, ANY, BOOL, (-2, 2), (-2, 2)),
     "and": (P.and_, lambda x, y: x & y, (BOOL, I32, U8), None, None, None),
     "or": (P.or_, lambda x, y: x | y, (BOOL, I32, U8), None, None, None),
+    # the half-angle form (x > 0 or y != 0 here)
+    "atan2": (P.atan2, lambda y, x: 2 * np.arctan(y / (np.sqrt(x * x + y * y) + x)), FLOATS, None, (-2, 2), (0.1, 2)),
+    # nextafter's step is below the float tolerance: its bits are tested in tests/backends/test_math_explog.py
+    "nextafter": (P.nextafter, lambda x, y: x + 0 * y, FLOATS, None, None, None),
+    "copysign": (P.copysign, lambda x, y: np.where(np.signbit(y), -np.abs(x), np.abs(x)), FLOATS, None, None, None),
+    "logaddexp": (P.logaddexp, lambda x, y: np.log(np.exp(x) + np.exp(y)), FLOATS, None, None, None),
+    "logaddexp2": (P.logaddexp2, lambda x, y: np.log(2.0 ** x + 2.0 ** y) / np.log(2), FLOATS, None, None, None),
 }
 BINARY_CASES = [pytest.param(name, dt, id=f"{name}-{dt.name}") for name, spec in BINARY.items()
                 for dt in _with_f16(spec[2])]
@@ -346,7 +366,8 @@ def test_eager_rule_errors_name_the_op_and_the_callers_line():
 # --- VJP rules ------------------------------------------------------------------------------------
 
 UNARY_DIFF = ["neg", "exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "abs",
-              "erf"]
+              "erf", "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "exp2", "log2",
+              "log10"]
 UNARY_NONDIFF = ["sign", "floor", "ceil", "round", "is_finite"]
 VJP_SHAPES = [(), (5,), (2, 3), (0, 3)]
 
@@ -356,8 +377,8 @@ def test_unary_vjp(name, rng):
     fn, _, (lo, hi), _, _ = UNARY[name]
     for shape in VJP_SHAPES:
         x = rng.uniform(lo, hi, shape)
-        if name == "abs":
-            x = np.where(np.abs(x) < 0.1, 0.5, x)  # away from the kink
+        if name in ("abs", "cbrt"):
+            x = np.where(np.abs(x) < 0.1, 0.5, x)  # away from the kink (cbrt: its infinite derivative at 0)
         w = rng.normal(size=shape)
         check_grads(lambda a, w=w: total(fn(a), w), (x,))
     assert name in prim_names(lambda a: total(fn(a), w), x)
@@ -392,7 +413,8 @@ def _no_ties(x, y, gap=0.2):
 
 
 VJP_PAIRS = [((), ()), ((5,), (5,)), ((2, 3), (2, 3)), ((), (2, 3)), ((2, 3), ()), ((0, 3), ())]
-BINARY_DIFF = ["add", "sub", "mul", "div", "pow", "max", "min", "rem"]
+BINARY_DIFF = ["add", "sub", "mul", "div", "pow", "max", "min", "rem", "atan2", "copysign", "logaddexp",
+               "logaddexp2"]
 
 
 def _diff_inputs(rng, name, sx, sy):
@@ -406,7 +428,16 @@ def _diff_inputs(rng, name, sx, sy):
             frac = np.abs(x / y) % 1.0
             if np.all((frac > 0.05) & (frac < 0.95)):
                 return x, y
+    if name == "copysign":  # away from x's kink and y's jump at 0
+        return (rng.uniform(0.2, 2, sx) * np.where(rng.random(sx) < 0.5, -1, 1),
+                rng.uniform(0.2, 2, sy) * np.where(rng.random(sy) < 0.5, -1, 1))
     return _no_ties(rng.uniform(-2, 2, sx), rng.uniform(-2, 2, sy))
+
+
+def test_nextafter_has_no_vjp():
+    """As JAX: differentiating through nextafter raises NotImplementedError with JAX's message."""
+    with pytest.raises(NotImplementedError, match="Differentiation rule for 'nextafter' not implemented"):
+        ember.grad(lambda a: total(P.nextafter(a, 3.0)))(np.ones(3))
 
 
 @pytest.mark.parametrize("name", BINARY_DIFF)
@@ -631,6 +662,6 @@ COVERED = {
     "reference": set(UNARY) | set(BINARY) | {"select", "convert_element_type"},
     "errors": set(UNARY) | set(BINARY) | {"select", "convert_element_type"},
     "vjp": set(UNARY_DIFF) | set(UNARY_NONDIFF) | {"not"} | set(BINARY_DIFF)
-    | {"eq", "ne", "lt", "le", "gt", "ge", "and", "or", "select", "convert_element_type"},
+    | {"eq", "ne", "lt", "le", "gt", "ge", "and", "or", "select", "convert_element_type", "nextafter"},
     "batch": set(UNARY) | set(BINARY) | {"select", "convert_element_type"},
 }

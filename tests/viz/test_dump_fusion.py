@@ -14,12 +14,12 @@ import pytest
 
 import ember
 import ember.numpy as jnp
-from ember.passes.explain import GraphNames
 from ember.passes.memory import plan_memory
 from ember.passes.stages import Stage
 from ember.tracer import ir
 from ember.tracer import prims as P
 from ember.viz import graph_to_dot, write_stages
+from ember.viz.names import GraphNames
 from ember.viz.text import graph_text, stage_text
 from tests.viz.fusing import fuse
 

@@ -16,7 +16,7 @@ class LLVMBackend:
         jit.target()  # LLVM's one-time setup, when the backend loads
         entry.code_signature_setup()
 
-    def compile(self, graph: Graph, plan: Plan | None = None) -> LLVMExecutable:
+    def compile(self, graph: Graph, plan: Plan) -> LLVMExecutable:
         return LLVMExecutable(graph, plan)
 
 

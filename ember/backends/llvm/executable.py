@@ -20,7 +20,7 @@ import numpy as np
 
 from ember.backends.llvm import blas, jit, pool
 from ember.backends.llvm import entry as E
-from ember.passes.memory import Plan, plan_memory
+from ember.passes.memory import Plan
 from ember.tracer.ir import Graph
 
 if TYPE_CHECKING:
@@ -75,8 +75,7 @@ class LLVMExecutable:
 
     source_suffix = ".ll"
 
-    def __init__(self, graph: Graph, plan: Plan | None = None):
-        plan = plan if plan is not None else plan_memory(graph)
+    def __init__(self, graph: Graph, plan: Plan):
         self._graph, self._plan, self._module = graph, plan, None
         # keyed by the graph and plan: a disk-cache hit loads the code without generating its IR
         key = jit.cache_key(E.code_signature(graph, plan))

@@ -317,13 +317,15 @@ def _float_pow(b, args, dt, out):
 
 
 def _math(name: str) -> Rule:
-    """A mathlib function; float16 computes in float32 and rounds once, as NumPy's float16 loops."""
+    """A mathlib function; float16 computes in float32 (by the math library's FLOAT16_IN_FLOAT32 function
+    where it has one) and rounds once, as NumPy's float16 loops."""
     def rule(b, args, dt, out):
         from ember.backends.llvm.mathlib import call_math
+        from ember.backends.math import FLOAT16_IN_FLOAT32
 
         if dt == _F16:
             wide = [b.fpext(a, FLOAT) for a in args]
-            return b.fptrunc(call_math(b, name, wide, _F32), HALF)
+            return b.fptrunc(call_math(b, FLOAT16_IN_FLOAT32.get(name, name), wide, _F32), HALF)
         return call_math(b, name, list(args), dt)
     return rule
 
@@ -351,9 +353,12 @@ def _select(b, args, dt, out):
     return b.select(*args)
 
 
+# the primitives computed by the math library's algorithm of their name (atan2, logaddexp and logaddexp2 take two
+# operands: _math's rule takes any arity)
 _UNARY_MATH = (P.exp_p, P.expm1_p, P.log_p, P.log1p_p, P.tanh_p, P.logistic_p, P.sin_p, P.cos_p, P.erf_p,
-               P.erfc_p, P.erf_inv_p, P.lgamma_p, P.digamma_p)
-_BINARY_MATH = (P.zeta_p, P.polygamma_p)
+               P.tan_p, P.atan_p, P.asin_p, P.acos_p, P.atan2_p, P.sinh_p, P.cosh_p, P.asinh_p, P.acosh_p,
+               P.atanh_p, P.cbrt_p, P.exp2_p, P.log2_p, P.log10_p, P.logaddexp_p, P.logaddexp2_p,
+               P.erfc_p, P.erf_inv_p, P.lgamma_p, P.digamma_p, P.zeta_p, P.polygamma_p)
 
 OPS: dict[Primitive, Rule] = {
     P.add_p: _by_kind(f=_method("fadd"), i=_method("add"), u=_method("add"), b=_method("or_")),
@@ -381,8 +386,9 @@ OPS: dict[Primitive, Rule] = {
     P.convert_element_type_p: _convert,
     P.stop_gradient_p: _identity,
     P.select_p: _select,
-    # mathlib's algorithm of the same name
-    **{prim: _by_kind(f=_math(prim.name)) for prim in _UNARY_MATH + _BINARY_MATH},
+    **{prim: _by_kind(f=_math(prim.name)) for prim in _UNARY_MATH},  # mathlib's algorithm of the same name
+    P.nextafter_p: _by_kind(f=_math("nextafter")),     # exact bit steps, not a polynomial: not expensive
+    P.copysign_p: _by_kind(f=_call("llvm.copysign")),
 }
 
 

@@ -115,6 +115,32 @@ def _sincos_big(shift: int):
 _BIG = (_sincos_big(0), _sincos_big(1))
 
 
+def cody_waite(e: Emitter, x: Value) -> tuple[Value, Value]:
+    """x = n pi/2 + r for |x| below SINCOS_BIG: n (a float) and r, clamped to [-0.8, 0.8] (shared by tan)."""
+    n = e.rint(e.mul(x, e.c(TWO_OVER_PI)))
+    r = x
+    for part in e.f.pio2:
+        r = e.fma(e.neg(n), e.c(part), r)
+    return n, e.clamp(r, -0.8, 0.8)
+
+
+def cody_waite_pair(e: Emitter, x: Value) -> tuple[Value, Value, Value]:
+    """x = n pi/2 + r + r_lo for |x| below SINCOS_BIG, r + r_lo good to far below an ulp of r (tan needs it:
+    its derivative magnifies r's error up to pi/2 times): x - n p1 is exact, n p2 is an exact product and
+    its subtraction an exact sum, n p3 and the low parts are added once. r is clamped as cody_waite's."""
+    n = e.rint(e.mul(x, e.c(TWO_OVER_PI)))
+    p1, p2, p3 = e.f.pio2
+    r1 = e.fma(e.neg(n), e.c(p1), x)
+    t = e.mul(n, e.c(p2))
+    t_lo = e.fma(n, e.c(p2), e.neg(t))
+    r2 = e.sub(r1, t)
+    bb = e.sub(r2, r1)
+    r2_lo = e.sub(e.sub(r1, e.sub(r2, bb)), e.add(t, bb))                 # r1 - t = r2 + r2_lo exactly
+    low = e.sub(r2_lo, e.fma(n, e.c(p3), t_lo))
+    r = e.add(r2, low)
+    return n, e.clamp(r, -0.8, 0.8), e.add(e.sub(r2, r), low)
+
+
 def sincos(e: Emitter, x: Value, shift: int) -> Value:
     """sin(x + shift pi/2): x = n pi/2 + r (three-part Cody-Waite), then sin or cos of r by quadrant, below
     SINCOS_BIG; from there on (and for infinities and NaN) the rare piece's result, selected.
@@ -123,12 +149,7 @@ def sincos(e: Emitter, x: Value, shift: int) -> Value:
     the lanes that take the other result stay finite."""
     limit = SINCOS_BIG[e.f.name]
     small = e.cmp("<", e.abs(x), e.c(limit))                 # false for NaN
-    xs = e.select(small, x, e.c(0.0))
-    n = e.rint(e.mul(xs, e.c(TWO_OVER_PI)))
-    r = xs
-    for part in e.f.pio2:
-        r = e.fma(e.neg(n), e.c(part), r)
-    r = e.clamp(r, -0.8, 0.8)
+    n, r = cody_waite(e, e.select(small, x, e.c(0.0)))
     quadrant = e.to_int(e.sub(n, e.mul(e.c(4.0), e.floor(e.mul(n, e.c(0.25))))))
     out = sincos_of_reduced(e, r, quadrant, shift)
     return e.select(small, out, e.rare(("sin_big", "cos_big")[shift], _BIG[shift], x, limit))

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.errors import DifferentiationError
 from ember.tracer import prims as P
 from ember.tracer.primitive import Primitive, batch_rules, impl_rules, reference, shape_rules, vjp_rules
-from ember.tracer.prims._util import (
+from ember.tracer.prims.util import (
+    computed_wider,
     elementwise_aval,
     elementwise_batch,
     scalar_like,
@@ -130,3 +132,53 @@ gt_p, gt = _define("gt", "any", None, expensive=False, ufunc=np.greater, out_dty
 ge_p, ge = _define("ge", "any", None, expensive=False, ufunc=np.greater_equal, out_dtype=_BOOL)
 and_p, and_ = _define("and", "intbool", None, expensive=False, ufunc=np.bitwise_and)
 or_p, or_ = _define("or", "intbool", None, expensive=False, ufunc=np.bitwise_or)
+
+
+def _atan2_vjp(ct, x, y, out, active):
+    """As JAX: d/dx = y / (x**2 + y**2), d/dy = -x / (x**2 + y**2) (NaN at the origin)."""
+    r2 = P.add(P.mul(x, x), P.mul(y, y))
+    return (P.mul(ct, P.div(y, r2)) if active[0] else None,
+            P.mul(ct, P.div(P.neg(x), r2)) if active[1] else None)
+
+
+atan2_p, atan2 = _define("atan2", "float", _atan2_vjp, expensive=True, ufunc=np.arctan2)
+
+
+def _nextafter_vjp(ct, x, y, out, active):
+    """JAX has no derivative of nextafter: raise its error class and message."""
+    raise DifferentiationError("Differentiation rule for 'nextafter' not implemented")
+
+
+def _copysign_vjp(ct, x, y, out, active):
+    """As JAX's where(signbit(y), -abs(x), abs(x)): abs'(x) (1 at 0) times the sign taken from y; y gets
+    none."""
+    if not active[0]:
+        return None, None
+    d = P.select(P.ge(x, zero_scalar(x)), ct, P.neg(ct))
+    return P.select(P.lt(P.copysign(scalar_like(1.0, y), y), zero_scalar(y)), P.neg(d), d), None
+
+
+def _finite_or_zero(v):
+    """JAX's _replace_inf: +inf becomes 0 (so a +inf result still passes the cotangent on)."""
+    return P.select(P.eq(v, np.inf), zero_scalar(v), v)
+
+
+def _logaddexp_vjp(exp: str):
+    """JAX's custom rule for logaddexp (exp) and logaddexp2 (exp2): each operand's share exp(x - out)
+    with +inf read as 0: half each for equal operands, (0, 1) for (-inf, y), NaN for (-inf, -inf)."""
+    def vjp(ct, x, y, out, active):
+        o, exp_fn = _finite_or_zero(out), getattr(P, exp)
+        return tuple(P.mul(ct, exp_fn(P.sub(_finite_or_zero(v), o))) if a else None for v, a in zip((x, y), active))
+    return vjp
+
+
+# nextafter, copysign, logaddexp and logaddexp2 take floats (jax.numpy promotes integers first); logaddexp's
+# references compute in a wider type (float64 in long double: NumPy's is 2.4 ulp off where the result cancels)
+nextafter_p, nextafter = _define("nextafter", "float", _nextafter_vjp, expensive=False, ufunc=np.nextafter)
+copysign_p, copysign = _define("copysign", "float", _copysign_vjp, expensive=False, ufunc=np.copysign)
+logaddexp_p, logaddexp = _define("logaddexp", "float", _logaddexp_vjp("exp"), expensive=True,
+                                 impl=computed_wider(np.logaddexp, float64_too=True),
+                                 no_ufunc="computed in a wider type and rounded")
+logaddexp2_p, logaddexp2 = _define("logaddexp2", "float", _logaddexp_vjp("exp2"), expensive=True,
+                                   impl=computed_wider(np.logaddexp2, float64_too=True),
+                                   no_ufunc="computed in a wider type and rounded")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ember.tracer import dtypes
 from ember.tracer.primitive import Primitive, batch_rules, def_impl, def_shape, def_vjp
-from ember.tracer.prims._util import elementwise_batch, unchanged
+from ember.tracer.prims.util import elementwise_batch, unchanged
 
 convert_element_type_p = Primitive("convert_element_type", kind="elementwise", expensive=False,
                                    no_ufunc="a cast (astype), not a ufunc")

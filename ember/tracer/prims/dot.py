@@ -14,7 +14,7 @@ from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp
-from ember.tracer.prims._util import moveaxis, shape_of
+from ember.tracer.prims.util import moveaxis, shape_of
 
 dot_general_p = Primitive("dot_general", kind="contraction", expensive=True)
 

@@ -19,7 +19,7 @@ from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import LazyCotangent, Primitive, def_batch, def_impl, def_shape, def_vjp
-from ember.tracer.prims._util import batch_size, bdim_at_front, moveaxis, shape_of
+from ember.tracer.prims.util import batch_size, bdim_at_front, moveaxis, shape_of
 
 gather_p = Primitive("gather", kind="indexing", expensive=True)
 scatter_add_p = Primitive("scatter_add", kind="indexing", expensive=False)

@@ -16,7 +16,7 @@ from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import LazyCotangent, Primitive, def_batch, def_impl, def_shape, def_vjp
-from ember.tracer.prims._util import batch_size, bdim_at_front, moveaxis, scalar_like, shape_of, unchanged
+from ember.tracer.prims.util import batch_size, bdim_at_front, moveaxis, scalar_like, shape_of, unchanged
 
 # may_view: the numpy reference returns a view of the operand (iota: a read-only broadcast of a range)
 broadcast_in_dim_p = Primitive("broadcast_in_dim", kind="layout", expensive=False, may_view=True)

@@ -11,7 +11,7 @@ from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp
-from ember.tracer.prims._util import check_kind, shape_of, unchanged
+from ember.tracer.prims.util import check_kind, shape_of, unchanged
 
 reduce_sum_p = Primitive("reduce_sum", kind="reduction", expensive=True)
 reduce_max_p = Primitive("reduce_max", kind="reduction", expensive=True)
@@ -53,7 +53,7 @@ def _reduced_shape(name: str, x: ShapedArray, axes) -> tuple[int, ...]:
     return tuple(d for i, d in enumerate(x.shape) if i not in axes)
 
 
-def _identity(prim, dtype: np.dtype):
+def identity(prim, dtype: np.dtype):
     """The value a reduction of zero elements gives."""
     if prim is reduce_sum_p:
         return 0
@@ -83,7 +83,7 @@ def _define_reduction(prim):
         fn = _NP_REDUCERS[prim]
         if prim in (reduce_sum_p, reduce_prod_p):
             return fn(x, axis=axes, dtype=x.dtype)
-        return fn(x, axis=axes, initial=_identity(prim, x.dtype))
+        return fn(x, axis=axes, initial=identity(prim, x.dtype))
 
     def batch(args, dims, *, axes):
         (x,), (d,) = args, dims

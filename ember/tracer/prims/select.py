@@ -10,7 +10,7 @@ import numpy as np
 from ember.errors import DTypeError, ShapeError
 from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import Primitive, batch_rules, def_impl, def_shape, def_vjp
-from ember.tracer.prims._util import elementwise_batch, scalar_like, unbroadcast_scalar, zero_scalar
+from ember.tracer.prims.util import elementwise_batch, scalar_like, unbroadcast_scalar, zero_scalar
 
 select_p = Primitive("select", kind="elementwise", expensive=False, no_ufunc="np.where is not a ufunc")
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ember.tracer import prims as P
 from ember.tracer.primitive import Primitive, batch_rules, impl_rules, reference, shape_rules, vjp_rules
-from ember.tracer.prims._util import elementwise_aval, elementwise_batch, zero_scalar
+from ember.tracer.prims.util import computed_wider, elementwise_aval, elementwise_batch, zero_scalar
 
 
 def _rsqrt(x):
@@ -19,6 +19,7 @@ def _rsqrt(x):
 
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_LN2, _INV_LN10 = math.log(2.0), 1.0 / math.log(10.0)
 
 
 def _define(name: str, accepts: str, vjp, *, expensive: bool, ufunc: np.ufunc | str | None = None,
@@ -85,3 +86,34 @@ is_finite_p, is_finite = _define("is_finite", "float", None, expensive=False, im
                                  no_ufunc="its bool result never takes its float operand's buffer",
                                  out_dtype=np.dtype(bool))
 not_p, not_ = _define("not", "intbool", None, expensive=False, ufunc=np.invert)
+
+# Trigonometric and hyperbolic functions, with JAX's derivatives (lax.tan_p ... lax.atanh_p): tan's uses
+# its output, asin/acos/asinh/acosh theirs through rsqrt (infinite at the domain's ends, as in JAX).
+tan_p, tan = _define("tan", "float", lambda ct, x, out: P.mul(ct, P.add(P.mul(out, out), 1.0)), expensive=True,
+                     ufunc=np.tan)
+atan_p, atan = _define("atan", "float", lambda ct, x, out: P.div(ct, P.add(P.mul(x, x), 1.0)), expensive=True,
+                       ufunc=np.arctan)
+asin_p, asin = _define("asin", "float", lambda ct, x, out: P.mul(ct, P.rsqrt(P.sub(1.0, P.mul(x, x)))),
+                       expensive=True, ufunc=np.arcsin)
+acos_p, acos = _define("acos", "float", lambda ct, x, out: P.mul(ct, P.neg(P.rsqrt(P.sub(1.0, P.mul(x, x))))),
+                       expensive=True, ufunc=np.arccos)
+sinh_p, sinh = _define("sinh", "float", lambda ct, x, out: P.mul(ct, P.cosh(x)), expensive=True, ufunc=np.sinh)
+cosh_p, cosh = _define("cosh", "float", lambda ct, x, out: P.mul(ct, P.sinh(x)), expensive=True, ufunc=np.cosh)
+asinh_p, asinh = _define("asinh", "float", lambda ct, x, out: P.mul(ct, P.rsqrt(P.add(P.mul(x, x), 1.0))),
+                         expensive=True, ufunc=np.arcsinh)
+acosh_p, acosh = _define("acosh", "float", lambda ct, x, out: P.mul(ct, P.rsqrt(P.sub(P.mul(x, x), 1.0))),
+                         expensive=True, ufunc=np.arccosh)
+atanh_p, atanh = _define("atanh", "float",
+                         lambda ct, x, out: P.mul(P.div(1.0, P.add(x, 1.0)), P.div(ct, P.sub(1.0, x))),
+                         expensive=True, ufunc=np.arctanh)
+# The derivatives JAX gives: cbrt's from its output, exp2's as ln 2 (g 2**x), and log2 and log10 as those
+# of jnp's log(x) / log(2) and log(x) * (1 / log(10)) (the primitives are correctly rounded; jnp's are not).
+# float16 and float32 references compute in float64 (NumPy's float32 cbrt(27) is 2.9999998); float64's is the ufunc.
+cbrt_p, cbrt = _define("cbrt", "float", lambda ct, x, out: P.div(P.mul(ct, 1.0 / 3.0), P.mul(out, out)),
+                       expensive=True, impl=computed_wider(np.cbrt), ufunc=np.cbrt, ufunc_dtypes=("float64",))
+exp2_p, exp2 = _define("exp2", "float", lambda ct, x, out: P.mul(P.mul(ct, out), _LN2), expensive=True,
+                       impl=computed_wider(np.exp2), ufunc=np.exp2, ufunc_dtypes=("float64",))
+log2_p, log2 = _define("log2", "float", lambda ct, x, out: P.div(P.div(ct, x), _LN2), expensive=True,
+                       impl=computed_wider(np.log2), ufunc=np.log2, ufunc_dtypes=("float64",))
+log10_p, log10 = _define("log10", "float", lambda ct, x, out: P.mul(P.div(ct, x), _INV_LN10), expensive=True,
+                         impl=computed_wider(np.log10), ufunc=np.log10, ufunc_dtypes=("float64",))

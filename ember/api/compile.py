@@ -8,11 +8,12 @@ NaN is traced back on the graph before optimization, whose nodes and consts are 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from ember.backends import Executable, get_backend
 from ember.backends.debug import Checked
-from ember.passes.memory import Plan
+from ember.passes.memory import Plan, plan_memory
 from ember.passes.pipeline import disabled_passes
 from ember.passes.pipeline import optimize as run_pipeline
 from ember.passes.stages import Stage, StageRecorder, recording
@@ -43,4 +44,5 @@ def compile_graph(graph: Graph, donate: Iterable[int] = (), backend: str | None 
     source = source or graph
     # optimize=False on the numpy backend: the same graph and the naive plan, the oracle itself
     is_oracle = chosen.name == "numpy" and graph is source and not getattr(plan, "inplace", None)
-    return Checked(exe, source, plan.donated, name or "a compiled function", is_oracle), stages
+    oracle_plan = functools.partial(plan_memory, source, inplace=False)  # the naive plan: writes no input
+    return Checked(exe, source, plan.donated, name or "a compiled function", is_oracle, oracle_plan), stages

@@ -8,12 +8,10 @@ draws the workspace bytes live at each step, beside the naive plan's (every valu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from ember.passes.memory import CONST, DONATED, INPUT, OUTPUT, WORKSPACE, Plan, naive_live_bytes
 from ember.tracer.ir import Graph, Namer
-
-if TYPE_CHECKING:
-    from ember.passes.memory import Plan
+from ember.viz.names import GraphNames
 
 
 @dataclass(frozen=True)
@@ -53,8 +51,6 @@ class MemoryReport:
     @classmethod
     def of(cls, plan: Plan, graph: Graph | None = None) -> MemoryReport:
         """The report of `plan`; with the planned `graph`, values are named as in its text."""
-        from ember.passes.memory import CONST, DONATED, INPUT, OUTPUT, WORKSPACE, naive_live_bytes
-
         return cls(plan.peak_bytes, plan.buffers, plan.saved_bytes, plan.inplace_saved_bytes,
                    plan.donation_saved_bytes, plan.bytes_of(INPUT) + plan.bytes_of(DONATED), plan.bytes_of(CONST),
                    plan.bytes_of(OUTPUT), plan.bytes_of(WORKSPACE), plan.naive_peak_bytes, plan.reuse,
@@ -108,9 +104,7 @@ class MemoryReport:
 
 
 def _rows(plan: Plan, graph: Graph | None) -> tuple[BufferRow, ...]:
-    """One row per buffer id, in id order."""
-    from ember.passes.explain import GraphNames  # the names `Lowered.text()` prints, fusion bodies included
-
+    """One row per buffer id, in id order (values named as `Lowered.text()` names them)."""
     names = GraphNames(graph) if graph is not None else Namer()
     step = {v: j for j, node in enumerate(plan.schedule) for v in node.outputs}
     producer = {v: node for node in plan.schedule for v in node.outputs}
