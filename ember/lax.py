@@ -20,6 +20,9 @@ from ember.tracer import prims as _P
 exp, log, log1p, expm1, tanh, logistic = _P.exp, _P.log, _P.log1p, _P.expm1, _P.tanh, _P.logistic
 sin, cos, sqrt, rsqrt, abs, sign = _P.sin, _P.cos, _P.sqrt, _P.rsqrt, _P.abs, _P.sign
 floor, ceil, neg, is_finite = _P.floor, _P.ceil, _P.neg, _P.is_finite
+tan, atan, asin, acos, atan2 = _P.tan, _P.atan, _P.asin, _P.acos, _P.atan2
+sinh, cosh, asinh, acosh, atanh = _P.sinh, _P.cosh, _P.asinh, _P.acosh, _P.atanh
+cbrt, exp2, nextafter = _P.cbrt, _P.exp2, _P.nextafter
 erf, erfc, erf_inv, lgamma, digamma = _P.erf, _P.erfc, _P.erf_inv, _P.lgamma, _P.digamma
 polygamma, zeta = _P.polygamma, _P.zeta
 add, sub, mul, div, rem, pow = _P.add, _P.sub, _P.mul, _P.div, _P.rem, _P.pow
@@ -89,7 +92,8 @@ _NOT_YET = frozenset({"cond", "switch", "scan", "fori_loop", "while_loop", "map"
 
 __all__ = [
     "exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "abs", "sign", "floor",
-    "ceil", "round", "neg", "is_finite", "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "zeta",
+    "ceil", "round", "neg", "is_finite", "tan", "atan", "asin", "acos", "atan2", "sinh", "cosh", "asinh", "acosh",
+    "atanh", "cbrt", "exp2", "nextafter", "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "zeta",
     "add", "sub", "mul", "div", "rem", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and",
     "bitwise_or", "bitwise_not", "select", "stop_gradient", "convert_element_type", "square", "reciprocal",
     "integer_pow", "RoundingMethod",

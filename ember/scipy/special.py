@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ember.numpy.util import elementwise
+from ember.tracer import dtypes
 from ember.tracer import prims as P
 
 
@@ -39,7 +40,7 @@ def digamma(x):
 
 def polygamma(n, x):
     """The n-th derivative of digamma for an integer array n (as scipy.special.polygamma)."""
-    dt = np.dtype(n.dtype) if hasattr(n, "dtype") else np.asarray(n).dtype
+    dt = np.dtype(n.dtype) if hasattr(n, "dtype") else dtypes.scalar_dtype(n)[0]
     if dt.kind not in "iu":
         raise ValueError(f"Argument `n` to polygamma must be of integer type. Got dtype {dt}.")
     return elementwise(P.polygamma, "polygamma", n, x, to_float=True)

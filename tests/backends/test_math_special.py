@@ -40,7 +40,7 @@ BUDGET = {
     "polygamma": (0.51, 3),     # 0.50, 2.06 (x > 0: zeta times m!)
     "polygamma-": (0.51, 4),    # 0.48, 2.97 in ulps of the largest term
 }
-mpmath.mp.dps = 60   # mpmath's Hurwitz zeta at integer s needs it (at 30 digits it is off by 1e-8)
+DIGITS = 60   # mpmath's Hurwitz zeta at integer s needs them (at 30 digits it is off by 1e-8)
 
 
 def _reference(name: str):
@@ -88,7 +88,8 @@ def _inputs(name: str, dtype) -> tuple[np.ndarray, ...]:
 def _want(name: str, dtype) -> tuple[tuple[np.ndarray, ...], list]:
     args = _inputs(name, np.dtype(dtype).type)
     ref = _reference(name)
-    return args, [ref(*(mpmath.mpf(float(a[i])) for a in args)) for i in range(len(args[0]))]
+    with mpmath.workdps(DIGITS):
+        return args, [ref(*(mpmath.mpf(float(a[i])) for a in args)) for i in range(len(args[0]))]
 
 
 def _scale(name: str, args, want) -> np.ndarray:
@@ -115,6 +116,12 @@ def _ulps(got: np.ndarray, want: list, scale: np.ndarray, dtype) -> np.ndarray:
     """|got - want| in ulps of `scale` (subnormal: in ulps of the smallest normal's binade)."""
     fi = np.finfo(dtype)
     ulp = np.exp2(np.floor(np.log2(np.maximum(scale, float(fi.tiny)))) - fi.nmant)
+    with mpmath.workdps(DIGITS):
+        return _ulps_of(got, want, ulp, fi)
+
+
+def _ulps_of(got, want, ulp, fi) -> np.ndarray:
+    """_ulps at mpmath's working precision: NaN must be NaN, results beyond the format's range infinite."""
     out = np.zeros(len(want))
     top = mpmath.mpf(float(fi.max)) * (1 + mpmath.mpf(2) ** -(fi.nmant + 1))   # rounds to inf from here
     for i, (g, w) in enumerate(zip(got.astype(np.float64), want)):

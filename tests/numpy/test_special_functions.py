@@ -175,8 +175,11 @@ def test_lax_integer_pow_square_reciprocal():
 
 def test_lax_has_jax_names_and_says_what_is_missing():
     for name in ("exp", "log", "tanh", "logistic", "rsqrt", "erf", "max", "min", "rem", "pow", "div", "sign",
-                 "lgamma", "digamma", "erf_inv", "erfc", "polygamma", "zeta", "select", "convert_element_type"):
+                 "lgamma", "digamma", "erf_inv", "erfc", "polygamma", "zeta", "select", "convert_element_type",
+                 "tan", "atan2", "acosh", "cbrt", "exp2", "nextafter"):
         assert callable(getattr(lax, name)) and hasattr(jlax, name), name
+    for name in lax.__all__:
+        assert hasattr(jlax, name), f"ember.lax.{name} is not a jax.lax name"
     np.testing.assert_array_equal(lax.max(np.array([1.0, np.nan]), np.array([2.0, 0.0])), [2.0, np.nan])
     assert lax.rem(np.int32(-7), np.int32(3)) == -1 and lax.div(np.int32(-7), np.int32(2)) == -3
     with pytest.raises(AttributeError, match=r"ember.lax.scan is not implemented yet .*issue 26"):
