@@ -65,6 +65,14 @@ def _erf(x):
     return np.array([math.erf(float(v)) for v in x.ravel()], np.float64).reshape(x.shape)
 
 
+def _erfc(x):
+    return np.array([math.erfc(float(v)) for v in x.ravel()], np.float64).reshape(x.shape)
+
+
+def _lgamma(x):
+    return np.array([math.lgamma(float(v)) for v in x.ravel()], np.float64).reshape(x.shape)
+
+
 def _invert(x):
     return ~x if x.dtype == BOOL else -x.astype(np.int64) - 1
 
@@ -103,6 +111,8 @@ UNARY = {
     "exp2": (P.exp2, lambda x: np.exp(x * np.log(2)), (-3, 3), FLOATS, None),
     "log2": (P.log2, lambda x: np.log(x) / np.log(2), (0.1, 3), FLOATS, None),
     "log10": (P.log10, lambda x: np.log(x) / np.log(10), (0.1, 3), FLOATS, None),
+    "erfc": (P.erfc, _erfc, (-2, 2), FLOATS, None),
+    "lgamma": (P.lgamma, _lgamma, (0.2, 5), FLOATS, None),
 }
 
 
@@ -367,7 +377,7 @@ def test_eager_rule_errors_name_the_op_and_the_callers_line():
 
 UNARY_DIFF = ["neg", "exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "abs",
               "erf", "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "exp2", "log2",
-              "log10"]
+              "log10", "erfc", "lgamma"]
 UNARY_NONDIFF = ["sign", "floor", "ceil", "round", "is_finite"]
 VJP_SHAPES = [(), (5,), (2, 3), (0, 3)]
 
