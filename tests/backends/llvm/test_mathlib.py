@@ -55,10 +55,6 @@ BUDGET = {
 NAMES = tuple(n for n in ALL_NAMES if n in BUDGET)
 
 
-# the functions this file budgets (the special functions are tested in tests/backends/test_math_special.py)
-NAMES = tuple(n for n in NAMES if n in BUDGET)
-
-
 def _loop(module: ir.Module, name: str, dtype, arity: int) -> None:
     """void loop_<name>_<dtype>(x, y, out, n): out[i] = name(x[i] (, y[i])) for i < n[0]."""
     fn, b = pointer_function(module, f"loop_{name}_{np.dtype(dtype).name}", 4)
