@@ -8,6 +8,7 @@ every registered primitive appears in it.
 
 import math
 
+import mpmath
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -73,6 +74,16 @@ def _lgamma(x):
     return np.array([math.lgamma(float(v)) for v in x.ravel()], np.float64).reshape(x.shape)
 
 
+def _mp(fn):
+    """An mpmath function element by element on float64 values: the special functions' independent
+    references."""
+    def ref(*args):
+        b = np.broadcast_arrays(*(np.asarray(a, np.float64) for a in args))
+        vals = [float(fn(*map(float, t))) for t in zip(*(a.ravel() for a in b))]
+        return np.array(vals, np.float64).reshape(b[0].shape)
+    return ref
+
+
 def _invert(x):
     return ~x if x.dtype == BOOL else -x.astype(np.int64) - 1
 
@@ -113,6 +124,8 @@ UNARY = {
     "log10": (P.log10, lambda x: np.log(x) / np.log(10), (0.1, 3), FLOATS, None),
     "erfc": (P.erfc, _erfc, (-2, 2), FLOATS, None),
     "lgamma": (P.lgamma, _lgamma, (0.2, 5), FLOATS, None),
+    "erf_inv": (P.erf_inv, _mp(mpmath.erfinv), (-0.9, 0.9), FLOATS, None),
+    "digamma": (P.digamma, _mp(mpmath.digamma), (0.2, 5), FLOATS, None),
 }
 
 
@@ -201,6 +214,10 @@ BINARY = {
     "copysign": (P.copysign, lambda x, y: np.where(np.signbit(y), -np.abs(x), np.abs(x)), FLOATS, None, None, None),
     "logaddexp": (P.logaddexp, lambda x, y: np.log(np.exp(x) + np.exp(y)), FLOATS, None, None, None),
     "logaddexp2": (P.logaddexp2, lambda x, y: np.log(2.0 ** x + 2.0 ** y) / np.log(2), FLOATS, None, None, None),
+    # polygamma's order is a whole number (drawn from [1, 3] and floored in _binary_inputs)
+    "polygamma": (P.polygamma, _mp(lambda m, x: mpmath.polygamma(int(m), x)), FLOATS, None,
+                  (1, 3), (0.5, 3)),
+    "zeta": (P.zeta, _mp(mpmath.zeta), FLOATS, None, (1.5, 4), (0.5, 3)),
 }
 BINARY_CASES = [pytest.param(name, dt, id=f"{name}-{dt.name}") for name, spec in BINARY.items()
                 for dt in _with_f16(spec[2])]
@@ -216,6 +233,8 @@ def _binary_inputs(rng, name, sx, sy, dtype):
         y = (np.where(rng.random(sy) < 0.5, -1, 1) * rng.integers(1, 4, sy)).astype(dtype)
     elif name == "rem":
         y = (np.where(rng.random(sy) < 0.5, -1, 1) * y).astype(dtype)
+    elif name == "polygamma":
+        x = np.floor(x).astype(dtype)
     return x, y
 
 
@@ -377,7 +396,7 @@ def test_eager_rule_errors_name_the_op_and_the_callers_line():
 
 UNARY_DIFF = ["neg", "exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "abs",
               "erf", "tan", "atan", "asin", "acos", "sinh", "cosh", "asinh", "acosh", "atanh", "cbrt", "exp2", "log2",
-              "log10", "erfc", "lgamma"]
+              "log10", "erfc", "lgamma", "erf_inv", "digamma"]
 UNARY_NONDIFF = ["sign", "floor", "ceil", "round", "is_finite"]
 VJP_SHAPES = [(), (5,), (2, 3), (0, 3)]
 
@@ -442,6 +461,19 @@ def _diff_inputs(rng, name, sx, sy):
         return (rng.uniform(0.2, 2, sx) * np.where(rng.random(sx) < 0.5, -1, 1),
                 rng.uniform(0.2, 2, sy) * np.where(rng.random(sy) < 0.5, -1, 1))
     return _no_ties(rng.uniform(-2, 2, sx), rng.uniform(-2, 2, sy))
+
+
+@pytest.mark.parametrize("name,first,error", [("polygamma", 1.0, ValueError), ("zeta", 2.5, NotImplementedError)])
+def test_polygamma_and_zeta_vjp_in_their_second_operand(name, first, error, rng):
+    """As JAX: polygamma differentiates in x and zeta in q; differentiating the order m (ValueError) or
+    zeta's s (NotImplementedError) raises."""
+    fn = BINARY[name][0]
+    for shape in VJP_SHAPES:
+        q, w = rng.uniform(0.5, 3, shape), rng.normal(size=shape)
+        check_grads(lambda a, w=w: total(fn(first, a), w), (q,))
+    q = rng.uniform(0.5, 3, (3,))
+    with pytest.raises(error):
+        ember.grad(lambda a: total(fn(a, q)))(np.full(3, first))
 
 
 def test_nextafter_has_no_vjp():
@@ -672,6 +704,7 @@ COVERED = {
     "reference": set(UNARY) | set(BINARY) | {"select", "convert_element_type"},
     "errors": set(UNARY) | set(BINARY) | {"select", "convert_element_type"},
     "vjp": set(UNARY_DIFF) | set(UNARY_NONDIFF) | {"not"} | set(BINARY_DIFF)
-    | {"eq", "ne", "lt", "le", "gt", "ge", "and", "or", "select", "convert_element_type", "nextafter"},
+    | {"eq", "ne", "lt", "le", "gt", "ge", "and", "or", "select", "convert_element_type", "nextafter",
+       "polygamma", "zeta"},
     "batch": set(UNARY) | set(BINARY) | {"select", "convert_element_type"},
 }
