@@ -47,7 +47,8 @@ HAZARD_WORDS = {"broadcast": "broadcast (its elements repeated)", "reshaped": "r
                 "sliced": "sliced", "reversed": "reversed", "aliased": "aliased", "padded": "padded",
                 "concatenated": "concatenated", "reduced": "whole, in a reduction or contraction",
                 "gathered": "at gathered indices",
-                "contraction-first": "after the fused dot_general has written the result's buffer"}
+                "contraction-first": "after the fused dot_general has written the result's buffer",
+                "written-before-read": "after the kernel has written the result"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -216,6 +217,73 @@ def _body_hazards(body: Graph) -> dict[int, tuple[str, Node]]:
     return hazards
 
 
+# Body prims a kernel computes as a step reading its operands whole (backends/kernel.py `ArgReduce`,
+# `Scatter`): a kernel holding one shares no buffer.
+WHOLE_STEPS = (P.argmax_p, P.argmin_p, P.scatter_add_p, P.scatter_p)
+
+
+def body_loop_hazards(body: Graph) -> dict[tuple[int, int], Node | None]:
+    """The (output, input) pairs of a fusion body whose kernel writes the output before its last read
+    of the input, with the node reading it then (None: the output is not a plain store, or a whole
+    step holds the input's buffer). A kernel runs a body as loops in order (backends/kernel.py): one
+    per level and reduced space, a value reading a reduction's or dot's result a level after it; an
+    output is stored in the first loop of its level over its shape, so an input read by a later
+    loop is read after the output overwrote it."""
+    if any(n.prim in WHOLE_STEPS for n in body.nodes):
+        return {(m, k): None for m in range(len(body.outputs)) for k in range(len(body.inputs))}
+    level, held, source = _loop_levels(body)
+    loops: list = []  # (level, space and axes) in the kernel's order within a level
+    jobs = []  # (level, loop key or None for a dot, node, the inputs its loop reads)
+    for node in body.nodes:
+        if node.prim.kind in ("reduction", "contraction"):
+            key = (node.inputs[0].aval.shape, node.params["axes"]) if node.prim.kind == "reduction" else None
+            if key is not None and (level[node.outputs[0]], key) not in loops:
+                loops.append((level[node.outputs[0]], key))
+            fed = set().union(*(source.get(a, set()) for a in node.inputs if isinstance(a, Var)))
+            jobs.append((level[node.outputs[0]], key, node, fed))
+    unsafe: dict[tuple[int, int], Node | None] = {}
+    for m, out in enumerate(body.outputs):
+        if not isinstance(out, Var):
+            continue
+        if out in held:
+            unsafe.update({(m, k): None for k in range(len(body.inputs))})
+            continue
+        at = level.get(out, 0)
+        mine = next((i for i, (lv, key) in enumerate(loops) if lv == at and key[0] == out.aval.shape), len(loops))
+        for lv, key, node, fed in jobs:
+            if lv > at or (lv == at and (key is None or loops.index((lv, key)) > mine)):
+                for k in fed:
+                    unsafe.setdefault((m, k), node)
+        for o in body.outputs:  # an output stored at a later level reads its inputs there
+            if isinstance(o, Var) and o not in held and level.get(o, 0) > at:
+                for k in source.get(o, ()):
+                    unsafe.setdefault((m, k), None)
+    return unsafe
+
+
+def _loop_levels(body: Graph) -> tuple[dict[Var, int], set[Var], dict[Var, set[int]]]:
+    """Each body value's loop level (0: computed from the inputs alone; a value reading a reduction's
+    or dot's result, which a buffer holds, one more than it), the values held in buffers, and the
+    body inputs each value not held is computed from (its loop reads them)."""
+    level: dict[Var, int] = {}
+    held: set[Var] = set()
+    source: dict[Var, set[int]] = {x: {k} for k, x in enumerate(body.inputs)}
+    for node in body.nodes:
+        args = [a for a in node.inputs if isinstance(a, Var)]
+        if node.prim.kind == "contraction":
+            lv = 1 + max((level.get(a, 0) for a in args), default=0)
+        else:
+            lv = max((level.get(a, 0) + (a in held) for a in args), default=0)
+        fed = set().union(*(source.get(a, set()) for a in args if a not in held))
+        for o in node.outputs:
+            level[o] = lv
+            if node.prim.kind in ("reduction", "contraction"):
+                held.add(o)
+            else:
+                source[o] = fed
+    return level, held, source
+
+
 def _loc(node: Node) -> str:
     return f" at {node.loc}" if node.loc else ""
 
@@ -229,6 +297,7 @@ class _Inplace:
 
     def __init__(self, graph: Graph, cls, ends, views):
         self.graph, self.cls, self.ends, self.views = graph, cls, ends, views
+        self.loop_hazards: dict[int, dict] = {}  # id(fusion body) -> body_loop_hazards(body)
         self.outputs = {v for v in graph.outputs if isinstance(v, Var)}
         self.producer = {v: node for node in graph.nodes for v in node.outputs}
         self.readers: dict[Var, list[int]] = {}
@@ -294,6 +363,21 @@ class _Inplace:
             return (self.READ_LATER, "read-later", f"input {k} is {self._later(j, a)}", nodes)
         if a in taken.values():
             return (self.TAKEN, "taken", f"input {k}'s buffer already holds another result of this node", nodes)
+        return self._loop_order(node, a, o, nodes)
+
+    def _loop_order(self, node, a, o, nodes):
+        """(stage, rule, message, nodes) when the fused kernel writes `o` before its last read of `a`."""
+        if node.prim is not P.fusion_p:
+            return None
+        body = node.params["body"]
+        if id(body) not in self.loop_hazards:
+            self.loop_hazards[id(body)] = body_loop_hazards(body)
+        m = node.outputs.index(o)
+        for i in (i for i, b in enumerate(node.inputs) if b is a and (m, i) in self.loop_hazards[id(body)]):
+            reader = self.loop_hazards[id(body)][m, i]
+            by = f" (by {reader.prim.name}{_loc(reader)})" if reader is not None else ""
+            return (self.HAZARD, "written-before-read", f"the fused kernel writes the result before its last "
+                    f"read of input {i}{by}", nodes)
         return None
 
     def _hazard(self, node, k, a, hazards):
