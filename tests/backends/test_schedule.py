@@ -102,20 +102,20 @@ def test_index_forms():
 
 def test_in_place_safe_only_where_the_output_is_written_at_the_inputs_read():
     k = lower_kernel(body(lambda x, y: [jnp.exp(x) * y + x], ((1000,), F32), ((1000,), F32)), "loop")
-    assert S.in_place_safe(k, "out0", "in0") and S.in_place_safe(k, "out0", "in1")
+    assert ("out0", "in0") in k.shareable and ("out0", "in1") in k.shareable
     rev = lower_kernel(body(lambda x: [P.rev(x, (0,)) + x], ((64,), F32)), "loop")
-    assert not S.in_place_safe(rev, "out0", "in0") and "out0" not in S.no_alias(rev)
+    assert ("out0", "in0") not in rev.shareable and "out0" not in S.no_alias(rev)
     # the output written by the reduction's loop, which a later loop reads the input after: not safe
     earlier = lower_kernel(body(lambda x: [x * 2.0, x - P.reduce_max(x, (0,))], ((64,), F32)), "multi_output")
-    assert len(earlier.steps) == 2 and not S.in_place_safe(earlier, "out0", "in0")
-    assert S.in_place_safe(earlier, "out1", "in0")
+    assert len(earlier.steps) == 2 and ("out0", "in0") not in earlier.shareable
+    assert ("out1", "in0") in earlier.shareable
 
 
 def test_pairs_the_call_shares_are_never_noalias():
     """c1b046d: a kernel writing an output in place of an operand it reads at the same index had both
-    pointers noalias (the pair is in_place_safe), so LLVM loaded the operand after storing the output."""
+    pointers noalias (the pair is shareable), so LLVM loaded the operand after storing the output."""
     k = lower_kernel(body(lambda x: [jnp.where(x > 0.0, x * x, x)], ((2, 4), F32)), "loop")
-    assert S.in_place_safe(k, "out0", "in0")
+    assert ("out0", "in0") in k.shareable
     assert {"in0", "out0", "scratch"} <= S.no_alias(k)  # separate buffers: noalias is right
     assert S.no_alias(k, frozenset({("out0", "in0")})) == {"scratch"}
 
@@ -133,39 +133,72 @@ def test_the_disk_cache_key_covers_the_schedule():
     assert any(path.replace("\\", "/").endswith("backends/schedule.py") for path, *_ in entry._generator_files())
 
 
-DRIFT_BODIES = [
+BODIES = [  # (fn, avals...): one loop, several loops, several outputs, reads through layout ops
     (lambda x, y: [jnp.exp(x) * y + x], ((8, 4), F32), ((8, 4), F32)),
-    (lambda x: [jnp.where(x > 0.0, x * x, x)], ((2, 4), F32)),
+    (lambda x: [jnp.where(x > 0.0, x * x, x)], ((2, 4), F32)),  # c1b046d's pair
     (lambda x: [x * 2.0, P.reduce_sum(x, (0,))], ((64,), F32)),
     (lambda x: [x * 2.0, x - P.reduce_max(x, (0,))], ((64,), F32)),
     (lambda x: [x - P.reduce_max(x, (1,))[:, None]], ((8, 16), F32)),
     (lambda x: [P.rev(x, (0,)) + x], ((64,), F32)),
     (lambda x: [P.transpose(x, (1, 0)) + x], ((8, 8), F32)),
     (lambda x, y: [x + y], ((8, 8), F32), ((8,), F32)),
+    (lambda x, y: [x + P.broadcast_in_dim(y, (8, 8), (1,))], ((8, 8), F32), ((8,), F32)),
+    (lambda x: [x * P.broadcast_in_dim(P.slice(x, (0, 0), (1, 8), (1, 1)).reshape((8,)), (8, 8), (1,))],
+     ((8, 8), F32)),
     (lambda x, y: [jnp.tanh(x) * y, P.reduce_sum(y, (1,))], ((8, 8), F32), ((8, 8), F32)),
+    (lambda x, y: [x * 2.0, x + P.reduce_sum(y, (0,))], ((8,), F32), ((16, 8), F32)),  # written, then read
+    (lambda x, y: [x * P.reduce_sum(y, (0,)), P.reduce_sum(x, (0,))], ((8,), F32), ((16, 8), F32)),
+    (lambda x: [x * 2.0, P.reduce_sum(x, (0,)), P.reduce_sum(x, (1,))], ((8, 8), F32)),  # two reduced loops
+    (lambda x: [P.reduce_sum(x, (1,)), x * 3.0, P.reduce_max(x, (0,))], ((8, 8), F32)),
+    (lambda x: [x + 1.0, P.argmax(x, 0, np.dtype(np.int32))], ((8, 8), F32)),  # a whole step
+    (lambda x, y: [x * y, y * 2.0 - P.reduce_max(x, (0,))], ((8,), F32), ((8,), F32)),
 ]
 
 
-def test_the_plans_graph_rule_is_no_bolder_than_the_kernel_on_one_loop():
-    """The memory plan proposes in-place writes by a graph-level rule (`memory._body_hazards`); the
-    kernel-level `in_place_safe` is the precise fact the renderer checks each proposal with (writing
-    apart and copying where the plan was bolder: an earlier loop writing the output, the found program
-    "in-place-output-of-an-earlier-loop" of test_random_programs). On one-loop kernels the two agree;
-    on these multi-loop ones the graph rule is the more cautious."""
-    from ember.passes.memory import _body_hazards
-    cautious = 0
-    for fn, *avals in DRIFT_BODIES:
+def _plan_pairs(g):
+    """The (output, input) pairs the memory plan's rules let a fusion of body `g` write in place."""
+    from ember.passes.memory import _body_hazards, body_loop_hazards
+    hazards, late = _body_hazards(g), body_loop_hazards(g)
+    return {(f"out{m}", f"in{k}") for m, o in enumerate(g.outputs) for k, x in enumerate(g.inputs)
+            if (x.aval.shape, x.aval.dtype) == (o.aval.shape, o.aval.dtype) and k not in hazards
+            and (m, k) not in late}
+
+
+def test_the_plan_asks_only_what_the_kernel_may_share():
+    """The kernel's `shareable` is the one fact of which buffers may be shared (the renderer marks
+    noalias and hosts outputs by it, and raises on a plan asking for another pair); the plan's rules
+    ask only for pairs in it: all of them on one-loop kernels, fewer on some multi-loop ones (the
+    plan also refuses an operand reduced into a value the body reads again: `x - max(x)`)."""
+    fewer = 0
+    for fn, *avals in BODIES:
         g = body(fn, *avals)
         k = lower_kernel(g, "loop")
-        hazards = _body_hazards(g)
-        for j, i in enumerate(k.inputs):
-            for o in k.outputs:
-                if (i.shape, i.dtype) != (o.shape, o.dtype):
-                    continue
-                safe = S.in_place_safe(k, o.name, i.name)
-                if len(k.steps) == 1:
-                    assert (j not in hazards) == safe, (avals, j, o.name)
-                else:
-                    assert j in hazards or safe, (avals, j, o.name)
-                    cautious += j in hazards and safe
-    assert cautious == 2  # x - max(x): the graph rule refuses, the kernel would allow
+        asked = _plan_pairs(g)
+        assert asked <= k.shareable, (avals, asked - k.shareable)
+        if len(k.steps) == 1 and not any(n.prim is P.argmax_p for n in g.nodes):
+            assert asked == k.shareable, avals
+        fewer += len(k.shareable - asked)
+    assert fewer == 4  # an operand reduced into a value read again (x - max(x)): three bodies, four pairs
+
+
+def test_the_plan_refuses_an_output_written_before_a_later_loops_read():
+    from ember.passes.memory import body_loop_hazards
+    g = body(lambda x, y: [x * 2.0, x + P.reduce_sum(y, (0,))], ((8,), F32), ((16, 8), F32))
+    assert set(body_loop_hazards(g)) == {(0, 0)}  # y is read before, by the reduction's loop
+    assert ("out0", "in0") not in lower_kernel(g, "loop").shareable
+
+
+def test_the_renderer_raises_on_a_plan_asking_for_an_unsafe_pair():
+    from types import SimpleNamespace
+
+    import pytest
+
+    from ember.backends.llvm.graph import check_inplace, node_kernel
+    from ember.tracer.ir import Node, Var
+    g = body(lambda x: [P.rev(x, (0,)) + x], ((64,), F32))
+    x, out = Var(g.inputs[0].aval), Var(g.outputs[0].aval)
+    node = Node(P.fusion_p, [x], {"body": g, "kind": "loop"}, [out])
+    kernel, bound = node_kernel(node)
+    check_inplace(node, kernel, bound, SimpleNamespace(inplace={}))
+    with pytest.raises(ValueError, match="in place of operand 0"):
+        check_inplace(node, kernel, bound, SimpleNamespace(inplace={out: x}))
