@@ -23,6 +23,7 @@ from ember.backends import kernel_index as ix
 from ember.backends import math as math_lib
 from ember.backends.kernel_index import Ix
 from ember.errors import EmberError
+from ember.passes.memory import body_shareable
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Literal
 from ember.tracer.primitive import impl_rules
@@ -126,8 +127,9 @@ Step = Loop | Contraction | ArgReduce | Scatter
 
 @dataclass(frozen=True)
 class Kernel:
-    """`shareable`: the (output, input) name pairs that may be one buffer (`shareable_pairs`): the
-    only pairs a caller may pass one buffer for, and the only in-place writes a renderer renders."""
+    """`shareable`: the (output, input) name pairs that may be one buffer, from the body
+    (`passes.memory.body_shareable`, which the memory plan's in-place writes keep to): the only
+    pairs a caller may pass one buffer for."""
 
     kind: str
     inputs: tuple[Buffer, ...]
@@ -259,8 +261,9 @@ class _Lowering:
             loops[key].append(job)
         built = [self.step(s[1]) if s[1][1] == "step" else self.loop(s[1], loops[s[1]])
                  for s in sorted(steps, key=lambda s: s[0])]
-        kernel = _alias_epilogues(Kernel(self.kind, self.inputs, self.outputs, tuple(self.temps), tuple(built)))
-        return replace(kernel, shareable=shareable_pairs(kernel))
+        shareable = frozenset((f"out{m}", f"in{k}") for m, k in body_shareable(self.body))
+        return _alias_epilogues(Kernel(self.kind, self.inputs, self.outputs, tuple(self.temps), tuple(built),
+                                       shareable))
 
     def step(self, job) -> Contraction | ArgReduce | Scatter:
         _, _, v, name = job
@@ -486,38 +489,6 @@ def _alias_epilogues(k: Kernel) -> Kernel:
             else o for o in loop.ops))
         del temps[c.out]
     return replace(k, temps=tuple(temps.values()), steps=tuple(steps))
-
-
-# --- which buffers the kernel may share -------------------------------------------------------------
-
-def shareable_pairs(k: Kernel) -> frozenset[tuple[str, str]]:
-    """The (output, input) pairs of one shape and dtype that may be one buffer: the one derivation of
-    the "reads its operand only where it writes" fact (renderers read `Kernel.shareable`)."""
-    return frozenset((o.name, i.name) for o in k.outputs for i in k.inputs
-                     if (i.shape, i.dtype) == (o.shape, o.dtype) and _in_place_safe(k, o.name, i.name))
-
-
-def _in_place_safe(k: Kernel, out: str, inp: str) -> bool:
-    """Whether output `out` may share input `inp`'s buffer: every write of `out` is a store at the
-    identity index in a loop that reads `inp` only there, and no later step reads `inp`."""
-    written = False
-    for step in k.steps:
-        if not isinstance(step, Loop):
-            if not isinstance(step, Contraction) or step.out == out or (written and inp in (step.lhs, step.rhs)):
-                return False
-            continue
-        identity = tuple(ix.var(a, n) for a, n in enumerate(step.space))
-        writes = any(s.buffer == out for s in step.stores)
-        if any(r.out == out for r in step.reductions) or any(
-                s.buffer == out and s.index != identity for s in step.stores):
-            return False
-        for o in _loads_of(step, inp):
-            if (writes or written) and o.param("index") != identity:
-                return False
-            if written and not writes:
-                return False
-        written |= writes
-    return True
 
 
 def _loads_of(loop: Loop, name: str) -> list[Op]:

@@ -193,12 +193,19 @@ def _extended_ends(graph: Graph, last: Mapping[Var, int], views: Mapping) -> dic
 
 
 def _body_hazards(body: Graph) -> dict[int, tuple[str, Node]]:
-    """For each body input read other than through the identity index map: (rule, the body node).
-    Values computed from an input by same-shape elementwise nodes read it at the identity map too; a
-    reduction of them is safe only as a result of the kernel (accumulated in the loop that writes),
-    not when the body reads it again (the kernel would then read the input whole before writing)."""
+    """For each body input the plan does not write a result over: (rule, the first body node that
+    reads it so), from `_body_reads`: a read other than at the identity index, or a reduction of it
+    that the body reads again (the plan's own caution: the kernel would allow that one)."""
+    return {k: found[0][:2] for k, found in _body_reads(body).items()}
+
+
+def _body_reads(body: Graph) -> dict[int, list[tuple[str, Node, bool]]]:
+    """For each body input, in body order, its reads other than through the identity index map:
+    (rule, body node, whether a kernel may still share the input's buffer: only a reduction of it
+    that the body reads again). Values computed from an input by same-shape elementwise nodes read
+    it at the identity map too; a reduction of them reads it at its own loop's identity map."""
     read = {a for node in body.nodes for a in node.inputs if isinstance(a, Var)}
-    hazards: dict[int, tuple[str, Node]] = {}
+    reads: dict[int, list[tuple[str, Node, bool]]] = {}
     # a kernel computes a fused dot_general into the result's buffer before its epilogue reads the
     # other operands, so no operand may share that buffer (the backends' kernels alias it: kernel.py)
     dot = next((n for n in body.nodes if n.prim is P.dot_general_p), None)
@@ -209,12 +216,26 @@ def _body_hazards(body: Graph) -> dict[int, tuple[str, Node]]:
                 continue
             if node.prim.kind == "elementwise" and all(o.aval.shape == x.aval.shape for o in node.outputs):
                 derived.update(node.outputs)
-            elif node.prim.kind != "reduction" or any(o in read for o in node.outputs):
-                hazards[k] = (HAZARDS.get(node.prim) or KIND_HAZARDS[node.prim.kind], node)
-                break
-        if dot is not None and k not in hazards and x in read:
-            hazards[k] = ("contraction-first", dot)
-    return hazards
+            elif node.prim.kind != "reduction":
+                reads.setdefault(k, []).append((HAZARDS.get(node.prim) or KIND_HAZARDS[node.prim.kind], node, False))
+            elif any(o in read for o in node.outputs):
+                reads.setdefault(k, []).append(("reduced", node, True))
+        if dot is not None and x in read:
+            reads.setdefault(k, []).append(("contraction-first", dot, False))
+    return reads
+
+
+def body_shareable(body: Graph) -> frozenset[tuple[int, int]]:
+    """The (output, input) index pairs of a fusion body, of one shape and dtype, whose kernel may
+    write the output into the input's buffer: it reads the input only at the identity index (not
+    through a layout op, a gather or a fused dot) and never after the loop storing the output
+    (`body_loop_hazards`). The one derivation of this fact: the memory plan writes only such pairs
+    in place, and `kernel.lower_kernel` gives them to renderers as `Kernel.shareable`."""
+    reads, late = _body_reads(body), body_loop_hazards(body)
+    unsafe = {k for k, found in reads.items() if not all(ok for _, _, ok in found)}
+    return frozenset((m, k) for m, o in enumerate(body.outputs) for k, x in enumerate(body.inputs)
+                     if isinstance(o, Var) and (x.aval.shape, x.aval.dtype) == (o.aval.shape, o.aval.dtype)
+                     and k not in unsafe and (m, k) not in late)
 
 
 # Body prims a kernel computes as a step reading its operands whole (backends/kernel.py `ArgReduce`,
@@ -297,7 +318,7 @@ class _Inplace:
 
     def __init__(self, graph: Graph, cls, ends, views):
         self.graph, self.cls, self.ends, self.views = graph, cls, ends, views
-        self.loop_hazards: dict[int, dict] = {}  # id(fusion body) -> body_loop_hazards(body)
+        self.shareable: dict[int, frozenset] = {}  # id(fusion body) -> body_shareable(body)
         self.outputs = {v for v in graph.outputs if isinstance(v, Var)}
         self.producer = {v: node for node in graph.nodes for v in node.outputs}
         self.readers: dict[Var, list[int]] = {}
@@ -366,15 +387,16 @@ class _Inplace:
         return self._loop_order(node, a, o, nodes)
 
     def _loop_order(self, node, a, o, nodes):
-        """(stage, rule, message, nodes) when the fused kernel writes `o` before its last read of `a`."""
+        """(stage, rule, message, nodes) when the fused kernel may not write `o` over `a`
+        (`body_shareable`) though it reads `a` only at the identity index: it writes `o` first."""
         if node.prim is not P.fusion_p:
             return None
         body = node.params["body"]
-        if id(body) not in self.loop_hazards:
-            self.loop_hazards[id(body)] = body_loop_hazards(body)
+        if id(body) not in self.shareable:
+            self.shareable[id(body)] = body_shareable(body)
         m = node.outputs.index(o)
-        for i in (i for i, b in enumerate(node.inputs) if b is a and (m, i) in self.loop_hazards[id(body)]):
-            reader = self.loop_hazards[id(body)][m, i]
+        for i in (i for i, b in enumerate(node.inputs) if b is a and (m, i) not in self.shareable[id(body)]):
+            reader = body_loop_hazards(body).get((m, i))
             by = f" (by {reader.prim.name}{_loc(reader)})" if reader is not None else ""
             return (self.HAZARD, "written-before-read", f"the fused kernel writes the result before its last "
                     f"read of input {i}{by}", nodes)
