@@ -193,19 +193,12 @@ def _extended_ends(graph: Graph, last: Mapping[Var, int], views: Mapping) -> dic
 
 
 def _body_hazards(body: Graph) -> dict[int, tuple[str, Node]]:
-    """For each body input the plan does not write a result over: (rule, the first body node that
-    reads it so), from `_body_reads`: a read other than at the identity index, or a reduction of it
-    that the body reads again (the plan's own caution: the kernel would allow that one)."""
-    return {k: found[0][:2] for k, found in _body_reads(body).items()}
-
-
-def _body_reads(body: Graph) -> dict[int, list[tuple[str, Node, bool]]]:
-    """For each body input, in body order, its reads other than through the identity index map:
-    (rule, body node, whether a kernel may still share the input's buffer: only a reduction of it
-    that the body reads again). Values computed from an input by same-shape elementwise nodes read
-    it at the identity map too; a reduction of them reads it at its own loop's identity map."""
+    """For each body input read other than through the identity index map: (rule, the body node).
+    Values computed from an input by same-shape elementwise nodes read it at the identity map too; a
+    reduction of them is safe only as a result of the kernel (accumulated in the loop that writes),
+    not when the body reads it again (the kernel would then read the input whole before writing)."""
     read = {a for node in body.nodes for a in node.inputs if isinstance(a, Var)}
-    reads: dict[int, list[tuple[str, Node, bool]]] = {}
+    hazards: dict[int, tuple[str, Node]] = {}
     # a kernel computes a fused dot_general into the result's buffer before its epilogue reads the
     # other operands, so no operand may share that buffer (the backends' kernels alias it: kernel.py)
     dot = next((n for n in body.nodes if n.prim is P.dot_general_p), None)
@@ -216,93 +209,137 @@ def _body_reads(body: Graph) -> dict[int, list[tuple[str, Node, bool]]]:
                 continue
             if node.prim.kind == "elementwise" and all(o.aval.shape == x.aval.shape for o in node.outputs):
                 derived.update(node.outputs)
-            elif node.prim.kind != "reduction":
-                reads.setdefault(k, []).append((HAZARDS.get(node.prim) or KIND_HAZARDS[node.prim.kind], node, False))
-            elif any(o in read for o in node.outputs):
-                reads.setdefault(k, []).append(("reduced", node, True))
-        if dot is not None and x in read:
-            reads.setdefault(k, []).append(("contraction-first", dot, False))
-    return reads
-
-
-def body_shareable(body: Graph) -> frozenset[tuple[int, int]]:
-    """The (output, input) index pairs of a fusion body, of one shape and dtype, whose kernel may
-    write the output into the input's buffer: it reads the input only at the identity index (not
-    through a layout op, a gather or a fused dot) and never after the loop storing the output
-    (`body_loop_hazards`). The one derivation of this fact: the memory plan writes only such pairs
-    in place, and `kernel.lower_kernel` gives them to renderers as `Kernel.shareable`."""
-    reads, late = _body_reads(body), body_loop_hazards(body)
-    unsafe = {k for k, found in reads.items() if not all(ok for _, _, ok in found)}
-    return frozenset((m, k) for m, o in enumerate(body.outputs) for k, x in enumerate(body.inputs)
-                     if isinstance(o, Var) and (x.aval.shape, x.aval.dtype) == (o.aval.shape, o.aval.dtype)
-                     and k not in unsafe and (m, k) not in late)
+            elif node.prim.kind != "reduction" or any(o in read for o in node.outputs):
+                hazards[k] = (HAZARDS.get(node.prim) or KIND_HAZARDS[node.prim.kind], node)
+                break
+        if dot is not None and k not in hazards and x in read:
+            hazards[k] = ("contraction-first", dot)
+    return hazards
 
 
 # Body prims a kernel computes as a step reading its operands whole (backends/kernel.py `ArgReduce`,
 # `Scatter`): a kernel holding one shares no buffer.
 WHOLE_STEPS = (P.argmax_p, P.argmin_p, P.scatter_add_p, P.scatter_p)
+# Layout nodes that read their operand at the identity index (a node of the operand's shape that
+# moves nothing), by primitive; any other layout or indexing node reads it elsewhere.
+IDENTITY_LAYOUT = {
+    P.reshape_p: lambda node: True,
+    P.broadcast_in_dim_p: lambda node: True,
+    P.transpose_p: lambda node: tuple(node.params["permutation"]) == tuple(range(len(node.params["permutation"]))),
+}
 
 
-def body_loop_hazards(body: Graph) -> dict[tuple[int, int], Node | None]:
-    """The (output, input) pairs of a fusion body whose kernel writes the output before its last read
-    of the input, with the node reading it then (None: the output is not a plain store, or a whole
-    step holds the input's buffer). A kernel runs a body as loops in order (backends/kernel.py): one
-    per level and reduced space, a value reading a reduction's or dot's result a level after it; an
-    output is stored in the first loop of its level over its shape, so an input read by a later
-    loop is read after the output overwrote it."""
+def body_shareable(body: Graph) -> frozenset[tuple[int, int]]:
+    """The (output, input) index pairs of a fusion body, of one shape and dtype, whose kernel may
+    write the output into the input's buffer: the one derivation of this fact (the memory plan writes
+    only such pairs in place; `kernel.lower_kernel` hands them to renderers as `Kernel.shareable`).
+    A kernel runs the body as loops in order (backends/kernel.py); the output must be a store of its
+    own loop, that loop must read the input only at the output's index, and no later step read it."""
     if any(n.prim in WHOLE_STEPS for n in body.nodes):
-        return {(m, k): None for m in range(len(body.outputs)) for k in range(len(body.inputs))}
-    level, held, source = _loop_levels(body)
-    loops: list = []  # (level, space and axes) in the kernel's order within a level
-    jobs = []  # (level, loop key or None for a dot, node, the inputs its loop reads)
-    for node in body.nodes:
-        if node.prim.kind in ("reduction", "contraction"):
-            key = (node.inputs[0].aval.shape, node.params["axes"]) if node.prim.kind == "reduction" else None
-            if key is not None and (level[node.outputs[0]], key) not in loops:
-                loops.append((level[node.outputs[0]], key))
-            fed = set().union(*(source.get(a, set()) for a in node.inputs if isinstance(a, Var)))
-            jobs.append((level[node.outputs[0]], key, node, fed))
-    unsafe: dict[tuple[int, int], Node | None] = {}
-    for m, out in enumerate(body.outputs):
-        if not isinstance(out, Var):
-            continue
-        if out in held:
-            unsafe.update({(m, k): None for k in range(len(body.inputs))})
-            continue
-        at = level.get(out, 0)
-        mine = next((i for i, (lv, key) in enumerate(loops) if lv == at and key[0] == out.aval.shape), len(loops))
-        for lv, key, node, fed in jobs:
-            if lv > at or (lv == at and (key is None or loops.index((lv, key)) > mine)):
-                for k in fed:
-                    unsafe.setdefault((m, k), node)
-        for o in body.outputs:  # an output stored at a later level reads its inputs there
-            if isinstance(o, Var) and o not in held and level.get(o, 0) > at:
-                for k in source.get(o, ()):
-                    unsafe.setdefault((m, k), None)
-    return unsafe
+        return frozenset()
+    loops = _body_loops(body)
+    return frozenset((m, k) for m, o in enumerate(body.outputs) for k, x in enumerate(body.inputs)
+                     if isinstance(o, Var) and (x.aval.shape, x.aval.dtype) == (o.aval.shape, o.aval.dtype)
+                     and not loops.conflict(m, k)[0])
 
 
-def _loop_levels(body: Graph) -> tuple[dict[Var, int], set[Var], dict[Var, set[int]]]:
-    """Each body value's loop level (0: computed from the inputs alone; a value reading a reduction's
-    or dot's result, which a buffer holds, one more than it), the values held in buffers, and the
-    body inputs each value not held is computed from (its loop reads them)."""
+@dataclass
+class _BodyLoops:
+    """A fusion body's kernel steps in order: per step (by position), the body inputs it reads, each
+    with whether only at the step's own index; and the position of each output's plain store."""
+
+    reads: list[tuple[int, dict[int, bool], Node | None]] = field(default_factory=list)  # and the reader
+    writes: dict[int, int] = field(default_factory=dict)
+
+    def conflict(self, m: int, k: int) -> tuple[bool, Node | None]:
+        """Whether output m may not take input k's buffer, and the body node reading k too late."""
+        if m not in self.writes:
+            return True, None
+        at = self.writes[m]
+        for pos, found, node in self.reads:
+            if k in found and (pos > at or pos == at and not found[k]):
+                return True, node
+        return False, None
+
+
+def _body_loops(body: Graph) -> _BodyLoops:
+    """The steps `kernel.lower_kernel` makes of `body` (its jobs and loops, in its order): reductions
+    and dots are held in buffers, so a value reading one is computed a level later; within a level
+    reductions and dots come before stores; a reduction joins the loop of its level, space and axes, a
+    store the first loop of its level and space. An output computed from a dot's result may be
+    written by the dot itself (the kernel aliases such an epilogue), so it has no plain store here."""
+    inputs = set(body.inputs)
     level: dict[Var, int] = {}
+    reads: dict[Var, dict[int, bool]] = {x: {k: True} for k, x in enumerate(body.inputs)}
     held: set[Var] = set()
-    source: dict[Var, set[int]] = {x: {k} for k, x in enumerate(body.inputs)}
+    from_dot: set[Var] = set()  # values held by a dot or computed from one
+    jobs: list = []  # (level, a store?, loop key or None for a dot, inputs read, reader, output index)
     for node in body.nodes:
         args = [a for a in node.inputs if isinstance(a, Var)]
-        if node.prim.kind == "contraction":
-            lv = 1 + max((level.get(a, 0) for a in args), default=0)
+        if node.prim.kind == "contraction":  # an operand computed in the body is stored first
+            jobs += [(level[a], True, (level[a], a.aval.shape), reads[a], node, None) for a in args
+                     if a not in held and a not in inputs]
+            lv = 1 + max((-1 if a in inputs else level[a] for a in args), default=-1)
+            jobs.append((lv, False, None, {k: False for a in args if a in inputs for k in reads[a]}, node, None))
         else:
             lv = max((level.get(a, 0) + (a in held) for a in args), default=0)
-        fed = set().union(*(source.get(a, set()) for a in args if a not in held))
+        if node.prim.kind == "reduction":
+            x = node.inputs[0]
+            jobs.append((lv, False, (lv, x.aval.shape, node.params["axes"]), reads.get(x, {}), node, None))
         for o in node.outputs:
             level[o] = lv
             if node.prim.kind in ("reduction", "contraction"):
                 held.add(o)
-            else:
-                source[o] = fed
-    return level, held, source
+                if node.prim.kind == "contraction":
+                    from_dot.add(o)
+                continue
+            if any(a in from_dot for a in args):
+                from_dot.add(o)
+            reads[o] = _reads_through(node, o, reads, held)
+    stored = set()
+    for m, v in enumerate(body.outputs):
+        if isinstance(v, Var) and v in held and v not in stored:
+            stored.add(v)  # the reduction or dot writes this output itself
+            continue
+        lv = level.get(v, 0) + (v in held) if isinstance(v, Var) else 0
+        jobs.append((lv, True, (lv, v.aval.shape), reads.get(v, {}) if v not in held else {}, None,
+                     None if v in from_dot else m))
+    return _in_order(jobs)
+
+
+def _reads_through(node: Node, o: Var, reads: Mapping, held: set) -> dict[int, bool]:
+    """The body inputs computing `node`'s output `o` at an index reads, each with whether only at that
+    index: through same-shape elementwise operands and identity layouts (`IDENTITY_LAYOUT`) only."""
+    elementwise = node.prim.kind == "elementwise"
+    same = elementwise or (node.prim in IDENTITY_LAYOUT and IDENTITY_LAYOUT[node.prim](node))
+    found: dict[int, bool] = {}
+    for i, a in enumerate(node.inputs):
+        if isinstance(a, Var) and a not in held:
+            here = same and a.aval.shape == o.aval.shape and (elementwise or i == 0)
+            for k, ok in reads[a].items():
+                found[k] = found.get(k, True) and ok and here
+    return found
+
+
+def _in_order(jobs) -> _BodyLoops:
+    """Steps from jobs as `lower_kernel` places them: sorted by level, reductions and dots first; each
+    new loop key (and each dot) a step of its own, in that order."""
+    loops = _BodyLoops()
+    keys: list = []
+    for _, store, key, found, node, out in sorted(jobs, key=lambda j: (j[0], j[1])):
+        if key is None:
+            keys.append(None)
+            pos = len(keys) - 1
+        else:
+            if store:
+                key = next((k for k in keys if k is not None and k[:2] == key), key + ((),))
+            if key not in keys:
+                keys.append(key)
+            pos = keys.index(key)
+        loops.reads.append((pos, found, node))
+        if out is not None:
+            loops.writes[out] = pos
+    return loops
 
 
 def _loc(node: Node) -> str:
@@ -396,7 +433,8 @@ class _Inplace:
             self.shareable[id(body)] = body_shareable(body)
         m = node.outputs.index(o)
         for i in (i for i, b in enumerate(node.inputs) if b is a and (m, i) not in self.shareable[id(body)]):
-            reader = body_loop_hazards(body).get((m, i))
+            reader = _body_loops(body).conflict(m, i)[1] if not any(
+                n.prim in WHOLE_STEPS for n in body.nodes) else next(n for n in body.nodes if n.prim in WHOLE_STEPS)
             by = f" (by {reader.prim.name}{_loc(reader)})" if reader is not None else ""
             return (self.HAZARD, "written-before-read", f"the fused kernel writes the result before its last "
                     f"read of input {i}{by}", nodes)
