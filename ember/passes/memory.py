@@ -245,10 +245,13 @@ def body_shareable(body: Graph) -> frozenset[tuple[int, int]]:
 
 @dataclass
 class _BodyLoops:
-    """A fusion body's kernel steps in order: per step (by position), the body inputs it reads, each
-    with whether only at the step's own index; and the position of each output's plain store."""
+    """A fusion body's kernel steps in order (backends/kernel.py): per job, its step's position, what
+    it reads (body input indices and held values, each with whether only at the step's own index),
+    the body node it computes (None for an output's store) and the output it stores (or None); the
+    loop key of each position (None for a dot); and the position of each output's plain store."""
 
-    reads: list[tuple[int, dict[int, bool], Node | None]] = field(default_factory=list)  # and the reader
+    jobs: list[tuple[int, dict, Node | None, int | None]] = field(default_factory=list)
+    keys: list[tuple | None] = field(default_factory=list)
     writes: dict[int, int] = field(default_factory=dict)
 
     def conflict(self, m: int, k: int) -> tuple[bool, Node | None]:
@@ -256,67 +259,73 @@ class _BodyLoops:
         if m not in self.writes:
             return True, None
         at = self.writes[m]
-        for pos, found, node in self.reads:
+        for pos, found, node, _ in self.jobs:
             if k in found and (pos > at or pos == at and not found[k]):
                 return True, node
         return False, None
 
 
 def _body_loops(body: Graph) -> _BodyLoops:
-    """The steps `kernel.lower_kernel` makes of `body` (its jobs and loops, in its order): reductions
-    and dots are held in buffers, so a value reading one is computed a level later; within a level
-    reductions and dots come before stores; a reduction joins the loop of its level, space and axes, a
-    store the first loop of its level and space. An output computed from a dot's result may be
-    written by the dot itself (the kernel aliases such an epilogue), so it has no plain store here."""
+    """The steps `kernel.lower_kernel` makes of `body`, in its order: reductions and dots are held in
+    buffers, so a value reading one is computed a level later; within a level reductions and dots
+    come before stores; a reduction joins the loop of its level, space and axes, a store the first
+    loop of its level and space; an epilogue's dot writes the output its only loop stores first."""
     inputs = set(body.inputs)
     level: dict[Var, int] = {}
-    reads: dict[Var, dict[int, bool]] = {x: {k: True} for k, x in enumerate(body.inputs)}
+    reads: dict[Var, dict] = {x: {k: True} for k, x in enumerate(body.inputs)}
     held: set[Var] = set()
-    from_dot: set[Var] = set()  # values held by a dot or computed from one
-    jobs: list = []  # (level, a store?, loop key or None for a dot, inputs read, reader, output index)
+    jobs: list = []  # (level, a store?, loop key or None for a dot, what it reads, node, output index)
     for node in body.nodes:
         args = [a for a in node.inputs if isinstance(a, Var)]
         if node.prim.kind == "contraction":  # an operand computed in the body is stored first
             jobs += [(level[a], True, (level[a], a.aval.shape), reads[a], node, None) for a in args
                      if a not in held and a not in inputs]
             lv = 1 + max((-1 if a in inputs else level[a] for a in args), default=-1)
-            jobs.append((lv, False, None, {k: False for a in args if a in inputs for k in reads[a]}, node, None))
+            whole = {k: False for a in args if a in inputs for k in reads[a]}
+            jobs.append((lv, False, None, {**whole, **{a: False for a in args if a in held}}, node, None))
         else:
             lv = max((level.get(a, 0) + (a in held) for a in args), default=0)
         if node.prim.kind == "reduction":
             x = node.inputs[0]
-            jobs.append((lv, False, (lv, x.aval.shape, node.params["axes"]), reads.get(x, {}), node, None))
+            jobs.append((lv, False, (lv, x.aval.shape, node.params["axes"]), _reads_of(x, reads, held), node, None))
         for o in node.outputs:
             level[o] = lv
             if node.prim.kind in ("reduction", "contraction"):
                 held.add(o)
-                if node.prim.kind == "contraction":
-                    from_dot.add(o)
-                continue
-            if any(a in from_dot for a in args):
-                from_dot.add(o)
-            reads[o] = _reads_through(node, o, reads, held)
-    stored = set()
+            else:
+                reads[o] = _reads_through(node, o, reads, held)
+    written = set()  # held outputs their reduction or dot writes itself
     for m, v in enumerate(body.outputs):
-        if isinstance(v, Var) and v in held and v not in stored:
-            stored.add(v)  # the reduction or dot writes this output itself
+        if isinstance(v, Var) and v in held and v not in written:
+            written.add(v)
             continue
         lv = level.get(v, 0) + (v in held) if isinstance(v, Var) else 0
-        jobs.append((lv, True, (lv, v.aval.shape), reads.get(v, {}) if v not in held else {}, None,
-                     None if v in from_dot else m))
-    return _in_order(jobs)
+        jobs.append((lv, True, (lv, v.aval.shape), _reads_of(v, reads, held), None, m))
+    loops = _in_order(jobs)
+    for node in body.nodes:
+        if node.prim.kind == "contraction" and node.outputs[0] not in written:
+            _alias_epilogue(body, loops, node.outputs[0])
+    return loops
 
 
-def _reads_through(node: Node, o: Var, reads: Mapping, held: set) -> dict[int, bool]:
-    """The body inputs computing `node`'s output `o` at an index reads, each with whether only at that
-    index: through same-shape elementwise operands and identity layouts (`IDENTITY_LAYOUT`) only."""
+def _reads_of(v, reads: Mapping, held: set) -> dict:
+    """What computing `v` at an index reads: a held value itself there, else `reads[v]`."""
+    if not isinstance(v, Var):
+        return {}
+    return {v: True} if v in held else reads[v]
+
+
+def _reads_through(node: Node, o: Var, reads: Mapping, held: set) -> dict:
+    """What computing `node`'s output `o` at an index reads (body input indices and held values), each
+    with whether only at that index: so through same-shape elementwise operands and identity layouts
+    (`IDENTITY_LAYOUT`) only."""
     elementwise = node.prim.kind == "elementwise"
     same = elementwise or (node.prim in IDENTITY_LAYOUT and IDENTITY_LAYOUT[node.prim](node))
-    found: dict[int, bool] = {}
+    found: dict = {}
     for i, a in enumerate(node.inputs):
-        if isinstance(a, Var) and a not in held:
+        if isinstance(a, Var):
             here = same and a.aval.shape == o.aval.shape and (elementwise or i == 0)
-            for k, ok in reads[a].items():
+            for k, ok in _reads_of(a, reads, held).items():
                 found[k] = found.get(k, True) and ok and here
     return found
 
@@ -325,21 +334,36 @@ def _in_order(jobs) -> _BodyLoops:
     """Steps from jobs as `lower_kernel` places them: sorted by level, reductions and dots first; each
     new loop key (and each dot) a step of its own, in that order."""
     loops = _BodyLoops()
-    keys: list = []
     for _, store, key, found, node, out in sorted(jobs, key=lambda j: (j[0], j[1])):
         if key is None:
-            keys.append(None)
-            pos = len(keys) - 1
+            loops.keys.append(None)
+            pos = len(loops.keys) - 1
         else:
             if store:
-                key = next((k for k in keys if k is not None and k[:2] == key), key + ((),))
-            if key not in keys:
-                keys.append(key)
-            pos = keys.index(key)
-        loops.reads.append((pos, found, node))
+                key = next((k for k in loops.keys if k is not None and k[:2] == key), key + ((),))
+            if key not in loops.keys:
+                loops.keys.append(key)
+            pos = loops.keys.index(key)
+        loops.jobs.append((pos, found, node, out))
         if out is not None:
             loops.writes[out] = pos
     return loops
+
+
+def _alias_epilogue(body: Graph, loops: _BodyLoops, d: Var) -> None:
+    """A dot's result `d` read only by one loop, with no reduced axis, at its index, is written into
+    the output that loop stores first among those of its shape and dtype (kernel.py
+    `_alias_epilogues`): that output has no plain store."""
+    readers = {pos for pos, found, _, _ in loops.jobs if d in found}
+    if len(readers) != 1 or loops.keys[min(readers)] is None or loops.keys[min(readers)][2]:
+        return
+    (pos,) = readers
+    if not all(found[d] for p, found, _, _ in loops.jobs if p == pos and d in found):
+        return
+    target = next((m for p, _, _, m in loops.jobs if p == pos and m is not None and (
+        body.outputs[m].aval.shape, body.outputs[m].aval.dtype) == (d.aval.shape, d.aval.dtype)), None)
+    if target is not None:
+        loops.writes.pop(target, None)
 
 
 def _loc(node: Node) -> str:
