@@ -12,6 +12,8 @@ workspace value lives from its node to its last use; a per-call output is fresh 
 In place (the `inplace` decision, on unless disabled): an elementwise node or a fusion writes a result
 into an operand's buffer when the operand has the result's shape and dtype, is read only through the
 identity index map, dies at this node, is workspace or donated, and the result is not a function output.
+For a fusion, `body_shareable` is the one derivation of which (output, input) pairs its kernel may
+share (renderers read it as `Kernel.shareable`); the plan writes only such pairs, and more cautiously.
 Each declined elementwise node or fusion records one refusal (explain.py) with the most telling rule.
 The layout ops in VIEWS may return a view of their operand (the numpy backend's do), so an operand is
 written in place only when no view of it is read later, and a view is never written. Other workspace

@@ -237,3 +237,31 @@ def test_the_renderer_raises_on_a_plan_asking_for_an_unsafe_pair():
     check_inplace(node, kernel, bound, SimpleNamespace(inplace={}))
     with pytest.raises(ValueError, match="in place of operand 0"):
         check_inplace(node, kernel, bound, SimpleNamespace(inplace={out: x}))
+
+
+def test_every_kernel_of_some_programs_shares_what_its_steps_allow():
+    """The fact on every node of optimized programs (gradients, softmax, a variance, layer norm)."""
+    import ember
+    import ember.nn as nn
+    from ember.backends.llvm.graph import node_kernel
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    params = nn.init_mlp([8, 16, 4])
+
+    def norm(x):
+        m = jnp.mean(x, axis=-1, keepdims=True)
+        return (x - m) / jnp.sqrt(jnp.var(x, axis=-1, keepdims=True) + 1e-5)
+
+    programs = [
+        (lambda p, x: ember.grad(lambda p, x: jnp.sum(nn.mlp(p, x, jnp.tanh)))(p, x), params, x),
+        (lambda x: ember.grad(lambda x: jnp.sum(nn.softmax(x, axis=-1) * x))(x), x),
+        (lambda x: (jnp.mean(x), jnp.var(x), jnp.argmax(x, axis=0)), x),
+        (lambda x: ember.grad(lambda x: jnp.sum(norm(x) ** 2))(x), x),
+    ]
+    kernels = 0
+    for f, *args in programs:
+        for node in ember.jit(f).lower(*args).optimized.nodes:
+            k, _ = node_kernel(node)
+            assert k.shareable == kernel_truth(k), (node, k)
+            kernels += 1
+    assert kernels > 20
