@@ -222,13 +222,20 @@ def _body_hazards(body: Graph) -> dict[int, tuple[str, Node]]:
 # Body prims a kernel computes as a step reading its operands whole (backends/kernel.py `ArgReduce`,
 # `Scatter`): a kernel holding one shares no buffer.
 WHOLE_STEPS = (P.argmax_p, P.argmin_p, P.scatter_add_p, P.scatter_p)
-# Layout nodes that read their operand at the identity index (a node of the operand's shape that
-# moves nothing), by primitive; any other layout or indexing node reads it elsewhere.
-IDENTITY_LAYOUT = {
+# Layout nodes that read their operand at the element they compute when it has their size (its flat
+# offset is theirs), by primitive: a reshape always, a broadcast adding unit axes, a transpose that
+# keeps the order of the axes longer than one; any other layout or indexing node reads elsewhere.
+SAME_OFFSET = {
     P.reshape_p: lambda node: True,
     P.broadcast_in_dim_p: lambda node: True,
-    P.transpose_p: lambda node: tuple(node.params["permutation"]) == tuple(range(len(node.params["permutation"]))),
+    P.transpose_p: lambda node: _long_axes_in_order(node),
 }
+
+
+def _long_axes_in_order(node: Node) -> bool:
+    shape = node.inputs[0].aval.shape
+    kept = [p for p in node.params["permutation"] if shape[p] != 1]
+    return kept == sorted(kept)
 
 
 def body_shareable(body: Graph) -> frozenset[tuple[int, int]]:
@@ -319,14 +326,14 @@ def _reads_of(v, reads: Mapping, held: set) -> dict:
 
 def _reads_through(node: Node, o: Var, reads: Mapping, held: set) -> dict:
     """What computing `node`'s output `o` at an index reads (body input indices and held values), each
-    with whether only at that index: so through same-shape elementwise operands and identity layouts
-    (`IDENTITY_LAYOUT`) only."""
+    with whether only at that index: so through same-shape elementwise operands and layouts that keep
+    the flat offset (`SAME_OFFSET`) only."""
     elementwise = node.prim.kind == "elementwise"
-    same = elementwise or (node.prim in IDENTITY_LAYOUT and IDENTITY_LAYOUT[node.prim](node))
+    layout = not elementwise and node.prim in SAME_OFFSET and SAME_OFFSET[node.prim](node)
     found: dict = {}
     for i, a in enumerate(node.inputs):
         if isinstance(a, Var):
-            here = same and a.aval.shape == o.aval.shape and (elementwise or i == 0)
+            here = a.aval.shape == o.aval.shape if elementwise else layout and i == 0 and a.aval.size == o.aval.size
             for k, ok in _reads_of(a, reads, held).items():
                 found[k] = found.get(k, True) and ok and here
     return found
