@@ -252,6 +252,12 @@ def body_shareable(body: Graph) -> frozenset[tuple[int, int]]:
                      and not loops.conflict(m, k)[0])
 
 
+def _unshared_by(body: Graph, m: int, k: int) -> Node | None:
+    """The body node keeping output m from input k's buffer: a whole step, or a read after the write."""
+    whole = next((n for n in body.nodes if n.prim in WHOLE_STEPS), None)
+    return whole if whole is not None else _body_loops(body).conflict(m, k)[1]
+
+
 @dataclass
 class _BodyLoops:
     """A fusion body's kernel steps in order (backends/kernel.py): per job, its step's position, what
@@ -466,8 +472,7 @@ class _Inplace:
             self.shareable[id(body)] = body_shareable(body)
         m = node.outputs.index(o)
         for i in (i for i, b in enumerate(node.inputs) if b is a and (m, i) not in self.shareable[id(body)]):
-            reader = _body_loops(body).conflict(m, i)[1] if not any(
-                n.prim in WHOLE_STEPS for n in body.nodes) else next(n for n in body.nodes if n.prim in WHOLE_STEPS)
+            reader = _unshared_by(body, m, i)
             by = f" (by {reader.prim.name}{_loc(reader)})" if reader is not None else ""
             return (self.HAZARD, "written-before-read", f"the fused kernel writes the result before its last "
                     f"read of input {i}{by}", nodes)
