@@ -223,12 +223,17 @@ def _body_hazards(body: Graph) -> dict[int, tuple[str, Node]]:
 # `Scatter`): a kernel holding one shares no buffer.
 WHOLE_STEPS = (P.argmax_p, P.argmin_p, P.scatter_add_p, P.scatter_p)
 # Layout nodes that read their operand at the element they compute when it has their size (its flat
-# offset is theirs), by primitive: a reshape always, a broadcast adding unit axes, a transpose that
-# keeps the order of the axes longer than one; any other layout or indexing node reads elsewhere.
+# offset is theirs), by primitive: a reshape, a broadcast adding unit axes, a transpose keeping the
+# order of its axes longer than one, a slice of the whole, a reversal of unit axes, no padding, one
+# operand concatenated; any other layout or indexing node reads elsewhere.
 SAME_OFFSET = {
     P.reshape_p: lambda node: True,
     P.broadcast_in_dim_p: lambda node: True,
     P.transpose_p: lambda node: _long_axes_in_order(node),
+    P.slice_p: lambda node: True,
+    P.rev_p: lambda node: all(node.inputs[0].aval.shape[d] == 1 for d in node.params["dimensions"]),
+    P.pad_p: lambda node: all(c == (0, 0, 0) for c in map(tuple, node.params["padding_config"])),
+    P.concatenate_p: lambda node: len(node.inputs) == 1,
 }
 
 
