@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -249,12 +250,23 @@ def body_shareable(body: Graph) -> frozenset[tuple[int, int]]:
     only such pairs in place; `kernel.lower_kernel` hands them to renderers as `Kernel.shareable`).
     A kernel runs the body as loops in order (backends/kernel.py); the output must be a store of its
     own loop, that loop must read the input only at the output's index, and no later step read it."""
-    if any(n.prim in WHOLE_STEPS for n in body.nodes):
+    found = _shareable.get(body)
+    if found is None:
+        found = _shareable[body] = _derive_shareable(body)
+    return found
+
+
+# body -> body_shareable(body): the plan and then each backend's lowering ask for the same bodies
+_shareable: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _derive_shareable(body: Graph) -> frozenset[tuple[int, int]]:
+    pairs = [(m, k) for m, o in enumerate(body.outputs) for k, x in enumerate(body.inputs)
+             if isinstance(o, Var) and (x.aval.shape, x.aval.dtype) == (o.aval.shape, o.aval.dtype)]
+    if not pairs or any(n.prim in WHOLE_STEPS for n in body.nodes):
         return frozenset()
     loops = _body_loops(body)
-    return frozenset((m, k) for m, o in enumerate(body.outputs) for k, x in enumerate(body.inputs)
-                     if isinstance(o, Var) and (x.aval.shape, x.aval.dtype) == (o.aval.shape, o.aval.dtype)
-                     and not loops.conflict(m, k)[0])
+    return frozenset(p for p in pairs if not loops.conflict(*p)[0])
 
 
 def _unshared_by(body: Graph, m: int, k: int) -> Node | None:
