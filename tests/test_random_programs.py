@@ -880,8 +880,8 @@ def test_found_nan_cotangent_reaches_the_losing_maximum_operand(dtype):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_found_in_place_output_written_before_the_operands_last_read(dtype):
     """Found by the generator on the llvm backend: the plan put a fusion's reduced output in place of
-    an operand that the kernel's second loop still read; such an output is now written apart and
-    copied (graph.py, `schedule.in_place_safe`)."""
+    an operand that the kernel's second loop still read; the plan now declines such a pair
+    (`memory.body_shareable`, rule `written-before-read`)."""
     check_program(FOUND["in-place-output-of-an-earlier-loop"], 0, dtype)
 
 

@@ -23,6 +23,7 @@ from ember.backends import kernel_index as ix
 from ember.backends import math as math_lib
 from ember.backends.kernel_index import Ix
 from ember.errors import EmberError
+from ember.passes.memory import body_shareable
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Literal
 from ember.tracer.primitive import impl_rules
@@ -126,11 +127,16 @@ Step = Loop | Contraction | ArgReduce | Scatter
 
 @dataclass(frozen=True)
 class Kernel:
+    """`shareable`: the (output, input) name pairs that may be one buffer, from the body
+    (`passes.memory.body_shareable`, which the memory plan's in-place writes keep to): the only
+    pairs a caller may pass one buffer for."""
+
     kind: str
     inputs: tuple[Buffer, ...]
     outputs: tuple[Buffer, ...]
     temps: tuple[Buffer, ...]
     steps: tuple[Step, ...]
+    shareable: frozenset[tuple[str, str]] = frozenset()
 
     def __str__(self) -> str:
         return kernel_text(self)
@@ -255,7 +261,9 @@ class _Lowering:
             loops[key].append(job)
         built = [self.step(s[1]) if s[1][1] == "step" else self.loop(s[1], loops[s[1]])
                  for s in sorted(steps, key=lambda s: s[0])]
-        return _alias_epilogues(Kernel(self.kind, self.inputs, self.outputs, tuple(self.temps), tuple(built)))
+        shareable = frozenset((f"out{m}", f"in{k}") for m, k in body_shareable(self.body))
+        return _alias_epilogues(Kernel(self.kind, self.inputs, self.outputs, tuple(self.temps), tuple(built),
+                                       shareable))
 
     def step(self, job) -> Contraction | ArgReduce | Scatter:
         _, _, v, name = job

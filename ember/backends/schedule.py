@@ -17,9 +17,8 @@ a `LoopSchedule`, the loop nest a renderer writes out without deciding anything:
 - the scratch layout: memory accumulators first (each 64-byte aligned), then the per-chunk partials.
 
 A CUDA renderer reads the same schedule with a thread index in place of the outermost levels.
-`in_place_safe` and `no_alias` say which buffers a kernel may share: the one derivation of the
-"reads its operand only at the identity index" fact on a kernel (the memory plan's graph-level rule
-is checked against it by the renderer, which writes apart and copies where the two disagree).
+`no_alias` says which pointers a renderer may mark noalias, from the pairs the call passes one
+buffer for and the kernel's own `Kernel.shareable` (derived once, by `kernel.lower_kernel`).
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ember.backends import kernel_index as ix
-from ember.backends.kernel import Contraction, Kernel, Loop
+from ember.backends.kernel import Kernel, Loop
 from ember.backends.kernel_index import Ix
 
 BLOCK = 256  # float sums: elements per block summed in registers before the float64 total
@@ -306,41 +305,18 @@ def _split(loop: Loop, memory: bool, levels, stores, policy: SplitPolicy) -> Spl
     return Split(chunk, chunks, reduced, level) if chunks > 1 else None
 
 
-# --- which buffers a kernel may share ---------------------------------------------------------------
+# --- which pointers are noalias ---------------------------------------------------------------------
 
 def no_alias(kernel: Kernel, aliased: frozenset[tuple[str, str]] = frozenset()) -> set[str]:
     """Parameters a renderer may mark as aliasing nothing else: temps and scratch always; inputs and
-    outputs unless the call passes one buffer for an (output, input) pair in `aliased` (noalias there
-    let LLVM move a store of the output before a load of the input: a miscompile the random programs
-    found), or an output and an input of its shape and dtype are not `in_place_safe`."""
+    outputs unless the call passes one buffer for an (output, input) pair in `aliased` (its in-place
+    writes: noalias there let LLVM move a store of the output before a load of the input, a
+    miscompile the random programs found), or are an output and an input of one shape and dtype
+    outside `kernel.shareable`."""
     free = {t.name for t in kernel.temps} | {"scratch"}
     risky = {name for pair in aliased for name in pair}
     for o in kernel.outputs:
         for i in kernel.inputs:
-            if (i.shape, i.dtype) == (o.shape, o.dtype) and not in_place_safe(kernel, o.name, i.name):
+            if (i.shape, i.dtype) == (o.shape, o.dtype) and (o.name, i.name) not in kernel.shareable:
                 risky |= {o.name, i.name}
     return free | {b.name for b in kernel.inputs + kernel.outputs if b.name not in risky}
-
-
-def in_place_safe(kernel: Kernel, out: str, inp: str) -> bool:
-    """Whether output `out` may share input `inp`'s buffer: every write of `out` is a store at the
-    identity index in a loop that reads `inp` only there, and no later step reads `inp`."""
-    written = False
-    for step in kernel.steps:
-        if not isinstance(step, Loop):
-            if not isinstance(step, Contraction) or step.out == out or (written and inp in (step.lhs, step.rhs)):
-                return False
-            continue
-        identity = tuple(ix.var(a, n) for a, n in enumerate(step.space))
-        writes = any(s.buffer == out for s in step.stores)
-        if any(r.out == out for r in step.reductions) or any(
-                s.buffer == out and s.index != identity for s in step.stores):
-            return False
-        for o in step.ops:
-            if o.prim == "load" and o.param("buffer") == inp:
-                if (writes or written) and o.param("index") != identity:
-                    return False
-                if written and not writes:
-                    return False
-        written |= writes
-    return True

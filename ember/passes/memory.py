@@ -12,6 +12,8 @@ workspace value lives from its node to its last use; a per-call output is fresh 
 In place (the `inplace` decision, on unless disabled): an elementwise node or a fusion writes a result
 into an operand's buffer when the operand has the result's shape and dtype, is read only through the
 identity index map, dies at this node, is workspace or donated, and the result is not a function output.
+For a fusion, `body_shareable` is the one derivation of which (output, input) pairs its kernel may
+share (renderers read it as `Kernel.shareable`); the plan writes only such pairs, and more cautiously.
 Each declined elementwise node or fusion records one refusal (explain.py) with the most telling rule.
 The layout ops in VIEWS may return a view of their operand (the numpy backend's do), so an operand is
 written in place only when no view of it is read later, and a view is never written. Other workspace
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -47,7 +50,8 @@ HAZARD_WORDS = {"broadcast": "broadcast (its elements repeated)", "reshaped": "r
                 "sliced": "sliced", "reversed": "reversed", "aliased": "aliased", "padded": "padded",
                 "concatenated": "concatenated", "reduced": "whole, in a reduction or contraction",
                 "gathered": "at gathered indices",
-                "contraction-first": "after the fused dot_general has written the result's buffer"}
+                "contraction-first": "after the fused dot_general has written the result's buffer",
+                "written-before-read": "after the kernel has written the result"}
 
 
 @dataclass(frozen=True, eq=False)
@@ -216,6 +220,184 @@ def _body_hazards(body: Graph) -> dict[int, tuple[str, Node]]:
     return hazards
 
 
+# Body prims a kernel computes as a step reading its operands whole (backends/kernel.py `ArgReduce`,
+# `Scatter`): a kernel holding one shares no buffer.
+WHOLE_STEPS = (P.argmax_p, P.argmin_p, P.scatter_add_p, P.scatter_p)
+# Layout nodes that read their operand at the element they compute when it has their size (its flat
+# offset is theirs), by primitive: a reshape, a broadcast adding unit axes, a transpose keeping the
+# order of its axes longer than one, a slice of the whole, a reversal of unit axes, no padding, one
+# operand concatenated; any other layout or indexing node reads elsewhere.
+SAME_OFFSET = {
+    P.reshape_p: lambda node: True,
+    P.broadcast_in_dim_p: lambda node: True,
+    P.transpose_p: lambda node: _long_axes_in_order(node),
+    P.slice_p: lambda node: True,
+    P.rev_p: lambda node: all(node.inputs[0].aval.shape[d] == 1 for d in node.params["dimensions"]),
+    P.pad_p: lambda node: all(c == (0, 0, 0) for c in map(tuple, node.params["padding_config"])),
+    P.concatenate_p: lambda node: len(node.inputs) == 1,
+}
+
+
+def _long_axes_in_order(node: Node) -> bool:
+    shape = node.inputs[0].aval.shape
+    kept = [p for p in node.params["permutation"] if shape[p] != 1]
+    return kept == sorted(kept)
+
+
+def body_shareable(body: Graph) -> frozenset[tuple[int, int]]:
+    """The (output, input) index pairs of a fusion body, of one shape and dtype, whose kernel may
+    write the output into the input's buffer: the one derivation of this fact (the memory plan writes
+    only such pairs in place; `kernel.lower_kernel` hands them to renderers as `Kernel.shareable`).
+    A kernel runs the body as loops in order (backends/kernel.py); the output must be a store of its
+    own loop, that loop must read the input only at the output's index, and no later step read it."""
+    found = _shareable.get(body)
+    if found is None:
+        found = _shareable[body] = _derive_shareable(body)
+    return found
+
+
+# body -> body_shareable(body): the plan and then each backend's lowering ask for the same bodies
+_shareable: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _derive_shareable(body: Graph) -> frozenset[tuple[int, int]]:
+    pairs = [(m, k) for m, o in enumerate(body.outputs) for k, x in enumerate(body.inputs)
+             if isinstance(o, Var) and (x.aval.shape, x.aval.dtype) == (o.aval.shape, o.aval.dtype)]
+    if not pairs or any(n.prim in WHOLE_STEPS for n in body.nodes):
+        return frozenset()
+    loops = _body_loops(body)
+    return frozenset(p for p in pairs if not loops.conflict(*p)[0])
+
+
+def _unshared_by(body: Graph, m: int, k: int) -> Node | None:
+    """The body node keeping output m from input k's buffer: a whole step, or a read after the write."""
+    whole = next((n for n in body.nodes if n.prim in WHOLE_STEPS), None)
+    return whole if whole is not None else _body_loops(body).conflict(m, k)[1]
+
+
+@dataclass
+class _BodyLoops:
+    """A fusion body's kernel steps in order (backends/kernel.py): per job, its step's position, what
+    it reads (body input indices and held values, each with whether only at the step's own index),
+    the body node it computes (None for an output's store) and the output it stores (or None); the
+    loop key of each position (None for a dot); and the position of each output's plain store."""
+
+    jobs: list[tuple[int, dict, Node | None, int | None]] = field(default_factory=list)
+    keys: list[tuple | None] = field(default_factory=list)
+    writes: dict[int, int] = field(default_factory=dict)
+
+    def conflict(self, m: int, k: int) -> tuple[bool, Node | None]:
+        """Whether output m may not take input k's buffer, and the body node reading k too late."""
+        if m not in self.writes:
+            return True, None
+        at = self.writes[m]
+        for pos, found, node, _ in self.jobs:
+            if k in found and (pos > at or pos == at and not found[k]):
+                return True, node
+        return False, None
+
+
+def _body_loops(body: Graph) -> _BodyLoops:
+    """The steps `kernel.lower_kernel` makes of `body`, in its order: reductions and dots are held in
+    buffers, so a value reading one is computed a level later; within a level reductions and dots
+    come before stores; a reduction joins the loop of its level, space and axes, a store the first
+    loop of its level and space; an epilogue's dot writes the output its only loop stores first."""
+    inputs = set(body.inputs)
+    level: dict[Var, int] = {}
+    reads: dict[Var, dict] = {x: {k: True} for k, x in enumerate(body.inputs)}
+    held: set[Var] = set()
+    jobs: list = []  # (level, a store?, loop key or None for a dot, what it reads, node, output index)
+    for node in body.nodes:
+        args = [a for a in node.inputs if isinstance(a, Var)]
+        if node.prim.kind == "contraction":  # an operand computed in the body is stored first
+            jobs += [(level[a], True, (level[a], a.aval.shape), reads[a], node, None) for a in args
+                     if a not in held and a not in inputs]
+            lv = 1 + max((-1 if a in inputs else level[a] for a in args), default=-1)
+            whole = {k: False for a in args if a in inputs for k in reads[a]}
+            jobs.append((lv, False, None, {**whole, **{a: False for a in args if a in held}}, node, None))
+        else:
+            lv = max((level.get(a, 0) + (a in held) for a in args), default=0)
+        if node.prim.kind == "reduction":
+            x = node.inputs[0]
+            jobs.append((lv, False, (lv, x.aval.shape, node.params["axes"]), _reads_of(x, reads, held), node, None))
+        for o in node.outputs:
+            level[o] = lv
+            if node.prim.kind in ("reduction", "contraction"):
+                held.add(o)
+            else:
+                reads[o] = _reads_through(node, o, reads, held)
+    written = set()  # held outputs their reduction or dot writes itself
+    for m, v in enumerate(body.outputs):
+        if isinstance(v, Var) and v in held and v not in written:
+            written.add(v)
+            continue
+        lv = level.get(v, 0) + (v in held) if isinstance(v, Var) else 0
+        jobs.append((lv, True, (lv, v.aval.shape), _reads_of(v, reads, held), None, m))
+    loops = _in_order(jobs)
+    for node in body.nodes:
+        if node.prim.kind == "contraction" and node.outputs[0] not in written:
+            _alias_epilogue(body, loops, node.outputs[0])
+    return loops
+
+
+def _reads_of(v, reads: Mapping, held: set) -> dict:
+    """What computing `v` at an index reads: a held value itself there, else `reads[v]`."""
+    if not isinstance(v, Var):
+        return {}
+    return {v: True} if v in held else reads[v]
+
+
+def _reads_through(node: Node, o: Var, reads: Mapping, held: set) -> dict:
+    """What computing `node`'s output `o` at an index reads (body input indices and held values), each
+    with whether only at that index: so through same-shape elementwise operands and layouts that keep
+    the flat offset (`SAME_OFFSET`) only."""
+    elementwise = node.prim.kind == "elementwise"
+    layout = not elementwise and node.prim in SAME_OFFSET and SAME_OFFSET[node.prim](node)
+    found: dict = {}
+    for i, a in enumerate(node.inputs):
+        if isinstance(a, Var):
+            here = a.aval.shape == o.aval.shape if elementwise else layout and i == 0 and a.aval.size == o.aval.size
+            for k, ok in _reads_of(a, reads, held).items():
+                found[k] = found.get(k, True) and ok and here
+    return found
+
+
+def _in_order(jobs) -> _BodyLoops:
+    """Steps from jobs as `lower_kernel` places them: sorted by level, reductions and dots first; each
+    new loop key (and each dot) a step of its own, in that order."""
+    loops = _BodyLoops()
+    for _, store, key, found, node, out in sorted(jobs, key=lambda j: (j[0], j[1])):
+        if key is None:
+            loops.keys.append(None)
+            pos = len(loops.keys) - 1
+        else:
+            if store:
+                key = next((k for k in loops.keys if k is not None and k[:2] == key), key + ((),))
+            if key not in loops.keys:
+                loops.keys.append(key)
+            pos = loops.keys.index(key)
+        loops.jobs.append((pos, found, node, out))
+        if out is not None:
+            loops.writes[out] = pos
+    return loops
+
+
+def _alias_epilogue(body: Graph, loops: _BodyLoops, d: Var) -> None:
+    """A dot's result `d` read only by one loop, with no reduced axis, at its index, is written into
+    the output that loop stores first among those of its shape and dtype (kernel.py
+    `_alias_epilogues`): that output has no plain store."""
+    readers = {pos for pos, found, _, _ in loops.jobs if d in found}
+    if len(readers) != 1 or loops.keys[min(readers)] is None or loops.keys[min(readers)][2]:
+        return
+    (pos,) = readers
+    if not all(found[d] for p, found, _, _ in loops.jobs if p == pos and d in found):
+        return
+    target = next((m for p, _, _, m in loops.jobs if p == pos and m is not None and (
+        body.outputs[m].aval.shape, body.outputs[m].aval.dtype) == (d.aval.shape, d.aval.dtype)), None)
+    if target is not None:
+        loops.writes.pop(target, None)
+
+
 def _loc(node: Node) -> str:
     return f" at {node.loc}" if node.loc else ""
 
@@ -229,6 +411,7 @@ class _Inplace:
 
     def __init__(self, graph: Graph, cls, ends, views):
         self.graph, self.cls, self.ends, self.views = graph, cls, ends, views
+        self.shareable: dict[int, frozenset] = {}  # id(fusion body) -> body_shareable(body)
         self.outputs = {v for v in graph.outputs if isinstance(v, Var)}
         self.producer = {v: node for node in graph.nodes for v in node.outputs}
         self.readers: dict[Var, list[int]] = {}
@@ -294,6 +477,22 @@ class _Inplace:
             return (self.READ_LATER, "read-later", f"input {k} is {self._later(j, a)}", nodes)
         if a in taken.values():
             return (self.TAKEN, "taken", f"input {k}'s buffer already holds another result of this node", nodes)
+        return self._loop_order(node, a, o, nodes)
+
+    def _loop_order(self, node, a, o, nodes):
+        """(stage, rule, message, nodes) when the fused kernel may not write `o` over `a`
+        (`body_shareable`) though it reads `a` only at the identity index: it writes `o` first."""
+        if node.prim is not P.fusion_p:
+            return None
+        body = node.params["body"]
+        if id(body) not in self.shareable:
+            self.shareable[id(body)] = body_shareable(body)
+        m = node.outputs.index(o)
+        for i in (i for i, b in enumerate(node.inputs) if b is a and (m, i) not in self.shareable[id(body)]):
+            reader = _unshared_by(body, m, i)
+            by = f" (by {reader.prim.name}{_loc(reader)})" if reader is not None else ""
+            return (self.HAZARD, "written-before-read", f"the fused kernel writes the result before its last "
+                    f"read of input {i}{by}", nodes)
         return None
 
     def _hazard(self, node, k, a, hazards):

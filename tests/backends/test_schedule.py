@@ -8,7 +8,7 @@ import numpy as np
 import ember.numpy as jnp
 from ember.backends import kernel_index as ix
 from ember.backends import schedule as S
-from ember.backends.kernel import lower_kernel
+from ember.backends.kernel import Contraction, Loop, lower_kernel
 from ember.tracer import prims as P
 from tests.backends.test_kernel import body
 
@@ -102,20 +102,20 @@ def test_index_forms():
 
 def test_in_place_safe_only_where_the_output_is_written_at_the_inputs_read():
     k = lower_kernel(body(lambda x, y: [jnp.exp(x) * y + x], ((1000,), F32), ((1000,), F32)), "loop")
-    assert S.in_place_safe(k, "out0", "in0") and S.in_place_safe(k, "out0", "in1")
+    assert ("out0", "in0") in k.shareable and ("out0", "in1") in k.shareable
     rev = lower_kernel(body(lambda x: [P.rev(x, (0,)) + x], ((64,), F32)), "loop")
-    assert not S.in_place_safe(rev, "out0", "in0") and "out0" not in S.no_alias(rev)
+    assert ("out0", "in0") not in rev.shareable and "out0" not in S.no_alias(rev)
     # the output written by the reduction's loop, which a later loop reads the input after: not safe
     earlier = lower_kernel(body(lambda x: [x * 2.0, x - P.reduce_max(x, (0,))], ((64,), F32)), "multi_output")
-    assert len(earlier.steps) == 2 and not S.in_place_safe(earlier, "out0", "in0")
-    assert S.in_place_safe(earlier, "out1", "in0")
+    assert len(earlier.steps) == 2 and ("out0", "in0") not in earlier.shareable
+    assert ("out1", "in0") in earlier.shareable
 
 
 def test_pairs_the_call_shares_are_never_noalias():
     """c1b046d: a kernel writing an output in place of an operand it reads at the same index had both
-    pointers noalias (the pair is in_place_safe), so LLVM loaded the operand after storing the output."""
+    pointers noalias (the pair is shareable), so LLVM loaded the operand after storing the output."""
     k = lower_kernel(body(lambda x: [jnp.where(x > 0.0, x * x, x)], ((2, 4), F32)), "loop")
-    assert S.in_place_safe(k, "out0", "in0")
+    assert ("out0", "in0") in k.shareable
     assert {"in0", "out0", "scratch"} <= S.no_alias(k)  # separate buffers: noalias is right
     assert S.no_alias(k, frozenset({("out0", "in0")})) == {"scratch"}
 
@@ -133,39 +133,162 @@ def test_the_disk_cache_key_covers_the_schedule():
     assert any(path.replace("\\", "/").endswith("backends/schedule.py") for path, *_ in entry._generator_files())
 
 
-DRIFT_BODIES = [
+BODIES = [  # (fn, avals...): one loop, several loops, several outputs, reads through layout ops
     (lambda x, y: [jnp.exp(x) * y + x], ((8, 4), F32), ((8, 4), F32)),
-    (lambda x: [jnp.where(x > 0.0, x * x, x)], ((2, 4), F32)),
+    (lambda x: [jnp.where(x > 0.0, x * x, x)], ((2, 4), F32)),  # c1b046d's pair
     (lambda x: [x * 2.0, P.reduce_sum(x, (0,))], ((64,), F32)),
     (lambda x: [x * 2.0, x - P.reduce_max(x, (0,))], ((64,), F32)),
     (lambda x: [x - P.reduce_max(x, (1,))[:, None]], ((8, 16), F32)),
     (lambda x: [P.rev(x, (0,)) + x], ((64,), F32)),
     (lambda x: [P.transpose(x, (1, 0)) + x], ((8, 8), F32)),
     (lambda x, y: [x + y], ((8, 8), F32), ((8,), F32)),
+    (lambda x, y: [x + P.broadcast_in_dim(y, (8, 8), (1,))], ((8, 8), F32), ((8,), F32)),
+    (lambda x: [x * P.broadcast_in_dim(P.slice(x, (0, 0), (1, 8), (1, 1)).reshape((8,)), (8, 8), (1,))],
+     ((8, 8), F32)),
     (lambda x, y: [jnp.tanh(x) * y, P.reduce_sum(y, (1,))], ((8, 8), F32), ((8, 8), F32)),
+    (lambda x, y: [x * 2.0, x + P.reduce_sum(y, (0,))], ((8,), F32), ((16, 8), F32)),  # written, then read
+    (lambda x, y: [x * P.reduce_sum(y, (0,)), P.reduce_sum(x, (0,))], ((8,), F32), ((16, 8), F32)),
+    (lambda x: [x * 2.0, P.reduce_sum(x, (0,)), P.reduce_sum(x, (1,))], ((8, 8), F32)),  # two reduced loops
+    (lambda x: [P.reduce_sum(x, (1,)), x * 3.0, P.reduce_max(x, (0,))], ((8, 8), F32)),
+    (lambda x: [x + 1.0, P.argmax(x, 0, np.dtype(np.int32))], ((8, 8), F32)),  # a whole step
+    (lambda x, y: [x * y, y * 2.0 - P.reduce_max(x, (0,))], ((8,), F32), ((8,), F32)),
+    (lambda x: [x * P.reduce_sum(P.rev(x, (0,)), (0,))], ((64,), F32)),  # reversed, but in an earlier loop
+    (lambda m, x: [P.reduce_sum((x - m) * (x - m), (0,)) / 8.0], ((), F32), ((8,), F32)),  # a var: m broadcast
+    (lambda a, b, h: [(a @ b) * h], ((8, 4), F32), ((4, 8), F32), ((8, 8), F32)),  # the dot writes the result
+    # the dot's result read by two loops: a temp, and the epilogue reads h where it writes the result
+    (lambda a, b, h: [(a @ b) * h, P.reduce_sum(a @ b, (0,))], ((8, 4), F32), ((4, 8), F32), ((8, 8), F32)),
+    (lambda a, b, c, d: [jnp.tanh(a @ b + c), d * (1.0 - jnp.tanh(a @ b + c) ** 2)],  # a backward epilogue
+     ((32,), F32), ((32, 32), F32), ((32,), F32), ((32,), F32)),
+    # reshapes and unit axes keep the flat offset: read where written (logsumexp's `max` through (1, n))
+    (lambda x: [x * P.reshape(P.reshape(x, (6, 4)), (4, 6))], ((4, 6), F32)),
+    (lambda x: [x + P.reshape(P.broadcast_in_dim(x, (1, 500), (1,)), (500,))], ((500,), F32)),
+    (lambda x: [x + P.reshape(P.transpose(P.reshape(x, (1, 500)), (1, 0)), (500,))], ((500,), F32)),
+    (lambda x: [x + P.transpose(P.transpose(x, (1, 0, 2)), (1, 0, 2))], ((1, 5, 3), F32)),
+    (lambda x, y: [x * P.reshape(P.reduce_sum(y, (0,)), (1, 6))], ((1, 6), F32), ((3, 6), F32)),
+    (lambda x: [P.slice(x, (0, 0), (1, 4), (2, 1)) * x], ((1, 4), F32)),  # a strided slice of a unit axis
+    (lambda x: [P.rev(x, (0,)) * x], ((1, 4), F32)),  # a reversed unit axis
 ]
 
 
-def test_the_plans_graph_rule_is_no_bolder_than_the_kernel_on_one_loop():
-    """The memory plan proposes in-place writes by a graph-level rule (`memory._body_hazards`); the
-    kernel-level `in_place_safe` is the precise fact the renderer checks each proposal with (writing
-    apart and copying where the plan was bolder: an earlier loop writing the output, the found program
-    "in-place-output-of-an-earlier-loop" of test_random_programs). On one-loop kernels the two agree;
-    on these multi-loop ones the graph rule is the more cautious."""
-    from ember.passes.memory import _body_hazards
-    cautious = 0
-    for fn, *avals in DRIFT_BODIES:
+def test_a_transpose_undone_by_another_is_declined():
+    """The body's fact takes each transpose of longer axes as a read elsewhere, though two may cancel
+    (simplify folds such pairs before fusion); the kernel's index arithmetic composes them."""
+    k = lower_kernel(body(lambda x: [x + P.transpose(P.transpose(x, (1, 0, 2)), (1, 0, 2))], ((2, 5, 3), F32)), "loop")
+    assert not k.shareable and kernel_truth(k) == {("out0", "in0")}
+
+
+def at_identity(index, space) -> bool:
+    """Whether a load or store `index` is each loop point itself (evaluated over the whole space: an
+    index the simplifier leaves as arithmetic counts too; a data-dependent one never does)."""
+    def data_dependent(x):
+        return x.op == "value" or any(data_dependent(a) for a in x.args if isinstance(a, ix.Ix))
+
+    if len(index) != len(space) or any(data_dependent(i) for i in index):
+        return False
+    points = np.indices(space, sparse=True) if space else ()
+    return all(np.array_equal(np.broadcast_to(ix.evaluate(i, points, []), space), np.broadcast_to(points[a], space))
+               for a, i in enumerate(index))
+
+
+def kernel_truth(k) -> set[tuple[str, str]]:
+    """The pairs of one shape and dtype that `k`'s steps may run on one buffer, read off the steps
+    themselves (the oracle for `Kernel.shareable`, which comes from the body graph): every write of
+    the output is a store at each loop point in a loop reading the input only there, and no later
+    step reads the input; a contraction writing the output, or any other whole step, shares nothing."""
+    def safe(out, inp):
+        written = False
+        for step in k.steps:
+            if not isinstance(step, Loop):
+                if not isinstance(step, Contraction) or step.out == out or (written and inp in (step.lhs, step.rhs)):
+                    return False
+                continue
+            writes = any(s.buffer == out for s in step.stores)
+            if any(r.out == out for r in step.reductions) or any(
+                    s.buffer == out and not at_identity(s.index, step.space) for s in step.stores):
+                return False
+            for o in step.ops:
+                if o.prim == "load" and o.param("buffer") == inp:
+                    if (writes or written) and not at_identity(o.param("index"), step.space) or written and not writes:
+                        return False
+            written |= writes
+        return True
+
+    return {(o.name, i.name) for o in k.outputs for i in k.inputs
+            if (i.shape, i.dtype) == (o.shape, o.dtype) and safe(o.name, i.name)}
+
+
+def _plan_pairs(g):
+    """The (output, input) pairs the memory plan lets a fusion of body `g` write in place: shareable,
+    and the input not reduced into a value the body reads again (`_body_hazards`)."""
+    from ember.passes.memory import _body_hazards, body_shareable
+    hazards = _body_hazards(g)
+    return {(f"out{m}", f"in{k}") for m, k in body_shareable(g) if k not in hazards}
+
+
+def test_one_derivation_of_which_buffers_a_kernel_may_share():
+    """`passes.memory.body_shareable` is the one derivation: `lower_kernel` hands it to renderers as
+    `Kernel.shareable` (noalias, hosting, and a raise on a plan asking for another pair), and the
+    memory plan asks only for pairs in it. Checked against the kernel's steps: never bolder, and equal
+    on these bodies; the plan asks for all of them but where the body reduces the input into a value it
+    reads again (`x - max(x)`, three bodies, four pairs), reads it through a layout op (in an earlier
+    loop, or one keeping the flat offset: eight bodies) or holds a dot (two bodies, four pairs): the
+    plan's own caution, which names the node (`memory._body_hazards`)."""
+    fewer = 0
+    for fn, *avals in BODIES:
         g = body(fn, *avals)
         k = lower_kernel(g, "loop")
-        hazards = _body_hazards(g)
-        for j, i in enumerate(k.inputs):
-            for o in k.outputs:
-                if (i.shape, i.dtype) != (o.shape, o.dtype):
-                    continue
-                safe = S.in_place_safe(k, o.name, i.name)
-                if len(k.steps) == 1:
-                    assert (j not in hazards) == safe, (avals, j, o.name)
-                else:
-                    assert j in hazards or safe, (avals, j, o.name)
-                    cautious += j in hazards and safe
-    assert cautious == 2  # x - max(x): the graph rule refuses, the kernel would allow
+        assert k.shareable == kernel_truth(k), (avals, k.shareable ^ kernel_truth(k))
+        asked = _plan_pairs(g)
+        assert asked <= k.shareable
+        fewer += len(k.shareable - asked)
+    assert fewer == 16
+
+
+def test_an_output_stored_before_a_later_loops_read_shares_nothing_with_that_input():
+    from ember.passes.memory import body_shareable
+    g = body(lambda x, y: [x * 2.0, x + P.reduce_sum(y, (0,))], ((8,), F32), ((16, 8), F32))
+    assert body_shareable(g) == {(1, 0)}  # x * 2 is stored in the first loop, x + sum(y) in the last
+
+
+def test_the_renderer_raises_on_a_plan_asking_for_an_unsafe_pair():
+    from types import SimpleNamespace
+
+    import pytest
+
+    from ember.backends.llvm.graph import check_inplace, node_kernel
+    from ember.tracer.ir import Node, Var
+    g = body(lambda x: [P.rev(x, (0,)) + x], ((64,), F32))
+    x, out = Var(g.inputs[0].aval), Var(g.outputs[0].aval)
+    node = Node(P.fusion_p, [x], {"body": g, "kind": "loop"}, [out])
+    kernel, bound = node_kernel(node)
+    check_inplace(node, kernel, bound, SimpleNamespace(inplace={}))
+    with pytest.raises(ValueError, match="in place of operand 0"):
+        check_inplace(node, kernel, bound, SimpleNamespace(inplace={out: x}))
+
+
+def test_every_kernel_of_some_programs_shares_what_its_steps_allow():
+    """The fact on every node of optimized programs (gradients, softmax, a variance, layer norm)."""
+    import ember
+    import ember.nn as nn
+    from ember.backends.llvm.graph import node_kernel
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    params = nn.init_mlp([8, 16, 4])
+
+    def norm(x):
+        m = jnp.mean(x, axis=-1, keepdims=True)
+        return (x - m) / jnp.sqrt(jnp.var(x, axis=-1, keepdims=True) + 1e-5)
+
+    programs = [
+        (lambda p, x: ember.grad(lambda p, x: jnp.sum(nn.mlp(p, x, jnp.tanh)))(p, x), params, x),
+        (lambda x: ember.grad(lambda x: jnp.sum(nn.softmax(x, axis=-1) * x))(x), x),
+        (lambda x: (jnp.mean(x), jnp.var(x), jnp.argmax(x, axis=0)), x),
+        (lambda x: ember.grad(lambda x: jnp.sum(norm(x) ** 2))(x), x),
+    ]
+    kernels = 0
+    for f, *args in programs:
+        for node in ember.jit(f).lower(*args).optimized.nodes:
+            k, _ = node_kernel(node)
+            assert k.shareable == kernel_truth(k), (node, k)
+            kernels += 1
+    assert kernels > 20

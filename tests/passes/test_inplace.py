@@ -8,6 +8,7 @@ be overwritten while something still reads it gives wrong values."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -309,6 +310,54 @@ def test_an_epilogue_operand_is_not_written_by_the_fused_dot():
     r = next(r for r in _refusals(low, "contraction-first") if r.nodes[-1] is fusion)
     assert "after the fused dot_general has written the result's buffer" in r.message
     check_plan(low.optimized, plan)
+
+
+def test_a_fusion_result_stored_before_a_later_loop_reads_the_operand_is_not_in_place():
+    """The fused kernel stores x * 2 in its first loop and reduces x * sum(y) in a second (it reads
+    sum(y), a reduction's result): writing the result over x there would feed the second loop the
+    doubled values. The plan refuses it (`memory.body_loop_hazards`), so the renderer never sees it."""
+    def body_fn(x, y):
+        return [P.mul(x, 2.0), P.reduce_sum(P.mul(x, P.reduce_sum(y, (0,))), (0,))]
+
+    g = _fused(body_fn, (8,), (16, 8))
+    plan, found = _plan_refusals(g)
+    fusion = g.nodes[2]
+    assert not plan.inplace
+    (r,) = [r for r in found if r.nodes[-1] is fusion]
+    assert r.rule == "written-before-read" and "before its last read of input 0 (by reduce_sum" in r.message
+    x, y = _x(8), _x(16, 8)
+    ex, ey = np.exp(x), np.exp(y)
+    want = [np.sum(ex * 2), np.sum(ex * ey.sum(0))]
+    np.testing.assert_allclose(run_both(g, plan, [x, y]), want, rtol=1e-5)
+    _check_llvm(g, plan, [x, y], want)
+    out, operand = fusion.outputs[0], fusion.inputs[0]  # a plan asking for it anyway: the renderer raises
+    bad = dataclasses.replace(plan, inplace={out: operand}, buffer={**plan.buffer, out: plan.buffer[operand]})
+    with pytest.raises(ValueError, match="in place of operand 0, which its kernel reads"):
+        _check_llvm(g, bad, [x, y], want)
+
+
+def _check_llvm(g, plan, args, want):
+    """`plan` run by the llvm backend (which raises on an in-place write its kernel cannot share)."""
+    from ember.backends.llvm.executable import LLVMExecutable
+    np.testing.assert_allclose(LLVMExecutable(g, plan)(*args), want, rtol=1e-5)
+
+
+def test_a_fusion_result_stored_after_every_read_of_the_operand_is_in_place():
+    """The same body with the product stored rather than reduced: it is stored in the second loop, which
+    reads x only where it writes, so that result takes x's buffer (the first loop read x before)."""
+    def body_fn(x, y):
+        return [P.mul(x, 2.0), P.mul(x, P.reduce_sum(y, (0,)))]
+
+    g = _fused(body_fn, (8,), (16, 8), kind="multi_output")
+    plan, _ = _plan_refusals(g)
+    fusion = g.nodes[2]
+    assert plan.inplace == {fusion.outputs[1]: fusion.inputs[0]}
+    check_plan(g, plan)
+    x, y = _x(8), _x(16, 8)
+    ex, ey = np.exp(x), np.exp(y)
+    want = [np.sum(ex * 2), np.sum(ex * ey.sum(0))]
+    np.testing.assert_allclose(run_both(g, plan, [x, y]), want, rtol=1e-5)
+    _check_llvm(g, plan, [x, y], want)
 
 
 # --- in place where it is safe ------------------------------------------------------------------------

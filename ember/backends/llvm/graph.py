@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
-from ember.backends import schedule
 from ember.backends.kernel import Kernel, lower_kernel
 from ember.backends.llvm import jit, loops
 from ember.backends.llvm import types as T
@@ -86,6 +85,19 @@ def single_node_body(node: Node) -> Graph:
     args = [next(it) if isinstance(a, Var) else a for a in node.inputs]
     outs = [Var(v.aval) for v in node.outputs]
     return Graph(inputs, [Node(node.prim, args, node.params, outs, node.loc, node.role)], outs)
+
+
+def check_inplace(node: Node, kernel: Kernel, bound: list, plan: Plan) -> None:
+    """Raise unless every in-place write the plan asks of `node` is a pair its kernel may share
+    (`Kernel.shareable`): the renderer renders the plan's decisions, it does not revise them."""
+    for k, v in enumerate(node.outputs):
+        operand = plan.inplace.get(v)
+        bad = [j for j, a in enumerate(bound) if operand is not None and a is operand
+               and (f"out{k}", f"in{j}") not in kernel.shareable]
+        if bad:
+            raise ValueError(f"the memory plan writes output {k} of {node.prim.name}"
+                             f"{' at ' + node.loc if node.loc else ''} in place of operand {bad[0]}, which its "
+                             "kernel reads where or after it writes that output (not in Kernel.shareable)")
 
 
 def node_kernel(node: Node) -> tuple[Kernel, list]:
@@ -242,7 +254,7 @@ class _Builder:
                             and owners[plan.buffer[u]] == 1 and plan.last_use.get(u) == position[id(node)]
                             and (u.aval.shape, u.aval.dtype) == (v.aval.shape, v.aval.dtype)
                             and sum(a is u for a in bound) == 1
-                            and schedule.in_place_safe(kernel, f"out{k}", f"in{j}")):
+                            and (f"out{k}", f"in{j}") in kernel.shareable):
                         hosted[u] = loc[v]
                         break
         return hosted
@@ -278,29 +290,16 @@ class _Builder:
         kernel, bound = self.kernel_of(node)
         args = [ptr[a] if isinstance(a, Var) else self.literal_ptr(a) for a in bound]
         offset = self.kernel_region
-        copies, apart = [], set()
-        for k, v in enumerate(node.outputs):
-            operand = self.plan.inplace.get(v)
-            unsafe = operand is not None and any(
-                a is operand and not schedule.in_place_safe(kernel, f"out{k}", f"in{j}") for j, a in enumerate(bound))
-            if unsafe:  # the kernel would overwrite the operand before its last read: write apart, then copy
-                args.append(self.b.gep(self.ws, [T.index(offset)], inbounds=True, source_etype=T.I8))
-                copies.append((ptr[v], args[-1], self.plan.nbytes[v]))
-                apart.add(k)
-                offset += _align(max(self.plan.nbytes[v], 1))
-            else:
-                args.append(ptr[v])
+        check_inplace(node, kernel, bound, self.plan)
+        args += [ptr[v] for v in node.outputs]
         for t in kernel.temps:
             args.append(self.b.gep(self.ws, [T.index(offset)], inbounds=True, source_etype=T.I8))
             offset += _align(max(int(np.prod(t.shape, dtype=np.int64)) * t.dtype.itemsize, 1))
         args.append(self.b.gep(self.ws, [T.index(offset)], inbounds=True, source_etype=T.I8))
         offset += _align(loops.scratch_bytes(kernel))
-        outs = {f"out{k}": ptr.loc[v] for k, v in enumerate(node.outputs) if k not in apart}
-        aliased = frozenset((o, f"in{j}") for o, where in outs.items() for j, a in enumerate(bound)
-                            if isinstance(a, Var) and ptr.loc.get(a) == where)
+        aliased = frozenset((f"out{k}", f"in{j}") for k, v in enumerate(node.outputs) for j, a in enumerate(bound)
+                            if isinstance(a, Var) and ptr.loc.get(a) == ptr.loc[v])
         self.b.call(self.kernel_fn(kernel, aliased), args)
-        for dst, src, nbytes in copies:
-            self.memcpy(dst, src, nbytes)
         self.work_elements += sum(v.aval.size for v in node.outputs) + sum(
             a.aval.size for a in node.inputs if isinstance(a, Var))
         return offset - self.kernel_region
