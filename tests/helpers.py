@@ -118,3 +118,14 @@ def assert_vmap_matches_loop(f, in_axes, args, out_axes=0, tol: float = 1e-6):
 def vmap_checker(tol: float):
     """assert_vmap_matches_loop with a file's tolerance bound."""
     return functools.partial(assert_vmap_matches_loop, tol=tol)
+
+
+def near(points, dtype, k: int = 2) -> np.ndarray:
+    """`points` in `dtype` and their k neighbours on either side (the math tests' boundaries)."""
+    with np.errstate(over="ignore"):
+        p = np.asarray(points, dtype)
+    out, up, down = [p], p, p
+    for _ in range(k):
+        up, down = np.nextafter(up, dtype(np.inf)), np.nextafter(down, dtype(-np.inf))
+        out += [up, down]
+    return np.concatenate(out)

@@ -18,6 +18,7 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember.backends.math import evaluate
+from tests.helpers import near as _near
 
 # the inputs hold infinities, NaNs, zeros and the largest floats on purpose: NumPy's warnings about them are expected
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -54,15 +55,6 @@ def _bits(rng, dtype, n: int) -> np.ndarray:
     return rng.integers(0, np.iinfo(itype).max, n, dtype=itype, endpoint=True).view(dtype)
 
 
-def _near(points, dtype, k: int = 2) -> np.ndarray:
-    """points and their k neighbours in `dtype` on either side."""
-    with np.errstate(over="ignore"):
-        p = np.asarray(points, dtype)
-    out, up, down = [p], p, p
-    for _ in range(k):
-        up, down = np.nextafter(up, dtype(np.inf)), np.nextafter(down, dtype(-np.inf))
-        out += [up, down]
-    return np.concatenate(out)
 
 
 def _specials(dtype) -> np.ndarray:

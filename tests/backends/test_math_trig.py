@@ -22,6 +22,7 @@ from ember.tracer import prims as P
 from ember.tracer.primitive import impl_rules
 from tests.backends.llvm.harness import Compiled, new_module
 from tests.backends.llvm.test_mathlib import _function_ir, _loop, run
+from tests.helpers import near as _near
 
 DTYPES = (np.float32, np.float64)
 LD = np.longdouble
@@ -54,14 +55,6 @@ def _bits(rng, dtype, n: int) -> np.ndarray:
     return rng.integers(0, np.iinfo(itype).max, n, dtype=itype, endpoint=True).view(dtype)
 
 
-def _near(points, dtype, k: int = 2) -> np.ndarray:
-    """points and their k neighbours in `dtype` on either side."""
-    p = np.asarray(points, dtype)
-    out, up, down = [p], p, p
-    for _ in range(k):
-        up, down = np.nextafter(up, dtype(np.inf)), np.nextafter(down, dtype(-np.inf))
-        out += [up, down]
-    return np.concatenate(out)
 
 
 def _signed(v) -> np.ndarray:

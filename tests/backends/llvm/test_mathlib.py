@@ -31,6 +31,12 @@ from ember.backends.math import evaluate
 from ember.tracer import prims as P
 from ember.tracer.primitive import impl_rules
 from tests.backends.llvm.harness import Compiled, new_module, pointer_function
+from tests.helpers import near
+
+
+def _near(points, dtype, k: int = 3) -> np.ndarray:
+    """points and their 3 neighbours on either side (range-reduction boundaries)."""
+    return near(points, dtype, k)
 
 DTYPES = (np.float32, np.float64)
 LD = np.longdouble
@@ -160,15 +166,6 @@ def _bits(rng, dtype, n: int) -> np.ndarray:
     return rng.integers(0, np.iinfo(itype).max, n, dtype=itype, endpoint=True).view(dtype)
 
 
-def _near(points, dtype, k: int = 3) -> np.ndarray:
-    """points and their k neighbours in `dtype` on either side (range-reduction boundaries)."""
-    p = np.asarray(points, dtype)
-    out = [p]
-    up, down = p, p
-    for _ in range(k):
-        up, down = np.nextafter(up, dtype(np.inf)), np.nextafter(down, dtype(-np.inf))
-        out += [up, down]
-    return np.concatenate(out)
 
 
 def _specials(dtype) -> np.ndarray:
