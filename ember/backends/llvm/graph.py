@@ -47,6 +47,7 @@ from ember.backends.llvm.entry import (
 )
 from ember.backends.llvm.scalar import constant
 from ember.passes.memory import OUTPUT, WORKSPACE, Plan
+from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Literal, Node, Var
 
 # a schedule longer than this is emitted as functions of this many nodes each, called in order: LLVM's
@@ -102,7 +103,7 @@ def check_inplace(node: Node, kernel: Kernel, bound: list, plan: Plan) -> None:
 
 def node_kernel(node: Node) -> tuple[Kernel, list]:
     """The kernel description of a scheduled node and the graph atoms bound to its inputs."""
-    if node.prim.name == "fusion":
+    if node.prim is P.fusion_p:
         return lower_kernel(node.params["body"], node.params["kind"]), list(node.inputs)
     return lower_kernel(single_node_body(node), node.prim.kind), [a for a in node.inputs if isinstance(a, Var)]
 
