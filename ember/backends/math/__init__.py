@@ -1,4 +1,5 @@
-"""Vectorizable math written once: exp, expm1, log, log1p, tanh, logistic, sin, cos, pow, erf, sqrt, rsqrt
+"""Vectorizable math written once (exp and log in every base, powers and roots, trigonometric and
+hyperbolic functions and their inverses, erf/erfc/erf_inv, lgamma, digamma, zeta...: FUNCTIONS lists them)
 for float32 and float64, as algorithms over an emitter protocol (`emitter.Emitter`) that every renderer
 implements: the LLVM renderer (`backends/llvm/mathlib.py`) emits inline IR, the NumPy emitter
 (`numpy_emitter.py`) computes on arrays with the same IEEE semantics, so the same algorithm runs compiled
@@ -8,8 +9,9 @@ Adding a function:
 1. write `def name(e, x)` (or `(e, x, y)`) in the family module it belongs to, branch-free, using only the
    emitter's operations (`e.f` is the format: its constants, `e.f is F32` for per-format algorithms);
 2. add a line `"name": (arity, module.name)` to FUNCTIONS below;
-3. give it an ulp budget and inputs in tests/backends/llvm/test_mathlib.py: the accuracy tests run it
-   compiled, and tests/backends/test_math_numpy.py runs it under the NumPy emitter with the same budget.
+3. give it an ulp budget and inputs in its family's accuracy tests (tests/backends/llvm/test_mathlib.py,
+   tests/backends/test_math_{trig,explog,special}.py): they run it compiled and under the NumPy emitter with
+   the same budget, and `test_every_function_has_an_ulp_budget` fails until it has one.
 """
 
 from __future__ import annotations
