@@ -104,7 +104,7 @@ CASES = [
     _unary("log10", P.log10, [1.0, 1000.0, _BIG, _TINY, 0.5], 0.1, 3.0),
     _unary("erfc", P.erfc, [0.0, 1.0, -1.0, 4.0, -4.0, _TINY]),
     _unary("erf_inv", P.erf_inv, [0.0, 0.5, -0.5, 0.99, _TINY], -0.9, 0.9),
-    # one point set each: their second derivatives are polygamma (zeta's Euler-Maclaurin, about 1.5 s to
+    # one point set each: their second derivatives are polygamma (zeta's Euler-Maclaurin, about 0.4 s to
     # compile per graph)
     Case("lgamma", P.lgamma, [(_a(0.3, 1.0, 2.0, 4.5, 30.0, -2.5, _BIG, _TINY),)]),
     Case("digamma", P.digamma, [(_a(0.3, 1.0, 1.4616321449683622, 4.5, 30.0, -2.5, _BIG),)]),
@@ -182,7 +182,7 @@ EXCLUDED = {
     "iota": "no operand",
     "nextafter": "no derivative (JAX has none: grad raises DifferentiationError, a NotImplementedError)",
     "fusion": "internal to the optimizer: grad never meets it",
-    **{name: "its derivative in x (q) is itself at the next order, compiled in about 1.5 s per graph: digamma's "
+    **{name: "its derivative in x (q) is itself at the next order, compiled in about 0.4 s per graph: digamma's "
              "second derivative here, its gradients against JAX in tests/numpy/test_special_functions.py"
        for name in ("polygamma", "zeta")},
 }
