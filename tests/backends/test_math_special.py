@@ -29,7 +29,8 @@ DTYPES = (np.float32, np.float64)
 # measured in ulps of the magnitude of what cancels (see _scale): their reflections lose relative
 # accuracy near the function's negative zeros, as XLA's do.
 BUDGET = {
-    "erfc": (0.51, 3),          # 0.50, 2.62 (exp(-x*x) erfcx(x): exp, erfcx and two products)
+    "erfc": (0.51, 3),          # 0.50, 1.90 (exp(-x*x) erfcx(x): exp, erfcx and two products; 2.49 on
+                                #   6000 random x in [0.4, 27.2]; float32: 0.5002 on 600k random inputs)
     "erf_inv": (0.51, 2),       # 0.50, 1.55
     "lgamma": (0.51, 3),        # 0.50, 1.97 (x > 0; (x - 1/2) log x - x cancels a bit from 8.5 on)
     "lgamma-": (0.51, 4),       # 0.50, 2.61 in ulps of max(|f|, 1)

@@ -1,12 +1,14 @@
 """Special functions over the emitter protocol: erfc, erf_inv, lgamma, digamma, zeta (Hurwitz), polygamma.
 
 Each is computed in float64 (float32 evaluates there and rounds once: their pieces are many and long,
-and one set of fits serves both widths). Branch-free: every piece is evaluated, the coefficients of the
-piece a lane needs are picked by selects (a small table lookup that vectorizes), and the special values
-are selected last.
+and one set of fits serves both widths; float32 erfc has its own shorter fit, below). Branch-free: every
+piece is evaluated, the coefficients of the piece a lane needs are picked by selects (a small table
+lookup that vectorizes), and the special values are selected last.
 - erfc: 1 - erf below 0.5; above, exp(-x*x) erfcx(|x|) with x*x = hi + lo exact (exp(-hi) (1 - lo)), so
-  the tail keeps its relative accuracy down to the underflow (erfc(26.5) ~ 2.2e-307); erfcx from
-  pieces on [0.5, 8) and a polynomial in 1/x**2 above; 2 - erfc(|x|) for negative x.
+  the tail keeps its relative accuracy down to the underflow (erfc(26.5) ~ 2.2e-307); erfcx(a) is
+  P(t) / (1 + 2a) with t = (a - 5) / (a + 5), one polynomial of degree 24 fitted on [0, 27.5], no
+  pieces and no selects; 2 - erfc(|x|) for negative x. float32 (still at float64, where a*a is
+  exact) needs only 1e-10: the same form with its own degree-13 fit, for all a, and no 1 - erf.
 - erf_inv: with w = -log((1 - x)(1 + x)) (exact enough near 1, where 1 - x is exact), x P(w) for w < 6.25
   and a polynomial in sqrt(w) above (Giles' variables, our fits).
 - lgamma: t P(t) around the zeros 1 and 2 (t = x - 1, x - 2, exact), pieces on [2.5, 8.5), Stirling's
@@ -37,7 +39,6 @@ from ember.backends.math.formats import F32, F64
 _PI_HI, _PI_LO = math.pi, 1.2246467991473532e-16
 _LOG_PI = 1.1447298858494002
 _HALF_LOG_2PI = 0.9189385332046728
-_INV_SQRT_PI = (0.5641895835477563, 7.66772980658294e-18)   # 1/sqrt(pi) = hi + lo
 # Stirling's series of lgamma(x) - ((x - 1/2) log x - x + log(2 pi)/2), times x, in u = 1/x**2:
 # B_2k / (2k (2k - 1)) for k = 1..10 (from x = 8.5 on its error is below 1e-19 of the result).
 _STIRLING = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360, 1 / 156, -3617 / 122400,
@@ -98,31 +99,49 @@ def _in_f64(e, name: str, *args):
 
 # ---- erfc ----------------------------------------------------------------------------------------------
 
-def _erfcx_pos(e, a):
-    """exp(a*a) erfc(a) for a >= 0.5 (a <= 32)."""
-    mid, _ = _pieces(e, a, (1.0, 1.5, 2.0, 2.5, 3.5, 4.5, 5.5, 6.5), C.ERFCX_PIECES)
-    (tail_mid, tail_lo, tail_c), = C.ERFCX_TAIL
-    big = e.above(a, 8.0)
-    u = e.div(e.c(1.0), e.mul(big, big))
-    p = e.add(e.c(tail_c[0]), e.fma(e.sub(u, e.c(tail_mid)), e.poly(e.sub(u, e.c(tail_mid)), tail_c[1:]),
-                                    e.c(tail_lo)))
-    hi, lo = _INV_SQRT_PI
-    tail = e.div(e.fma(p, e.c(hi), e.mul(p, e.c(lo))), big)
-    return e.select(e.cmp(">=", a, e.c(8.0)), tail, mid)
+def _erfc32(e, x):
+    """float32 erfc at float64: exp(-a*a) P(t) / (1 + 2a), t = (a - 4) / (a + 4), one polynomial
+    for every a = |x| (a*a is exact at float64); 2 - erfc(a) for negative x. No pieces, no selects."""
+    w = e.at(F64)
+    wide = e.convert(x, F64)
+    a = w.below(w.abs(wide), C.ERFC32_MAX)      # erfc(10.1) rounds to 0; NaN becomes 10.1
+    k = w.c(C.ERFC32_K)
+    t = w.div(w.sub(a, k), w.add(a, k))
+    g = w.div(w.poly(t, C.ERFC32_T), w.fma(w.c(2.0), a, w.c(1.0)))
+    pos = w.mul(w.call("exp", w.neg(w.mul(a, a))), g)
+    neg = w.cmp("<", wide, w.c(0.0))
+    out = w.convert(w.select(neg, w.sub(w.c(2.0), pos), pos), F32)
+    return e.select(e.isnan(x), x, out)
 
 
-def erfc(e, x):
-    if e.f is F32:
-        return _in_f64(e, "erfc", x)
-    a = e.below(e.abs(x), 32.0)                               # erfc(32) underflows; NaN becomes 32
+def _erfc64(e, x):
+    """exp(-a*a) P(t) / (1 + 2a), t = (a - 5) / (a + 5), one polynomial for a = |x| >= 0.5, with
+    a*a = hi + lo and P / (1 + 2a) each carried as hi + lo (exp(-hi) (1 - lo)); 2 - erfc(a) for
+    negative x, 1 - erf(x) below 0.5 (there the polynomial's roundings add up to 5 ulp)."""
+    a = e.below(e.abs(x), C.ERFC64_MAX)                      # erfc(27.5) underflows; NaN becomes 27.5
+    k = e.c(C.ERFC64_K)
+    t = e.div(e.sub(a, k), e.add(a, k))
+    c = C.ERFC64_T
+    s = e.fma(t, e.poly(t, c[1:]), e.c(C.ERFC64_LO))
+    p = e.add(e.c(c[0]), s)
+    p_lo = e.add(e.sub(e.c(c[0]), p), s)                      # P = p + p_lo (|s| < c[0])
+    d = e.fma(e.c(2.0), a, e.c(1.0))
+    d_lo = e.fma(e.c(2.0), a, e.sub(e.c(1.0), d))               # 1 + 2a = d + d_lo exactly
+    q = e.div(p, d)
+    r = e.fma(e.neg(q), d, p)                                   # p - q d exactly
+    g = e.add(q, e.div(e.fma(e.neg(q), d_lo, e.add(r, p_lo)), d))   # (p + p_lo) / (d + d_lo)
     hi = e.mul(a, a)
     lo = e.fma(a, a, e.neg(hi))
-    g = _erfcx_pos(e, a)
     pos = e.mul(e.call("exp", e.neg(hi)), e.fma(e.neg(g), lo, g))
     big = e.select(e.cmp("<", x, e.c(0.0)), e.sub(e.c(2.0), pos), pos)
     small = e.sub(e.c(1.0), e.call("erf", x))
     out = e.select(e.cmp("<", e.abs(x), e.c(0.5)), small, big)
     return e.select(e.isnan(x), x, out)
+
+
+def erfc(e, x):
+    """1 - erf(x): float32 and float64 each with a fit of their own accuracy."""
+    return _erfc32(e, x) if e.f is F32 else _erfc64(e, x)
 
 
 # ---- erf_inv -------------------------------------------------------------------------------------------
