@@ -411,7 +411,6 @@ class _Inplace:
 
     def __init__(self, graph: Graph, cls, ends, views):
         self.graph, self.cls, self.ends, self.views = graph, cls, ends, views
-        self.shareable: dict[int, frozenset] = {}  # id(fusion body) -> body_shareable(body)
         self.outputs = {v for v in graph.outputs if isinstance(v, Var)}
         self.producer = {v: node for node in graph.nodes for v in node.outputs}
         self.readers: dict[Var, list[int]] = {}
@@ -485,10 +484,9 @@ class _Inplace:
         if node.prim is not P.fusion_p:
             return None
         body = node.params["body"]
-        if id(body) not in self.shareable:
-            self.shareable[id(body)] = body_shareable(body)
+        shareable = body_shareable(body)
         m = node.outputs.index(o)
-        for i in (i for i, b in enumerate(node.inputs) if b is a and (m, i) not in self.shareable[id(body)]):
+        for i in (i for i, b in enumerate(node.inputs) if b is a and (m, i) not in shareable):
             reader = _unshared_by(body, m, i)
             by = f" (by {reader.prim.name}{_loc(reader)})" if reader is not None else ""
             return (self.HAZARD, "written-before-read", f"the fused kernel writes the result before its last "
