@@ -353,12 +353,12 @@ def _select(b, args, dt, out):
     return b.select(*args)
 
 
-# the primitives computed by the math library's algorithm of their name (atan2, logaddexp and logaddexp2 take two
-# operands: _math's rule takes any arity)
-_UNARY_MATH = (P.exp_p, P.expm1_p, P.log_p, P.log1p_p, P.tanh_p, P.logistic_p, P.sin_p, P.cos_p, P.erf_p,
-               P.tan_p, P.atan_p, P.asin_p, P.acos_p, P.atan2_p, P.sinh_p, P.cosh_p, P.asinh_p, P.acosh_p,
-               P.atanh_p, P.cbrt_p, P.exp2_p, P.log2_p, P.log10_p, P.logaddexp_p, P.logaddexp2_p,
-               P.erfc_p, P.erf_inv_p, P.lgamma_p, P.digamma_p, P.zeta_p, P.polygamma_p)
+# the primitives computed by the math library's algorithm of their name (atan2, logaddexp, logaddexp2, zeta and
+# polygamma take two operands: _math's rule takes any arity)
+MATH_LIBRARY = (P.exp_p, P.expm1_p, P.log_p, P.log1p_p, P.tanh_p, P.logistic_p, P.sin_p, P.cos_p, P.erf_p,
+                P.tan_p, P.atan_p, P.asin_p, P.acos_p, P.atan2_p, P.sinh_p, P.cosh_p, P.asinh_p, P.acosh_p,
+                P.atanh_p, P.cbrt_p, P.exp2_p, P.log2_p, P.log10_p, P.logaddexp_p, P.logaddexp2_p,
+                P.erfc_p, P.erf_inv_p, P.lgamma_p, P.digamma_p, P.zeta_p, P.polygamma_p)
 
 OPS: dict[Primitive, Rule] = {
     P.add_p: _by_kind(f=_method("fadd"), i=_method("add"), u=_method("add"), b=_method("or_")),
@@ -386,7 +386,7 @@ OPS: dict[Primitive, Rule] = {
     P.convert_element_type_p: _convert,
     P.stop_gradient_p: _identity,
     P.select_p: _select,
-    **{prim: _by_kind(f=_math(prim.name)) for prim in _UNARY_MATH},  # mathlib's algorithm of the same name
+    **{prim: _by_kind(f=_math(prim.name)) for prim in MATH_LIBRARY},  # mathlib's algorithm of the same name
     P.nextafter_p: _by_kind(f=_math("nextafter")),     # exact bit steps, not a polynomial: not expensive
     P.copysign_p: _by_kind(f=_call("llvm.copysign")),
 }
