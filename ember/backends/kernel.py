@@ -23,9 +23,9 @@ from ember.backends import kernel_index as ix
 from ember.backends import math as math_lib
 from ember.backends.kernel_index import Ix
 from ember.errors import EmberError
-from ember.passes.memory import body_shareable
+from ember.passes.memory import Plan, body_shareable
 from ember.tracer import prims as P
-from ember.tracer.ir import Graph, Literal
+from ember.tracer.ir import Graph, Literal, Node, Var
 from ember.tracer.primitive import impl_rules
 from ember.tracer.prims.reduce import identity as _identity
 
@@ -287,6 +287,37 @@ class _Lowering:
             else:
                 stores.append(Store(name, b.emit(v, idx), idx))
         return Loop(space, axes, tuple(b.ops), tuple(reductions), tuple(stores))
+
+
+# --- a scheduled graph node as a kernel (every backend lowers nodes this way) ----------------------
+
+def single_node_body(node: Node) -> Graph:
+    """`node` as a fusion body of its own: its Var operands become body inputs (Literals stay)."""
+    inputs = [Var(a.aval) for a in node.inputs if isinstance(a, Var)]
+    it = iter(inputs)
+    args = [next(it) if isinstance(a, Var) else a for a in node.inputs]
+    outs = [Var(v.aval) for v in node.outputs]
+    return Graph(inputs, [Node(node.prim, args, node.params, outs, node.loc, node.role)], outs)
+
+
+def check_inplace(node: Node, kernel: Kernel, bound: list, plan: Plan) -> None:
+    """Raise unless every in-place write the plan asks of `node` is a pair its kernel may share
+    (`Kernel.shareable`): the renderer renders the plan's decisions, it does not revise them."""
+    for k, v in enumerate(node.outputs):
+        operand = plan.inplace.get(v)
+        bad = [j for j, a in enumerate(bound) if operand is not None and a is operand
+               and (f"out{k}", f"in{j}") not in kernel.shareable]
+        if bad:
+            raise ValueError(f"the memory plan writes output {k} of {node.prim.name}"
+                             f"{' at ' + node.loc if node.loc else ''} in place of operand {bad[0]}, which its "
+                             "kernel reads where or after it writes that output (not in Kernel.shareable)")
+
+
+def node_kernel(node: Node) -> tuple[Kernel, list]:
+    """The kernel description of a scheduled node and the graph atoms bound to its inputs."""
+    if node.prim is P.fusion_p:
+        return lower_kernel(node.params["body"], node.params["kind"]), list(node.inputs)
+    return lower_kernel(single_node_body(node), node.prim.kind), [a for a in node.inputs if isinstance(a, Var)]
 
 
 class _LoopBuilder:

@@ -16,7 +16,10 @@ a `LoopSchedule`, the loop nest a renderer writes out without deciding anything:
   one partial result per chunk in scratch when the split level is reduced;
 - the scratch layout: memory accumulators first (each 64-byte aligned), then the per-chunk partials.
 
-A CUDA renderer reads the same schedule with a thread index in place of the outermost levels.
+A GPU renderer maps a Loop onto threads with `gpu_grid(loop, policy)`: elementwise loops one point per
+thread (grid-stride), reductions as work items of `lanes` cooperating threads (1, a warp or a block)
+over one kept index and one chunk of the reduced space, each chunk's partial result combined by a second
+stage in chunk order; decided by shape alone, so results never depend on the device or the grid.
 `no_alias` says which pointers a renderer may mark noalias, from the pairs the call passes one
 buffer for and the kernel's own `Kernel.shareable` (derived once, by `kernel.lower_kernel`).
 """
@@ -320,3 +323,56 @@ def no_alias(kernel: Kernel, aliased: frozenset[tuple[str, str]] = frozenset()) 
             if (i.shape, i.dtype) == (o.shape, o.dtype) and (o.name, i.name) not in kernel.shareable:
                 risky |= {o.name, i.name}
     return free | {b.name for b in kernel.inputs + kernel.outputs if b.name not in risky}
+
+
+# --- the GPU's thread mapping -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GridPolicy:
+    """A GPU renderer's thread mapping constants: threads per block; reduced rows up to `serial_up_to`
+    elements are walked by one thread, up to `warp_up_to` by a warp, longer ones by a block; a work
+    item's chunk holds at least `min_chunk` elements, and chunks are added until about
+    `target_threads` threads have work."""
+
+    block: int = 256
+    serial_up_to: int = 16
+    warp_up_to: int = 2048
+    min_chunk: int = 32
+    target_threads: int = 1 << 16
+
+
+@dataclass(frozen=True)
+class GpuGrid:
+    """How a Loop runs on a GPU. `kept`, `reduced`: the sizes of its kept and reduced spaces (flat,
+    C order over their axes). Work item w = chunk * kept + kept index, run by `lanes` threads that
+    stride over `chunk_size` elements of the reduced space; with `chunks` > 1 a second stage folds
+    each kept index's chunk partials in chunk order."""
+
+    kept: int
+    reduced: int
+    lanes: int
+    chunks: int
+    chunk_size: int
+
+    @property
+    def items(self) -> int:
+        return self.kept * self.chunks
+
+
+def gpu_grid(loop: Loop, policy: GridPolicy = GridPolicy()) -> GpuGrid:
+    """The thread mapping of `loop` by its shape alone. Rows read contiguously (register mode) get a
+    warp or a block per row; a kept axis innermost (memory mode) keeps one thread per kept index, so
+    neighbouring threads read neighbouring elements, and splits the reduced space into chunks."""
+    kept = _kept_size(loop)
+    reduced = int(np.prod([loop.space[a] for a in loop.reduce_axes], dtype=np.int64))
+    if not loop.reductions or reduced <= 1:
+        return GpuGrid(kept, reduced, 1, 1, max(reduced, 1))
+    if not register_mode(loop) or reduced <= policy.serial_up_to:
+        lanes = 1
+    else:
+        lanes = 32 if reduced <= policy.warp_up_to else policy.block
+    per_item = lanes * policy.min_chunk
+    want = -(-policy.target_threads // (kept * lanes))
+    chunks = max(1, min(-(-reduced // per_item), want)) if lanes == 1 or lanes == policy.block else 1
+    chunk_size = -(-reduced // chunks)
+    return GpuGrid(kept, reduced, lanes, -(-reduced // chunk_size), chunk_size)

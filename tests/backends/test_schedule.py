@@ -255,7 +255,7 @@ def test_the_renderer_raises_on_a_plan_asking_for_an_unsafe_pair():
 
     import pytest
 
-    from ember.backends.llvm.graph import check_inplace, node_kernel
+    from ember.backends.kernel import check_inplace, node_kernel
     from ember.tracer.ir import Node, Var
     g = body(lambda x: [P.rev(x, (0,)) + x], ((64,), F32))
     x, out = Var(g.inputs[0].aval), Var(g.outputs[0].aval)
@@ -270,7 +270,7 @@ def test_every_kernel_of_some_programs_shares_what_its_steps_allow():
     """The fact on every node of optimized programs (gradients, softmax, a variance, layer norm)."""
     import ember
     import ember.nn as nn
-    from ember.backends.llvm.graph import node_kernel
+    from ember.backends.kernel import node_kernel
     rng = np.random.default_rng(0)
     x = rng.standard_normal((16, 8)).astype(np.float32)
     params = nn.init_mlp([8, 16, 4])

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from llvmlite import ir
 
-from ember.backends.kernel import Kernel, lower_kernel
+from ember.backends.kernel import Kernel, check_inplace, node_kernel
 from ember.backends.llvm import jit, loops
 from ember.backends.llvm import types as T
 from ember.backends.llvm.entry import (
@@ -47,7 +47,6 @@ from ember.backends.llvm.entry import (
 )
 from ember.backends.llvm.scalar import constant
 from ember.passes.memory import OUTPUT, WORKSPACE, Plan
-from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Literal, Node, Var
 
 # a schedule longer than this is emitted as functions of this many nodes each, called in order: LLVM's
@@ -77,35 +76,6 @@ class GraphModule:
     workspace_bytes: int
     release_gil: bool = False
     kernels: list[str] = field(default_factory=list)  # str() of each distinct kernel, for dumps
-
-
-def single_node_body(node: Node) -> Graph:
-    """`node` as a fusion body of its own: its Var operands become body inputs (Literals stay)."""
-    inputs = [Var(a.aval) for a in node.inputs if isinstance(a, Var)]
-    it = iter(inputs)
-    args = [next(it) if isinstance(a, Var) else a for a in node.inputs]
-    outs = [Var(v.aval) for v in node.outputs]
-    return Graph(inputs, [Node(node.prim, args, node.params, outs, node.loc, node.role)], outs)
-
-
-def check_inplace(node: Node, kernel: Kernel, bound: list, plan: Plan) -> None:
-    """Raise unless every in-place write the plan asks of `node` is a pair its kernel may share
-    (`Kernel.shareable`): the renderer renders the plan's decisions, it does not revise them."""
-    for k, v in enumerate(node.outputs):
-        operand = plan.inplace.get(v)
-        bad = [j for j, a in enumerate(bound) if operand is not None and a is operand
-               and (f"out{k}", f"in{j}") not in kernel.shareable]
-        if bad:
-            raise ValueError(f"the memory plan writes output {k} of {node.prim.name}"
-                             f"{' at ' + node.loc if node.loc else ''} in place of operand {bad[0]}, which its "
-                             "kernel reads where or after it writes that output (not in Kernel.shareable)")
-
-
-def node_kernel(node: Node) -> tuple[Kernel, list]:
-    """The kernel description of a scheduled node and the graph atoms bound to its inputs."""
-    if node.prim is P.fusion_p:
-        return lower_kernel(node.params["body"], node.params["kind"]), list(node.inputs)
-    return lower_kernel(single_node_body(node), node.prim.kind), [a for a in node.inputs if isinstance(a, Var)]
 
 
 class _Pointers:

@@ -9,9 +9,8 @@ import pytest
 
 import ember
 import ember.numpy as jnp
-from ember.backends.kernel import Buffer, Contraction
+from ember.backends.kernel import Buffer, Contraction, node_kernel
 from ember.backends.llvm import dot
-from ember.backends.llvm.graph import node_kernel
 
 
 def _contraction_inputs(graph):
