@@ -37,6 +37,7 @@ from ember.api.tracing import (
     trace_pytree,
 )
 from ember.backends import available_backends, default_backend, get_backend
+from ember.backends.device_arrays import is_device_array
 from ember.errors import (
     ArgumentValueError,
     TracerEscapeError,
@@ -224,7 +225,7 @@ class Jitted:
         if not all(_is_array_leaf(x) for x in leaves):
             self._check_leaves(args, kwargs)
         arrays = [to_array(x) for x in leaves]
-        key = (in_tree, tuple((a.shape, a.dtype, not isinstance(x, np.ndarray) and not isinstance(x, np.generic))
+        key = (in_tree, tuple((a.shape, a.dtype, not isinstance(x, (np.ndarray, np.generic)) and not is_device_array(x))
                               for a, x in zip(arrays, leaves)), static_key, backend)
         entry = cache.entries.get(key)
         if entry is None:
@@ -330,7 +331,7 @@ def _run(entry: Entry, arrays) -> object:
 
 
 def _is_array_leaf(x) -> bool:
-    return isinstance(x, ARRAY_LEAF_TYPES)
+    return isinstance(x, ARRAY_LEAF_TYPES) or is_device_array(x)
 
 
 _array = np.array  # a local name: 30 ns less than np.array on the hit path

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ember.backends.device_arrays import is_device_array
 from ember.errors import (
     ArgumentError,
     ArgumentValueError,
@@ -81,6 +82,8 @@ def leaf_aval(x) -> ShapedArray | None:
         return ShapedArray(x.shape, dtypes.canonicalize(x.dtype.newbyteorder("=")))
     if isinstance(x, np.generic):
         return ShapedArray((), dtypes.canonicalize(x.dtype))
+    if is_device_array(x):
+        return ShapedArray(tuple(x.shape), dtypes.canonicalize(np.dtype(x.dtype)))
     if isinstance(x, _PY_SCALARS):
         dt, weak = dtypes.scalar_dtype(x)
         return ShapedArray((), dt, weak)
@@ -115,6 +118,8 @@ def to_array(x) -> np.ndarray:
         return x if x.dtype.isnative else x.astype(x.dtype.newbyteorder("="))
     if isinstance(x, _PY_SCALARS):
         return np.asarray(x, dtype=dtypes.scalar_dtype(x)[0])
+    if is_device_array(x):  # a GPU array goes to the cuda backend as it is
+        return x
     return np.asarray(x)
 
 

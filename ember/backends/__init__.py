@@ -117,3 +117,7 @@ def _lazy(module: str) -> Callable[[], Backend]:
 
 register_backend("numpy", _lazy("ember.backends.numpy"))
 register_backend("llvm", _lazy("ember.backends.llvm.backend"))
+# cuda needs CuPy and a device (a clear error says which is missing); cuda-host runs the same CUDA
+# source as host C++ on the CPU (needs only a C++ compiler): how kernels are checked without a GPU
+register_backend("cuda", lambda: importlib.import_module("ember.backends.cuda.backend").CudaBackend())
+register_backend("cuda-host", lambda: importlib.import_module("ember.backends.cuda.backend").CudaHostBackend())

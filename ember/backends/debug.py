@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 import ember.config as config
+from ember.backends.device_arrays import to_host
 from ember.tracer.ir import Graph, Node, Var
 from ember.tracer.primitive import impl_rules
 
@@ -91,7 +92,7 @@ class Checked:
         return self.executable(*args) if out is None else self.executable(*args, out=out)
 
     def _call_checked(self, args, out) -> list:
-        saved = [np.array(a, copy=True) for a in args]
+        saved = [np.array(to_host(a), copy=True) for a in args]
         outs = self._run(args, out)
         if out is not None and (len(outs) != len(out) or any(o is not given for o, given in zip(outs, out))):
             raise AssertionError(f"{self.name}: given out= arrays, the executable returned other arrays")
@@ -120,9 +121,9 @@ def check_against_oracle(name: str, args: Sequence, saved: Sequence, outs: Seque
     if len(outs) != len(expected):
         raise AssertionError(f"{name}: the optimized code returned {len(outs)} outputs, the oracle {len(expected)}")
     for k, (got, want) in enumerate(zip(outs, expected)):
-        _compare(name, k, np.asarray(got), np.asarray(want))
+        _compare(name, k, to_host(got), np.asarray(want))
     for i, (a, s) in enumerate(zip(args, saved)):
-        a = np.asarray(a)
+        a = to_host(a)
         if i not in donated and (a.dtype != s.dtype or a.shape != s.shape or a.tobytes() != s.tobytes()):
             raise AssertionError(f"{name}: input {i} was written by the optimized code but is not donated")
     arrays = [o for o in outs if isinstance(o, np.ndarray) and o.size]
@@ -158,7 +159,7 @@ def _compare(name: str, k: int, got: np.ndarray, want: np.ndarray) -> None:
 
 
 def _has(test, values: Sequence) -> bool:
-    return any(test(v) for v in map(np.asarray, values) if v.dtype.kind in "fc")
+    return any(test(v) for v in map(to_host, values) if v.dtype.kind in "fc")
 
 
 def check(graph: Graph, args: Sequence, outs: Sequence) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ember.backends.device_arrays import byte_range, is_device_array
 from ember.errors import ArgumentError, ArgumentValueError, user_location
 from ember.tracer.aval import ShapedArray
 
@@ -32,7 +33,7 @@ def check_out(outs: Sequence, avals: Sequence[ShapedArray], inputs: Sequence,
         if not o.size:
             continue
         for i, x in enumerate(inputs):
-            if isinstance(x, np.ndarray) and _overlap(o, x):
+            if (isinstance(x, np.ndarray) or is_device_array(x)) and _overlap(o, x):
                 raise ArgumentValueError(f"{_name(names, k)} shares memory with input {i} of the call (its arrays, "
                                          "flat); the results are written while the inputs are read: pass a separate "
                                          "array", user_location())
@@ -49,6 +50,8 @@ def _name(names: Sequence[str] | None, k: int) -> str:
 
 def _fits(o, aval: ShapedArray) -> bool:
     """Whether `o` is what the backend would have allocated for `aval` (checked cheaply: every call)."""
+    if is_device_array(o):  # a GPU array (the cuda backend's outputs)
+        return o.dtype == aval.dtype and o.shape == aval.shape and o.flags.c_contiguous
     if type(o) is not np.ndarray and (not isinstance(o, np.ndarray) or isinstance(o, np.ma.MaskedArray)):
         return False
     flags = o.flags
@@ -73,5 +76,10 @@ def _out_error(name: str, o, aval: ShapedArray) -> Exception:
     return ArgumentValueError(f"{name} is {what}: {hint}", user_location())
 
 
-def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+def _overlap(a, b) -> bool:
+    if is_device_array(a) or is_device_array(b):
+        if not (is_device_array(a) and is_device_array(b)) or not b.size:
+            return False
+        (s, e), (t, f) = byte_range(a), byte_range(b)
+        return s < f and t < e
     return b.size > 0 and np.may_share_memory(a, b) and np.shares_memory(a, b)

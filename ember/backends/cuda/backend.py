@@ -1,0 +1,51 @@
+"""The backend objects the registry loads: `cuda` (a GPU through CuPy) and `cuda-host` (the same CUDA
+source compiled as host C++ and run on the CPU: how every kernel is checked where there is no GPU)."""
+
+from __future__ import annotations
+
+import time
+
+from ember.backends.cuda.executable import CudaExecutable, CupyDevice, HostDevice
+from ember.backends.cuda.program import build_program
+from ember.passes.memory import Plan
+from ember.tracer.ir import Graph
+
+
+class CudaBackend:
+    name = "cuda"
+
+    def __init__(self):
+        from ember.backends.cuda import runtime
+
+        runtime.require_device()
+
+    def compile(self, graph: Graph, plan: Plan) -> CudaExecutable:
+        from ember.backends.cuda import runtime
+        from ember.backends.cuda.prelude import DEVICE_PRELUDE
+
+        program = build_program(graph, plan)
+        source = DEVICE_PRELUDE + program.source()
+        start = time.perf_counter()
+        module = runtime.load_module(source)
+        return CudaExecutable(graph, program, CupyDevice(module), source, time.perf_counter() - start)
+
+
+class CudaHostBackend:
+    name = "cuda-host"
+
+    def compile(self, graph: Graph, plan: Plan) -> CudaExecutable:
+        from ember.backends.cuda.host import HostModule
+
+        program = build_program(graph, plan)
+        source = program.source()
+        module = HostModule(source, host_signatures(program.kernels.values()))
+        return CudaExecutable(graph, program, HostDevice(module), source, module.compile_seconds,
+                              module.from_cache)
+
+
+def host_signatures(kernels) -> list:
+    """The host launchers' signatures of `kernels` (render.CudaKernel)."""
+    from ember.backends.cuda.host import KernelSig
+
+    return [KernelSig(k.name, tuple(t for t, _ in k.params)) for k in kernels]
+

@@ -1,0 +1,191 @@
+"""Running a CUDA program: on a GPU through CuPy, or as host C++ on the CPU (the host check).
+
+One executor walks the program's launches on a `Device`: `CupyDevice` (CuPy arrays, `RawModule`
+kernels on CuPy's current stream, contractions of float32/float64 through cuBLAS) or `HostDevice`
+(NumPy arrays, the same kernels compiled as host C++ by host.py, every block's threads as real
+threads). Calls on a GPU are asynchronous, as CuPy's own: the workspace belongs to one (thread,
+stream) pair, so two calls in flight on different streams never share one, and calls on one stream
+are ordered by it. Consts and literal operands are copied to the device once.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ember.backends.cuda.program import Program, Where
+from ember.backends.cuda.render import Gemm, Scratch
+from ember.tracer.ir import Graph
+
+
+class HostDevice:
+    """NumPy arrays and kernels compiled as host C++ (every block's threads as real threads)."""
+
+    xp = np
+    name = "cuda-host"
+
+    def __init__(self, module):
+        self.module = module
+
+    def key(self):
+        return threading.get_ident()
+
+    def launch(self, name: str, grid: int, block: int, args: list) -> None:
+        self.module.launch(name, (grid, 1, 1), (block, 1, 1), args)
+
+    def gemm(self, g: Gemm, lhs, rhs, out) -> bool:
+        return False  # the host check runs the contraction kernel
+
+    def upload(self, a: np.ndarray):
+        return np.require(a, requirements=["C", "A"])
+
+    def input(self, x, shape, dtype, k: int):
+        a = np.asarray(x)
+        if a.shape != shape:
+            raise ValueError(f"input {k} has shape {a.shape}; the compiled function takes {shape}")
+        if a.dtype != dtype:
+            raise TypeError(f"input {k} has dtype {a.dtype}; the compiled function takes {dtype}")
+        if not (a.flags.c_contiguous and a.flags.aligned and a.dtype.isnative):
+            a = np.array(a, dtype=dtype.newbyteorder("="), order="C")
+        return a
+
+
+class CupyDevice:
+    """CuPy arrays on the current device; kernels from a RawModule, launched on the current stream."""
+
+    name = "cuda"
+
+    def __init__(self, module):
+        import cupy
+
+        self.xp, self.module, self._fns = cupy, module, {}
+
+    def key(self):
+        return threading.get_ident(), self.xp.cuda.get_current_stream().ptr
+
+    def launch(self, name: str, grid: int, block: int, args: list) -> None:
+        fn = self._fns.get(name)
+        if fn is None:
+            fn = self._fns[name] = self.module.get_function(name)
+        fn((grid,), (block,), tuple(args))
+
+    def gemm(self, g: Gemm, lhs, rhs, out) -> bool:
+        """A float32/float64 contraction through cuBLAS (CuPy's matmul): operands as (batch, M, K) and
+        (batch, K, N) views or copies, the result written into `out` viewed as (batch, M, N)."""
+        dt = g.out.dtype
+        if dt not in (np.float32, np.float64) or g.lhs.dtype != dt or g.rhs.dtype != dt:
+            return False
+        (lc, rc), (lb, rb) = g.step.dimension_numbers
+        lf = [d for d in range(len(g.lhs.shape)) if d not in lc and d not in lb]
+        rf = [d for d in range(len(g.rhs.shape)) if d not in rc and d not in rb]
+        size = lambda shape, dims: int(np.prod([shape[d] for d in dims], dtype=np.int64))  # noqa: E731
+        bsz, m, n, k = size(g.lhs.shape, lb), size(g.lhs.shape, lf), size(g.rhs.shape, rf), size(g.lhs.shape, lc)
+        a = lhs.reshape(g.lhs.shape).transpose([*lb, *lf, *lc]).reshape(bsz, m, k)
+        b = rhs.reshape(g.rhs.shape).transpose([*rb, *rc, *rf]).reshape(bsz, k, n)
+        self.xp.matmul(a, b, out=out.reshape(bsz, m, n))
+        return True
+
+    def upload(self, a: np.ndarray):
+        return self.xp.asarray(np.require(a, requirements=["C", "A"]))
+
+    def input(self, x, shape, dtype, k: int):
+        xp = self.xp
+        if isinstance(x, xp.ndarray):
+            if x.shape != shape:
+                raise ValueError(f"input {k} has shape {x.shape}; the compiled function takes {shape}")
+            if x.dtype != dtype:
+                raise TypeError(f"input {k} has dtype {x.dtype}; the compiled function takes {dtype}")
+            return x if x.flags.c_contiguous else xp.ascontiguousarray(x)
+        a = np.asarray(x)
+        if a.shape != shape:
+            raise ValueError(f"input {k} has shape {a.shape}; the compiled function takes {shape}")
+        if a.dtype != dtype:
+            raise TypeError(f"input {k} has dtype {a.dtype}; the compiled function takes {dtype}")
+        return xp.asarray(np.ascontiguousarray(a, dtype=dtype.newbyteorder("=")))
+
+
+class _Workspace:
+    """One (thread, stream)'s workspace and its typed views, made once."""
+
+    def __init__(self, xp, nbytes: int):
+        self.raw = xp.empty(max(nbytes, 1), np.uint8)
+        self.views: dict = {}
+
+    def view(self, offset: int, shape, dtype):
+        key = (offset, shape, dtype)
+        got = self.views.get(key)
+        if got is None:
+            n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            got = self.views[key] = self.raw[offset:offset + n].view(dtype).reshape(shape)
+        return got
+
+
+class CudaExecutable:
+    """`program` on `device`: called with arrays (NumPy, or CuPy on a GPU), returns the device's arrays
+    (or writes the `out=` arrays given)."""
+
+    source_suffix = ".cu"
+
+    def __init__(self, graph: Graph, program: Program, device, source: str, compile_seconds: float = 0.0,
+                 from_cache: bool = False):
+        self._graph, self.program, self.device = graph, program, device
+        self.source = source
+        self.compile_seconds, self.from_cache = compile_seconds, from_cache
+        self._in_specs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in graph.inputs]
+        self._outs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in graph.outputs]
+        self._consts = [device.upload(np.asarray(c, dtype=v.aval.dtype))
+                        for v, c in zip(graph.consts, graph.const_values)]
+        self._literals = [device.upload(a) for a in program.literals]
+        self._workspaces: dict = {}
+        self._lock = threading.Lock()
+
+    @property
+    def kernels(self) -> list[str]:
+        return [k.text for k in self.program.kernels.values()]
+
+    def _workspace(self) -> _Workspace:
+        key = self.device.key()
+        ws = self._workspaces.get(key)
+        if ws is None:
+            with self._lock:
+                ws = self._workspaces[key] = _Workspace(self.device.xp, self.program.workspace_bytes)
+        return ws
+
+    def __call__(self, *args, out=None) -> list:
+        if len(args) != len(self._in_specs):
+            raise TypeError(f"the executable takes {len(self._in_specs)} arrays, got {len(args)}")
+        dev, xp = self.device, self.device.xp
+        ins = [dev.input(x, s, d, k) for k, (x, (s, d)) in enumerate(zip(args, self._in_specs))]
+        outs = list(out) if out is not None else [xp.empty(s, d) for s, d in self._outs]
+        ws = self._workspace()
+        arrays = {"in": ins, "out": outs, "const": self._consts, "literal": self._literals}
+
+        def at(w: Where, shape, dtype):
+            if w.kind == "ws":
+                return ws.view(w.at, shape, dtype)
+            return arrays[w.kind][w.at]
+
+        for run in self.program.runs:
+            for launch in run.launches:
+                if isinstance(launch, Gemm):
+                    g = launch
+                    operands = [at(*run.where[n]) for n in (g.step.lhs, g.step.rhs, g.step.out)]
+                    if dev.gemm(g, *operands):
+                        continue
+                    launch = g.fallback
+                call_args = []
+                for a in launch.args:
+                    if isinstance(a, str):
+                        call_args.append(at(*run.where[a]))
+                    elif isinstance(a, Scratch):
+                        call_args.append(ws.view(run.scratch + a.offset, (a.count,), a.dtype))
+                    else:
+                        call_args.append(a)
+                dev.launch(launch.kernel, launch.grid, launch.block, call_args)
+        for i, src in enumerate(self.program.outputs):
+            if src is not None:
+                shape, dtype = self._outs[i]
+                value = at(src, shape, dtype) if src.kind != "literal" else self._literals[src.at].reshape(())
+                xp.copyto(outs[i], value.reshape(shape))
+        return outs

@@ -1,0 +1,24 @@
+"""Arrays that live on a GPU (CuPy's, or any with `__cuda_array_interface__`), recognized without
+importing CuPy: jit takes them as arguments for the cuda backend, and checks read them back."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def is_device_array(x) -> bool:
+    """Whether `x` is a GPU array (it exposes `__cuda_array_interface__`)."""
+    return hasattr(type(x), "__cuda_array_interface__")
+
+
+def to_host(x) -> np.ndarray:
+    """`x` as a NumPy array (a GPU array copied back; CuPy refuses the implicit conversion)."""
+    if is_device_array(x):
+        return x.get()
+    return np.asarray(x)
+
+
+def byte_range(x) -> tuple[int, int]:
+    """[start, end) of a C-contiguous GPU array's memory."""
+    start = x.__cuda_array_interface__["data"][0]
+    return start, start + x.nbytes
