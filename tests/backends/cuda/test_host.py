@@ -19,7 +19,7 @@ FULL = "0xffffffffu"
 SOURCE = r"""
 // Each block sums one row: a strided walk per thread, a warp tree of shuffles, the warps' partial sums
 // through shared memory, then the first warp's tree.
-extern "C" __global__ void row_sum(const float* x, float* out, long long cols) {
+extern "C" __global__ void __launch_bounds__(1024) row_sum(const float* x, float* out, long long cols) {
     __shared__ float partial[32];
     const float* row = x + blockIdx.x * cols;
     unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
@@ -108,6 +108,20 @@ extern "C" __global__ void rh(const float* x, float* y, long long n) {
         y[i] = ember_rh(x[i]);
 }
 
+__device__ __forceinline__ unsigned linear(uint3 i, dim3 n) { return i.x + n.x * (i.y + n.y * i.z); }
+__host__ __device__ __noinline__ unsigned reversed_lane(unsigned lane) { return 31 - lane; }
+
+// Which block and thread each slot was written by, and a warp's lanes exchanging through shared memory.
+extern "C" __global__ void indices(unsigned* __restrict__ ids, unsigned* __restrict__ swapped) {
+    __shared__ unsigned lanes[1024];
+    unsigned t = linear(threadIdx, blockDim), b = linear(blockIdx, gridDim);
+    unsigned slot = b * blockDim.x * blockDim.y * blockDim.z + t;
+    ids[slot] = b * 10000 + t;
+    lanes[t] = slot;
+    __syncwarp();
+    swapped[slot] = lanes[t - t % 32 + reversed_lane(t % 32)];
+}
+
 extern "C" __global__ void bits(const float* x, const double* d, int* out) {
     unsigned t = threadIdx.x;
     out[4 * t] = __clz(__float_as_int(x[t]));
@@ -129,6 +143,7 @@ KERNELS = [
     KernelSig("f2h", ("const float* __restrict__", "ember_half* __restrict__", "long long")),
     KernelSig("d2h", ("const double* __restrict__", "ember_half* __restrict__", "long long")),
     KernelSig("rh", ("const float*", "float*", "long long")),
+    KernelSig("indices", ("unsigned*", "unsigned*")),
     KernelSig("bits", ("const float*", "const double*", "int*")),
 ]
 
@@ -268,6 +283,18 @@ def test_rh_rounds_floats_to_float16(module):
     x = x.astype(np.float32)
     got = run_elementwise(module, "rh", x, np.float32)
     np.testing.assert_array_equal(got, x.astype(np.float16).astype(np.float32))
+
+
+def test_indices_of_a_3d_launch(module):
+    grid, block = (2, 3, 2), (8, 2, 4)
+    blocks, threads = np.prod(grid), np.prod(block)
+    ids = np.zeros(blocks * threads, np.uint32)
+    swapped = np.zeros_like(ids)
+    module.launch("indices", grid, block, [ids, swapped])
+    b, t = np.divmod(np.arange(blocks * threads), threads)
+    np.testing.assert_array_equal(ids, b * 10000 + t)
+    slots = np.arange(blocks * threads).reshape(-1, 32)
+    np.testing.assert_array_equal(swapped.reshape(-1, 32), slots[:, ::-1])
 
 
 def test_bit_casts_and_clz(module):
