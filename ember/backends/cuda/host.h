@@ -2,8 +2,8 @@
 // host C++20 (ember/backends/cuda/host.py prepends this header and compiles with g++).
 //
 // A launch runs its blocks ONE AFTER ANOTHER on a pool of blockDim.x*y*z real threads created once
-// per launch: thread t of the pool is thread t of every block, and a block barrier separates one
-// block from the next. So at any moment at most one block of a launch is alive, which is why
+// per launch: thread t of the pool is thread t of every block, and a barrier separates one block
+// from the next (a thread that returns early drops out of its block's barriers until then). So at any moment at most one block of a launch is alive, which is why
 // `__shared__` can be a function-local `static` (one copy per kernel, reused block after block), and
 // why launches of one module are serialized by a mutex (two at once would share those statics).
 // Dynamic shared memory (`extern __shared__`) is not emulated.
@@ -26,6 +26,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -63,15 +64,33 @@ static constexpr int warpSize = 32;
 // ---- threads of a block: the block barrier, warps and their exchange buffers ----
 
 struct ember_warp_t {
-    std::barrier<> barrier{warpSize};
+    std::optional<std::barrier<>> barrier;
     unsigned long long slot[32];
 };
 
-static std::barrier<>* ember_block_barrier;
+// The barriers of the block running now. A thread that returns from the kernel drops out of them, so
+// the threads still running may go on meeting at __syncthreads (as on the GPU, where an exited thread
+// no longer holds a barrier back); they are made whole again before the next block starts.
+struct ember_block_t {
+    unsigned threads;
+    std::optional<std::barrier<>> barrier;
+    std::unique_ptr<ember_warp_t[]> warps;
+
+    explicit ember_block_t(unsigned threads_) : threads(threads_), warps(new ember_warp_t[threads_ / warpSize]) {
+        reset();
+    }
+    void reset() noexcept {
+        barrier.emplace(threads);
+        for (unsigned w = 0; w < threads / warpSize; ++w)
+            warps[w].barrier.emplace(warpSize);
+    }
+};
+
+static ember_block_t* ember_block;
 static thread_local ember_warp_t* ember_warp;
 static thread_local unsigned ember_lane;
 
-static inline void __syncthreads() { ember_block_barrier->arrive_and_wait(); }
+static inline void __syncthreads() { ember_block->barrier->arrive_and_wait(); }
 
 static inline void ember_require_full_mask(unsigned mask) {
     if (mask != 0xffffffffu)
@@ -80,7 +99,7 @@ static inline void ember_require_full_mask(unsigned mask) {
 
 static inline void __syncwarp(unsigned mask = 0xffffffffu) {
     ember_require_full_mask(mask);
-    ember_warp->barrier.arrive_and_wait();
+    ember_warp->barrier->arrive_and_wait();
 }
 
 // Every lane publishes its value, then reads lane `src`'s (or keeps its own where `take` is false, as
@@ -92,11 +111,11 @@ static inline T ember_shfl(unsigned mask, T var, unsigned src, bool take) {
     unsigned long long bits = 0;
     std::memcpy(&bits, &var, sizeof(T));
     ember_warp->slot[ember_lane] = bits;
-    ember_warp->barrier.arrive_and_wait();
+    ember_warp->barrier->arrive_and_wait();
     T out = var;
     if (take)
         std::memcpy(&out, &ember_warp->slot[src], sizeof(T));
-    ember_warp->barrier.arrive_and_wait();
+    ember_warp->barrier->arrive_and_wait();
     return out;
 }
 
@@ -258,6 +277,13 @@ static inline float ember_rh(float x) { return ember_h2f(ember_f2h(x)); }
 
 static std::mutex ember_launch_mutex;
 
+// The completion of the barrier between blocks: runs while every thread waits there, so no barrier of
+// the block is in use.
+struct ember_next_block_t {
+    ember_block_t* block;
+    void operator()() noexcept { block->reset(); }
+};
+
 // Run `kernel()` (a call of one kernel with its arguments) for every thread of every block of a launch.
 template <class Kernel>
 static void ember_launch(dim3 grid, dim3 block, Kernel kernel) {
@@ -267,22 +293,24 @@ static void ember_launch(dim3 grid, dim3 block, Kernel kernel) {
     std::lock_guard<std::mutex> lock(ember_launch_mutex);
     blockDim = block;
     gridDim = grid;
-    std::barrier<> block_barrier(threads);
-    std::unique_ptr<ember_warp_t[]> warps(new ember_warp_t[threads / warpSize]);
-    ember_block_barrier = &block_barrier;
+    ember_block_t state(threads);
+    ember_block = &state;
+    std::barrier<ember_next_block_t> between_blocks(threads, ember_next_block_t{&state});
     std::vector<std::thread> pool;
     pool.reserve(threads);
     for (unsigned t = 0; t < threads; ++t)
         pool.emplace_back([&, t] {
             threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
-            ember_warp = &warps[t / warpSize];
+            ember_warp = &state.warps[t / warpSize];
             ember_lane = t % warpSize;
             for (unsigned z = 0; z < grid.z; ++z)
                 for (unsigned y = 0; y < grid.y; ++y)
                     for (unsigned x = 0; x < grid.x; ++x) {
                         blockIdx = {x, y, z};
                         kernel();
-                        block_barrier.arrive_and_wait();  // the block's shared memory is the next one's
+                        state.barrier->arrive_and_drop();
+                        ember_warp->barrier->arrive_and_drop();
+                        between_blocks.arrive_and_wait();  // the block's shared memory is the next one's
                     }
         });
     for (std::thread& thread : pool)

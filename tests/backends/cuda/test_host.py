@@ -122,6 +122,17 @@ extern "C" __global__ void indices(unsigned* __restrict__ ids, unsigned* __restr
     swapped[slot] = lanes[t - t % 32 + reversed_lane(t % 32)];
 }
 
+// Threads past `active` return at once; the others still meet at __syncthreads, block after block.
+extern "C" __global__ void early_exit(int* out, int active) {
+    __shared__ int values[1024];
+    int t = threadIdx.x;
+    if (t >= active)
+        return;
+    values[t] = t * 100 + blockIdx.x;
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + t] = values[active - 1 - t];
+}
+
 extern "C" __global__ void bits(const float* x, const double* d, int* out) {
     unsigned t = threadIdx.x;
     out[4 * t] = __clz(__float_as_int(x[t]));
@@ -144,6 +155,7 @@ KERNELS = [
     KernelSig("d2h", ("const double* __restrict__", "ember_half* __restrict__", "long long")),
     KernelSig("rh", ("const float*", "float*", "long long")),
     KernelSig("indices", ("unsigned*", "unsigned*")),
+    KernelSig("early_exit", ("int*", "int")),
     KernelSig("bits", ("const float*", "const double*", "int*")),
 ]
 
@@ -295,6 +307,16 @@ def test_indices_of_a_3d_launch(module):
     np.testing.assert_array_equal(ids, b * 10000 + t)
     slots = np.arange(blocks * threads).reshape(-1, 32)
     np.testing.assert_array_equal(swapped.reshape(-1, 32), slots[:, ::-1])
+
+
+@pytest.mark.parametrize("active", [1, 100, 255, 256])
+def test_returned_threads_hold_no_barrier_back(module, active):
+    grid, block = 4, 256
+    out = np.full((grid, block), -1, np.int32)
+    module.launch("early_exit", (grid, 1, 1), (block, 1, 1), [out, np.int32(active)])
+    expected = np.full((grid, block), -1)
+    expected[:, :active] = np.arange(active)[::-1] * 100 + np.arange(grid)[:, None]
+    np.testing.assert_array_equal(out, expected)
 
 
 def test_bit_casts_and_clz(module):
