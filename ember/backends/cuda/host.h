@@ -3,9 +3,10 @@
 //
 // A launch runs its blocks ONE AFTER ANOTHER on a pool of blockDim.x*y*z real threads created once
 // per launch: thread t of the pool is thread t of every block, and a barrier separates one block
-// from the next (a thread that returns early drops out of its block's barriers until then). So at any moment at most one block of a launch is alive, which is why
-// `__shared__` can be a function-local `static` (one copy per kernel, reused block after block), and
-// why launches of one module are serialized by a mutex (two at once would share those statics).
+// from the next (a thread that returns early drops out of its block's barriers until then). So at
+// any moment at most one block of a launch is alive, which is why `__shared__` can be a
+// function-local `static` (one copy per kernel, reused block after block), and why launches of one
+// module are serialized by a mutex (two at once would share those statics).
 // Dynamic shared memory (`extern __shared__`) is not emulated.
 //
 // Warps are 32 consecutive linear thread ids (x fastest, as on the GPU). Shuffles go through a
