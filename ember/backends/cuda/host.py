@@ -67,6 +67,11 @@ class KernelSig:
     name: str
     params: tuple[str, ...]
 
+    def __post_init__(self):
+        if not self.name.isidentifier():
+            raise ValueError(f"kernel name {self.name!r} is not a C identifier")
+        object.__setattr__(self, "params", tuple(self.params))
+
 
 class HostCompileError(RuntimeError):
     """g++ rejected a module: the message holds its output and the numbered source lines it names."""
