@@ -351,9 +351,10 @@ def test_wrong_arguments_raise(module):
 
 
 def test_second_module_loads_from_disk(module, monkeypatch, tmp_path):
-    if host.cache_dir() is None:  # the disk cache is off for this run: turn it on and store the build
+    if host.cache_dir() is None:  # the disk cache is off for this run: turn it on and store a build
         monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
-        HostModule(SOURCE, KERNELS)
+        monkeypatch.setattr(host, "_LOADED", {})
+        assert not HostModule(SOURCE, KERNELS).from_cache
     monkeypatch.setattr(host, "_LOADED", {})  # forget the loaded library: only the disk can supply it
     again = HostModule(SOURCE, KERNELS)
     assert again.from_cache
