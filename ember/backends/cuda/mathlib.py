@@ -343,10 +343,15 @@ def _live(lines: Sequence[tuple[str, str]], result: CValue) -> list[str]:
     return kept[::-1]
 
 
-def _render(signature: str, e: CEmitter, result: CValue, prologue: Sequence[str] = ()) -> _Definition:
+def _render(head: str, params: Sequence[CValue], e: CEmitter, result: CValue,
+            prologue: Sequence[str] = ()) -> _Definition:
+    """The definition `head(params) { statements; return result; }`, its dead statements dropped and its
+    unused parameters unnamed (an unused name is a warning)."""
     body = e.body
     statements = [*prologue, *_live(body.lines, result)]
-    text = "\n".join([signature + " {", *(f"  {s}" for s in statements), f"  return {result};", "}"])
+    code = "\n".join([*statements, str(result)])
+    named = ", ".join(f"const {p.ctype}" + (f" {p}" if re.search(rf"\b{p}\b", code) else "") for p in params)
+    text = "\n".join([f"{head}({named}) {{", *(f"  {s}" for s in statements), f"  return {result};", "}"])
     used = set(re.findall(r"\bember_\w+", "\n".join(statements)))     # what dead statements named is not needed
     deps = tuple(("fn", n, f) for n, f in body.calls if function_name(n, f) in used)
     deps += tuple(("rare", k, f) for k, f in body.rares if _rare_name(k, f) in used)
@@ -362,9 +367,7 @@ def _function_definition(name: str, fmt: str) -> _Definition:
     params = [CValue(f"a{k}", "float", f.width) for k in range(arity)]
     e = CEmitter(f)
     result = algorithm(e, *params)
-    signature = (f"static __device__ __forceinline__ {ty} {function_name(name, fmt)}("
-                 f"{', '.join(f'const {ty} {p}' for p in params)})")
-    return _render(signature, e, result)
+    return _render(f"static __device__ __forceinline__ {ty} {function_name(name, fmt)}", params, e, result)
 
 
 def _rare_definition(key: str, fmt: str) -> _Definition:
@@ -378,8 +381,7 @@ def _rare_definition(key: str, fmt: str) -> _Definition:
     result = fn(e, x, ax)
     prologue = (f"const {ty} ax = {_FN[fmt].format('fabs')}(x);",
                 f"if (!(ax < {float_literal(math.inf, fmt)})) return x - x;")
-    signature = f"static __device__ __noinline__ {ty} {_rare_name(key, fmt)}(const {ty} x)"
-    return _render(signature, e, result, prologue)
+    return _render(f"static __device__ __noinline__ {ty} {_rare_name(key, fmt)}", [x], e, result, prologue)
 
 
 def _format(fmt: str) -> Format:
