@@ -10,6 +10,11 @@ as the protocol says (signed overflow is undefined in C); arithmetic shifts and 
 the signed type of the same width. Constant tables are `__device__ const` arrays at file scope; a rare
 piece (`e.rare`: Payne-Hanek for huge sin, cos and tan arguments) is a `__noinline__` function called
 under an `if`, so an element takes it only when it needs it.
+
+`math_source` returns definitions, not declarations: a translation unit includes it once, for the union
+of its kernels' needs. min and max are `fminf`/`fmaxf` (IEEE minNum, one instruction on the GPU): the sign
+of min(-0, +0) is left open, as the protocol allows (NumPy's own varies with the array's length), and
+glibc returns NaN for a signaling NaN operand where the GPU and NumPy return the other one.
 """
 
 from __future__ import annotations
@@ -419,7 +424,7 @@ def math_source(needed: Iterable[tuple[str, str]]) -> str:
             visit(dep)
         order.append(node)
 
-    for name, fmt in needed:
+    for name, fmt in sorted(set(needed)):       # one text per set of needs, whatever their order (kernel caches)
         if name not in FUNCTIONS:
             raise ValueError(f"the math library has no function {name!r}")
         visit(("fn", name, _format(fmt).name))
