@@ -162,6 +162,18 @@ def _signaling(a: np.ndarray) -> np.ndarray:
     return np.isnan(a) & ((a.view(quiet.dtype) & quiet) == 0)
 
 
+def _defined(name: str, args: list[np.ndarray]) -> list[np.ndarray]:
+    """The operand pairs whose result the protocol defines for probe `name`."""
+    keep = np.ones(args[0].shape, bool)
+    if name not in EXACT or name == "probe_to_int":
+        # float operations on signaling NaNs vary by library: glibc's truncf passes one through and its
+        # fminf then returns NaN, where NumPy, LLVM's minnum and the GPU return the other operand
+        keep &= ~_signaling(args[0]) & ~_signaling(args[1])
+    if name in ("probe_min", "probe_max"):          # minNum leaves min(-0, +0)'s sign open (NumPy's varies)
+        keep &= (args[0] != 0) | (args[1] != 0)
+    return [a[keep] for a in args]
+
+
 def _probe_operands(dtype) -> list[np.ndarray]:
     """A grid of specials and random bit patterns, both operands."""
     rng = np.random.default_rng(7)
@@ -272,14 +284,7 @@ def test_every_function_is_the_numpy_emitter_bit_for_bit(lib, dtype):
 def test_every_protocol_operation_is_the_numpy_emitter_bit_for_bit(lib, dtype):
     args = _probe_operands(dtype)
     for name in PROBES:
-        keep = np.ones(args[0].shape, bool)
-        if name not in EXACT or name == "probe_to_int":
-            # float operations on signaling NaNs vary by library: glibc's truncf passes one through and its
-            # fminf then returns NaN, where NumPy, LLVM's minnum and the GPU return the other operand
-            keep &= ~_signaling(args[0]) & ~_signaling(args[1])
-        if name in ("probe_min", "probe_max"):      # minNum leaves min(-0, +0)'s sign open (NumPy's varies)
-            keep &= (args[0] != 0) | (args[1] != 0)
-        probe = [a[keep] for a in args]
+        probe = _defined(name, args)
         want = evaluate(name, *probe)
         _assert_same_bits(name, dtype, _run(lib, name, dtype, probe), want, probe, exact=name in EXACT)
 
@@ -342,3 +347,49 @@ def test_literals_are_exact():
 
 def test_function_name_convention():
     assert function_name("exp", "f32") == "ember_exp_f32" and function_name("zeta", "f64") == "ember_zeta_f64"
+
+
+def _kernel(name: str, fmt: str) -> str:
+    """__global__ run_<name>_<fmt>(x, y, out, n): out[i] = name(x[i] (, y[i])), one element a thread."""
+    ty = CTYPE[fmt]
+    args = "x[i]" if FUNCTIONS[name][0] == 1 else "x[i], y[i]"
+    return (f'extern "C" __global__ void run_{name}_{fmt}(const {ty}* x, const {ty}* y, {ty}* out, long long n) {{\n'
+            f"  (void)y;\n  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+            f"  if (i < n) out[i] = {function_name(name, fmt)}({args});\n}}\n")
+
+
+def _device():
+    """CuPy where a CUDA device is present; else a skip (a failure under EMBER_REQUIRE_GPU=1)."""
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return cupy
+        reason = "no CUDA device"
+    except Exception as error:                               # no CuPy, no driver
+        reason = f"{type(error).__name__}: {error}"
+    if os.environ.get("EMBER_REQUIRE_GPU", "").strip() == "1":
+        pytest.fail(f"EMBER_REQUIRE_GPU=1 but this test needs a GPU: {reason}", pytrace=False)
+    pytest.skip(f"needs a GPU: {reason}")
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_every_function_and_operation_is_the_numpy_emitter_bit_for_bit(registry):
+    cupy = _device()
+    needed = NEEDED + PROBED
+    source = math_source(needed) + "".join(_kernel(name, fmt) for name, fmt in needed)
+    module = cupy.RawModule(code=source, options=("-std=c++17", *NVRTC_OPTIONS, "-Werror=all-warnings"))
+    failures = []
+    for dtype in DTYPES:
+        probe_args = _probe_operands(dtype)
+        for name in (*NAMES, *PROBES):
+            args = _operands(name, dtype) if name in NAMES else _defined(name, probe_args)
+            x, y = (cupy.asarray(np.ascontiguousarray(a, dtype)) for a in (args[0], args[-1]))
+            out = cupy.empty_like(x)
+            module.get_function(f"run_{name}_{FORMATS[np.dtype(dtype)]}")(
+                ((x.size + 255) // 256,), (256,), (x, y, out, np.int64(x.size)))
+            try:
+                _assert_same_bits(name, dtype, cupy.asnumpy(out), evaluate(name, *args), args, exact=name in EXACT)
+            except AssertionError as error:
+                failures.append(str(error))
+    assert not failures, "\n".join(failures)
