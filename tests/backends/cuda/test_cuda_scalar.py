@@ -185,16 +185,25 @@ def _stderr_of(call) -> str:
 
 
 def run(fn: str, out_dtype, *arrays, n: int | None = None) -> np.ndarray:
-    """Loop `fn` over `arrays`; fails on undefined behaviour, and on a float16 result that is not a
-    float16 value (a missing `ember_rh`)."""
+    """Loop `fn` of the host build over `arrays`; fails on undefined behaviour (a sanitizer report)."""
     out_dtype = np.dtype(out_dtype)
     arrays = [np.ascontiguousarray(a) for a in arrays]
-    out = np.zeros(len(arrays[0]) if n is None else n, _F32 if out_dtype == _F16 else out_dtype)
+    out = np.zeros(len(arrays[0]) if n is None else n, register_dtype(out_dtype))
     f = getattr(library(), fn)
     f.argtypes = [ctypes.c_void_p] * (len(arrays) + 1) + [ctypes.c_longlong]
     report = _stderr_of(lambda: f(*(a.ctypes.data for a in arrays), out.ctypes.data, len(out)))
     assert "runtime error" not in report, report
-    if out_dtype != _F16:
+    return from_register(fn, out, out_dtype)
+
+
+def register_dtype(dtype: np.dtype) -> np.dtype:
+    return _F32 if dtype == _F16 else dtype
+
+
+def from_register(fn: str, out: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """`out` (register values) as `dtype`; fails on a float16 result that is not a float16 value (a
+    missing `ember_rh`)."""
+    if dtype != _F16:
         return out
     with np.errstate(over="ignore"):
         half = out.astype(_F16)
@@ -203,20 +212,17 @@ def run(fn: str, out_dtype, *arrays, n: int | None = None) -> np.ndarray:
     return half
 
 
-# --- executed on the host ----------------------------------------------------------------------------
+# --- the checks: (kernel, result dtype, operands, NumPy's result, primitive) ---------------------------
 
 def _case_id(case) -> str:
     name, (args, _, _) = case
     return f"{name}-{args[-1].name}"
 
 
-@pytest.mark.parametrize("case", CASES, ids=map(_case_id, CASES))
-def test_op_matches_numpy_reference(case):
+def op_check(case):
     name, (args, out, params) = case
-    rng = np.random.default_rng(zlib.crc32(_case_id(case).encode()))
-    operands = inputs(name, args, rng)
-    got = run(case_fn(name, args, out), out, *operands)
-    assert_matches(name, got, reference(name, params, *operands), operands)
+    operands = inputs(name, args, np.random.default_rng(zlib.crc32(_case_id(case).encode())))
+    return case_fn(name, args, out), out, operands, reference(name, params, *operands), name
 
 
 def _astype_x86(x: np.ndarray, dst: np.dtype) -> np.ndarray:
@@ -227,49 +233,77 @@ def _astype_x86(x: np.ndarray, dst: np.dtype) -> np.ndarray:
         return x.astype(dst)
 
 
+def convert_check(src, dst, prefix: str = "convert"):
+    x = _conversion_inputs(src, np.random.default_rng(src.num * 31 + dst.num))
+    return f"{prefix}_{src.name}_{dst.name}", dst, [x], _astype_x86(x, dst), "convert_element_type"
+
+
+def pow_check(dt, n):
+    x = edge_values(dt)
+    wide = x.astype(_F32) if dt == _F16 else x
+    with np.errstate(all="ignore"):
+        sq = wide * wide
+        want = {2: sq, 3: sq * wide, 4: sq * sq, -1: wide.dtype.type(1) / wide}[n].astype(dt)
+    return f"pow_literal_{dt.name}_{n + 1}", dt, [x], want, "pow"
+
+
+def check_constants(run_fn) -> None:
+    """Each constant's stored bits; a float16 NaN is held as the float32 NaN with its payload moved up
+    (not quieted): its register value is checked."""
+    for k, (dt, value) in enumerate(CONSTANTS):
+        dt = np.dtype(dt)
+        want = np.array([value], dt)
+        if dt == _F16 and np.isnan(want[0]):
+            h = int(want.view(np.uint16)[0])
+            bits = ((h & 0x8000) << 16) | 0x7F800000 | ((h & 0x3FF) << 13)
+            assert int(run_fn(f"constant_{k}", _F32, n=1).view(np.uint32)[0]) == bits, (dt, value)
+            continue
+        got = run_fn(f"constant_{k}", dt, n=1)
+        bits = f"u{dt.itemsize}"
+        assert got.view(bits)[0] == want.view(bits)[0], (dt, value, got)
+
+
+def all_checks():
+    yield from map(op_check, CASES)
+    yield from (convert_check(s, d) for s, d in CONVERSIONS)
+    yield from (convert_check(s, d, "convert_expr") for s, d in FLOAT_TO_INT)
+    yield from (pow_check(d, n) for d, n in POW_LITERALS)
+
+
+def check(run_fn, fn, out, operands, want, name) -> None:
+    assert_matches(name, run_fn(fn, out, *operands), want, operands)
+
+
+# --- executed on the host ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", CASES, ids=map(_case_id, CASES))
+def test_op_matches_numpy_reference(case):
+    check(run, *op_check(case))
+
+
 @pytest.mark.parametrize("src,dst", CONVERSIONS, ids=[f"{a.name}-{b.name}" for a, b in CONVERSIONS])
 def test_convert_matches_numpy_astype(src, dst):
     """Bit for bit as NumPy's astype on x86: NaN, infinities and out-of-range floats to ints (the GPU
     would saturate, C leaves it undefined), float64 -> float16 in one rounding."""
-    x = _conversion_inputs(src, np.random.default_rng(src.num * 31 + dst.num))
-    got = run(f"convert_{src.name}_{dst.name}", dst, x)
-    assert_matches("convert_element_type", got, _astype_x86(x, dst), [x])
+    check(run, *convert_check(src, dst))
 
 
 @pytest.mark.parametrize("src,dst", FLOAT_TO_INT, ids=[f"{a.name}-{b.name}" for a, b in FLOAT_TO_INT])
 def test_convert_of_compound_expression(src, dst):
     """A compound operand, used several times by the x86 rules, is bound once and converts the same."""
-    x = _conversion_inputs(src, np.random.default_rng(src.num * 37 + dst.num))
-    got = run(f"convert_expr_{src.name}_{dst.name}", dst, x)
-    assert_matches("convert_element_type", got, _astype_x86(x, dst), [x])
+    check(run, *convert_check(src, dst, "convert_expr"))
 
 
 @pytest.mark.parametrize("dt,n", POW_LITERALS, ids=[f"{d.name}-{n}" for d, n in POW_LITERALS])
 def test_pow_by_literal_exponent_multiplies(dt, n):
     """x ** 2, 3, 4, -1 with `constant`'s literal: products in the register type, float16 rounded once,
     as the LLVM table (not the math library's pow)."""
-    x = edge_values(dt)
-    wide = x.astype(_F32) if dt == _F16 else x
-    with np.errstate(all="ignore"):
-        sq = wide * wide
-        want = {2: sq, 3: sq * wide, 4: sq * sq, -1: wide.dtype.type(1) / wide}[n].astype(dt)
-    assert_matches("pow", run(f"pow_literal_{dt.name}_{n + 1}", dt, x), want, [x])
+    check(run, *pow_check(dt, n))
 
 
 def test_constants_keep_their_bits():
-    """-0.0, infinities, NaN payloads, subnormals, uint64 max and int minima survive as C literals;
-    a float16 NaN is held as the float32 NaN with its payload moved up (not quieted)."""
-    for k, (dt, value) in enumerate(CONSTANTS):
-        dt = np.dtype(dt)
-        want = np.array([value], dt)
-        got = run(f"constant_{k}", dt, n=1)
-        if dt == _F16 and np.isnan(want[0]):  # held as float32: the payload moved up, not quieted
-            h = int(want.view(np.uint16)[0])
-            bits = ((h & 0x8000) << 16) | 0x7F800000 | ((h & 0x3FF) << 13)
-            assert int(run(f"constant_{k}", _F32, n=1).view(np.uint32)[0]) == bits, (dt, value)
-            continue
-        bits = f"u{dt.itemsize}"
-        assert got.view(bits)[0] == want.view(bits)[0], (dt, value, got)
+    """-0.0, infinities, NaN payloads, subnormals, uint64 max and int minima survive as C literals."""
+    check_constants(run)
 
 
 # --- rendered, not executed --------------------------------------------------------------------------
@@ -338,3 +372,41 @@ def test_source_compiles_for_sm90_through_nvrtc():
     key = f"// nvrtc {nvrtc.getVersion()} {' '.join(NVRTC_OPTIONS)}\n"
     path = _cached_build(key + DEVICE_PRELUDE + source(), ".cubin", _nvrtc)
     assert os.path.getsize(path) > 0
+
+
+# --- executed on a GPU -------------------------------------------------------------------------------
+
+def _device():
+    """CuPy with a usable device, else skip (the gpu marker: EMBER_REQUIRE_GPU=1 makes it a failure)."""
+    cp = pytest.importorskip("cupy")
+    try:
+        if cp.cuda.runtime.getDeviceCount() > 0:
+            return cp
+    except cp.cuda.runtime.CUDARuntimeError:
+        pass
+    pytest.skip("no CUDA device")
+
+
+@pytest.mark.gpu
+def test_every_check_holds_on_the_device():
+    """Every host check again, run by the GPU on the same source (its own cvt conversions and
+    arithmetic): one thread per element."""
+    cp = _device()
+    module = cp.RawModule(code=DEVICE_PRELUDE + source(), options=tuple(NVRTC_OPTIONS[1:]))
+
+    def run_on_device(fn: str, out_dtype, *arrays, n: int | None = None) -> np.ndarray:
+        out_dtype = np.dtype(out_dtype)
+        ins = [cp.asarray(np.ascontiguousarray(a)) for a in arrays]
+        out = cp.zeros(len(arrays[0]) if n is None else n, register_dtype(out_dtype))
+        blocks = max(1, -(-len(out) // 256))
+        module.get_function(fn)((blocks,), (256,), (*ins, out, np.int64(len(out))))
+        return from_register(fn, cp.asnumpy(out), out_dtype)
+
+    failures = []
+    for fn, out, operands, want, name in all_checks():
+        try:
+            check(run_on_device, fn, out, operands, want, name)
+        except AssertionError as e:
+            failures.append(f"{fn}: {e}")
+    check_constants(run_on_device)
+    assert not failures, f"{len(failures)} kernels differ on the device:\n" + "\n".join(failures[:20])
