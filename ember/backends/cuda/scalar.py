@@ -32,9 +32,6 @@ Rule = Callable[[Sequence[str], np.dtype, np.dtype, dict, set], str]
 
 # --- constants ---------------------------------------------------------------------------------------
 
-_INT_SUFFIX = {1: "", 2: "", 4: "", 8: "LL"}
-
-
 def constant(value, dtype) -> str:
     """`value` as a C literal of `dtype`'s register type, bits kept: -0.0, infinities and NaN payloads
     through bit casts, other floats exactly (hex floats), INT_MIN without overflowing a literal."""
@@ -78,19 +75,18 @@ def _int_constant(value: int, dtype: np.dtype) -> str:
     value &= (1 << bits) - 1
     if dtype.kind == "i" and value >> (bits - 1):
         value -= 1 << bits
-    if dtype.kind == "u":
-        text = f"{value}u" + ("LL" if bits == 64 else "")
-    elif value == -(1 << (bits - 1)) and bits >= 32:  # -2147483648 is the negation of a too-wide literal
-        text = f"({value + 1}{_INT_SUFFIX[dtype.itemsize]} - 1)"
+    suffix = ("u" if dtype.kind == "u" else "") + ("LL" if bits == 64 else "")
+    if value == -(1 << (bits - 1)) and bits >= 32:  # -2147483648 is the negation of a too-wide literal
+        text = f"({value + 1}{suffix} - 1)"
     else:
-        text = f"{value}{_INT_SUFFIX[dtype.itemsize]}"
-        text = f"({text})" if value < 0 else text
+        text = f"({value}{suffix})" if value < 0 else f"{value}{suffix}"
     return f"(({register_type(dtype)}){text})" if bits < 32 else text
 
 
 # --- helpers -----------------------------------------------------------------------------------------
 
-_SIMPLE = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|[-+()0-9a-fA-FxXpP.uUlL]+")
+# a C name, or a number literal (parenthesized if negative) as `constant` writes it
+_SIMPLE = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|\(?-?(0[xX][0-9a-fA-F.]+[pP][-+]?[0-9]+|[0-9]+(\.[0-9]*)?)[fFuUlL]*\)?")
 
 
 def _let(expr: str, ctype: str, body: Callable[[str], str]) -> str:
