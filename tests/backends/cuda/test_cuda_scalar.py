@@ -6,10 +6,12 @@ Math-library primitives render as calls to the math renderer's functions, checke
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import hashlib
 import os
+import shutil
 import subprocess
 import tempfile
 import warnings
@@ -136,11 +138,25 @@ def source() -> str:
     return "".join(parts)
 
 
+@functools.cache
+def _cache_dir() -> str:
+    """`EMBER_CACHE_DIR`/cuda-scalar-tests (the suite sets a fresh one per run), or with the cache off a
+    directory of this process, removed at exit."""
+    root = os.environ.get("EMBER_CACHE_DIR", "")
+    if root in ("", "0"):
+        path = tempfile.mkdtemp(prefix="ember-cuda-scalar-")
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        return path
+    path = os.path.join(root, "cuda-scalar-tests")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
 def _cached_build(text: str, suffix: str, build) -> str:
-    """The path of `build(source_path, out_path)`'s product for `text`, cached on disk by its hash (one
-    build per change of the source, shared by concurrent test processes through an atomic rename)."""
+    """The path of `build(source_path, out_path)`'s product for `text`, cached by its hash (one build per
+    change of the source, shared by concurrent test processes through an atomic rename)."""
     digest = hashlib.sha256(text.encode()).hexdigest()[:20]
-    path = os.path.join(tempfile.gettempdir(), f"ember-cuda-scalar-{digest}{suffix}")
+    path = os.path.join(_cache_dir(), f"{digest}{suffix}")
     if not os.path.exists(path):
         src = f"{path}.{os.getpid()}.cpp"
         with open(src, "w") as f:
