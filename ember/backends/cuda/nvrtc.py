@@ -18,6 +18,7 @@ Nothing here imports CuPy until a compile (or `nvrtc_version()`) is asked for.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import re
 import tempfile
@@ -53,7 +54,7 @@ class CudaCompileError(EmberError):
 def _nvrtc():
     """CuPy's NVRTC binding, imported on first use; CudaUnavailableError if CuPy is not installed."""
     try:
-        from cupy_backends.cuda.libs import nvrtc
+        nvrtc = importlib.import_module("cupy_backends.cuda.libs.nvrtc")
     except ImportError as e:
         raise CudaUnavailableError(f"the CUDA backend needs CuPy and NVRTC: {INSTALL} (CuPy is cupy-cuda13x, "
                                    f"the NVRTC wheel nvidia-cuda-nvrtc); importing CuPy failed: {e}") from e
