@@ -73,6 +73,21 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"skipped under CI=true, where only GPU tests may skip: {reason}"
 
 
+def pytest_runtest_setup(item):
+    """A test marked `gpu` skips, with the reason, where no CUDA device can run it; under
+    EMBER_REQUIRE_GPU=1 (scripts/gpu-check, a GPU machine) that skip is a failure instead."""
+    if item.get_closest_marker("gpu") is None:
+        return
+    from ember.backends.cuda import runtime
+
+    reason = runtime.missing_reason()
+    if reason is None:
+        return
+    if os.environ.get("EMBER_REQUIRE_GPU", "").strip() == "1":
+        pytest.fail(f"EMBER_REQUIRE_GPU=1 but this test needs a GPU: {reason}", pytrace=False)
+    pytest.skip(f"needs a GPU: {reason}")
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
