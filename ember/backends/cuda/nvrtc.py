@@ -30,7 +30,10 @@ from ember.backends.llvm.cache import decode, encode, user_cache_root
 from ember.errors import EmberError
 
 INSTALL = 'pip install -e ".[cuda]"'
-OPTIONS = ("-std=c++17",)
+# --fmad=false: no a*b+c contracted into an fma (the math algorithms place their own, NumPy rounds each op, and
+# the host build compiles with -ffp-contract=off: both builds then compute the same bits); --device-int128:
+# the float64 trig reduction's 128-bit products
+OPTIONS = ("-std=c++17", "--fmad=false", "--device-int128")
 WARNING = re.compile(r"\bwarning\b", re.IGNORECASE)  # a diagnostic of NVRTC's log that fails the compile
 FORMAT = "ember-cubin 1"  # part of every key: bump when what a cubin depends on changes outside the key
 SUFFIX = ".cubin"

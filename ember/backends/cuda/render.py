@@ -325,8 +325,8 @@ def _loop(ctx: _Context, loop: Loop) -> None:
         _reduction(ctx, loop, grid)
 
 
-def _params(ctx: _Context, loop: Loop) -> list[tuple[str, str]]:
-    written = {s.buffer for s in loop.stores} | {r.out for r in loop.reductions}
+def _params(ctx: _Context, loop: Loop, reduced_here: bool = True) -> list[tuple[str, str]]:
+    written = {s.buffer for s in loop.stores} | ({r.out for r in loop.reductions} if reduced_here else set())
     read = {o.param("buffer") for o in loop.ops if o.prim == "load"}
     return [ctx.param(n, n in written) for n in ctx.buffers if n in written or n in read]
 
@@ -396,13 +396,20 @@ def _shuffle(ctype: str, value: str, delta: int) -> str:
     return f"__shfl_down_sync(0xffffffffu, {value}, {delta})"
 
 
+def _shuffle_fold(ctx: _Context, r, acc: _Acc, j: int, delta: int) -> str:
+    """Accumulator j folded with lane + delta's (every lane of the warp shuffles: none may skip it, so
+    the shuffled value is bound once before the combine, which may read its operands twice)."""
+    return (f"{{ const {acc.ctype} o = {_shuffle(acc.ctype, f'a{j}', delta)}; "
+            f"a{j} = {_combine(ctx, r, f'a{j}', 'o')}; }}")
+
+
 def _tree(ctx: _Context, accs: list, lanes: int) -> str:
     """Fold every lane's accumulators into lane 0 of the work item: shuffles within a warp, then (a
     block per item) each warp's result through shared memory and the first warp."""
     lines = []
     for delta in (16, 8, 4, 2, 1):
         for j, (r, acc) in enumerate(accs):
-            lines.append(f"a{j} = {_combine(ctx, r, f'a{j}', _shuffle(acc.ctype, f'a{j}', delta))};")
+            lines.append(_shuffle_fold(ctx, r, acc, j, delta))
     if lanes > WARP:
         warps = lanes // WARP
         for j in range(len(accs)):
@@ -413,7 +420,7 @@ def _tree(ctx: _Context, accs: list, lanes: int) -> str:
             lines.append(f"  a{j} = lane < {warps} ? sh{j}[lane] : {_init(r)};")
         for delta in [d for d in (16, 8, 4, 2, 1) if d < warps]:
             for j, (r, acc) in enumerate(accs):
-                lines.append(f"  a{j} = {_combine(ctx, r, f'a{j}', _shuffle(acc.ctype, f'a{j}', delta))};")
+                lines.append("  " + _shuffle_fold(ctx, r, acc, j, delta))
         lines.append("}")
         lines.append("__syncthreads();")
     return "".join(f"    {x}\n" for x in lines)
@@ -452,6 +459,7 @@ def _reduction(ctx: _Context, loop: Loop, grid) -> None:
     lines.append(w.ops_at(placed, frozenset(), axis_expr))
     per_block = BLOCK // lanes
     lines.append(f"  const int lane = threadIdx.x % {lanes};\n" if lanes > 1 else "  const int lane = 0;\n")
+    lines.append("  (void)lane;\n")
     items = _int_literal(grid.items, I)
     lines.append(f"  for ({I} w = ({I})blockIdx.x * {per_block} + threadIdx.x / {lanes}; w < {items}; "
                  f"w += ({I})gridDim.x * {per_block}) {{\n")
@@ -460,6 +468,7 @@ def _reduction(ctx: _Context, loop: Loop, grid) -> None:
         lines.append(f"    const {I} k = w % {kept};\n    const {I} c = w / {kept};\n")
     else:
         lines.append(f"    const {I} k = w;\n    const {I} c = 0;\n")
+    lines.append("    (void)k; (void)c;\n")
     lines.append(w.ops_at(placed, frozenset(kept_axes), axis_expr))
     for j, (r, acc) in enumerate(accs):
         lines.append(f"    {acc.ctype} a{j} = {_init(r)};\n")
@@ -481,7 +490,7 @@ def _reduction(ctx: _Context, loop: Loop, grid) -> None:
         lines += [f"    a{j} -= c{j};\n" for j, (_, a) in enumerate(accs) if a.compensated]
     if lanes > 1:
         lines.append(_tree(ctx, accs, lanes))
-    params = _params(ctx, loop)
+    params = _params(ctx, loop, chunks == 1)
     args: list = [n for _, n in params]
     lines.append("    if (lane == 0) {\n")
     parts = []
@@ -519,7 +528,7 @@ def _second_stage(ctx: _Context, parts, grid, I: str) -> None:
         lines.append(f"    {acc.ctype} a{j} = {_init(r)};\n")
         lines.append(f"    for ({I} c = 0; c < {_int_literal(grid.chunks, I)}; ++c) {{\n")
         part = _load(f"part{j}", f"c * {kept} + k", region.dtype)
-        lines.append(f"      a{j} = {_combine(ctx, r, f'a{j}', part)};\n    }}\n")
+        lines.append(f"      const {acc.ctype} o = {part};\n      a{j} = {_combine(ctx, r, f'a{j}', 'o')};\n    }}\n")
         lines.append(f"    {_finish(r, j, _Acc(acc.ctype, acc.wide, False), 'k', ctx)}\n")
     lines.append("  }\n")
     ctx.out.launches.append(ctx.define("".join(lines), params, -(-grid.kept // BLOCK), args))
