@@ -43,6 +43,31 @@ class CudaHostBackend:
                               module.from_cache)
 
 
+def compile_many(graphs_and_plans, device: str = "cuda-host") -> list[CudaExecutable]:
+    """Executables of many (graph, plan) pairs from one module (one compiler call, equal kernels once):
+    how tests check hundreds of graphs within the suite's budget. `device`: "cuda-host" or "cuda"."""
+    from ember.backends.cuda.program import link
+
+    programs = [(g, build_program(g, plan)) for g, plan in graphs_and_plans]
+    source = link(p for _, p in programs)
+    start = time.perf_counter()
+    if device == "cuda-host":
+        from ember.backends.cuda.host import HostModule
+
+        kernels = {k.name: k for _, p in programs for k in p.kernels.values()}
+        module = HostModule(source, host_signatures(kernels.values()))
+        make = HostDevice
+    else:
+        from ember.backends.cuda import runtime
+        from ember.backends.cuda.prelude import DEVICE_PRELUDE
+
+        source = DEVICE_PRELUDE + source
+        module = runtime.load_module(source)
+        make = CupyDevice
+    seconds = time.perf_counter() - start
+    return [CudaExecutable(g, p, make(module), source, seconds) for g, p in programs]
+
+
 def host_signatures(kernels) -> list:
     """The host launchers' signatures of `kernels` (render.CudaKernel)."""
     from ember.backends.cuda.host import KernelSig

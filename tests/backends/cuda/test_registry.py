@@ -1,0 +1,161 @@
+"""Every primitive has a CUDA rule: an elementwise primitive a C rule in cuda/scalar.py, a layout primitive
+the shared index map, a reduction the renderer's tree reduction, a contraction, arg-reduction or scatter a
+step rule of the renderer. A primitive added without one fails here; each one-node graph (at float32,
+float64 and float16 where the primitive takes floats, and at larger shapes that take the block-wide,
+chunked and warp reduction paths) runs as host C++ and matches its numpy rule, and all of them compile
+to one sm_90 cubin through NVRTC with no warning."""
+
+import numpy as np
+import pytest
+
+from ember.backends import kernel
+from ember.backends.cuda import render, scalar
+from ember.backends.cuda.backend import compile_many
+from ember.backends.kernel import ArgReduce, Contraction, Loop, Scatter
+from ember.backends.llvm import scalar as llvm_scalar
+from ember.passes.memory import plan_memory
+from ember.tracer import prims as P
+from ember.tracer.ir import Graph
+from ember.tracer.primitive import Primitive, impl_rules, primitives
+from ember.tracer.prims.fusion import run_body
+from tests.backends.llvm.test_registry import NOT_COMPILED
+from tests.backends.test_kernel import ONE_NODE, body, data
+
+
+def cuda_rule(prim) -> str | None:
+    """How the CUDA renderer computes `prim`, or None when it cannot."""
+    if prim.name in NOT_COMPILED:
+        return NOT_COMPILED[prim.name]
+    if prim.kind == "elementwise":
+        return "cuda scalar.OPS" if prim in scalar.OPS else None
+    if prim in kernel._EMIT:
+        return "an index map (kernel._EMIT), rendered by render._render_ix"
+    if prim in kernel._COMBINE:
+        return "a tree reduction (render._reduction)" if Loop in render._STEP_RULES else None
+    if prim in kernel._STEPS:
+        step = {P.dot_general_p: Contraction, P.argmax_p: ArgReduce, P.argmin_p: ArgReduce,
+                P.scatter_add_p: Scatter, P.scatter_p: Scatter}.get(prim)
+        return f"a step rule ({step.__name__})" if step in render._STEP_RULES else None
+    return None
+
+
+def gaps() -> list[str]:
+    return sorted(name for name, prim in primitives.items() if cuda_rule(prim) is None)
+
+
+def test_every_primitive_has_a_cuda_rule():
+    assert not gaps(), f"primitives without a CUDA rule: {gaps()}"
+
+
+def test_a_primitive_without_a_rule_is_named():
+    p = Primitive("test_cuda_registry_half", kind="elementwise", expensive=False, no_ufunc="a test primitive")
+    try:
+        assert gaps() == ["test_cuda_registry_half"]
+        scalar.OPS[p] = scalar.OPS[P.neg_p]
+        assert gaps() == []
+    finally:
+        del primitives[p.name]
+        scalar.OPS.pop(p, None)
+
+
+def test_every_step_kind_has_a_rule():
+    assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter}
+
+
+# --- every primitive run as host C++ ----------------------------------------------------------------
+
+def _with_dtype(avals, dtype):
+    """`avals` with their float dtypes replaced by `dtype`."""
+    return tuple((s, dtype if np.dtype(d).kind == "f" else d) for s, d in avals)
+
+
+def _cases() -> dict:
+    """name -> (graph, args): every ONE_NODE example at float32, float64 and float16, and reductions,
+    arg reductions and contractions large enough for every thread mapping."""
+    out = {}
+    for prim in sorted({p.name for p in impl_rules} - set(NOT_COMPILED)):
+        fn, avals = ONE_NODE[prim]
+        for dtype in ("float32", "float64", "float16"):
+            if dtype != "float32" and not any(np.dtype(d).kind == "f" for _, d in avals):
+                continue
+            av = _with_dtype(avals, dtype)
+            out[f"{prim}-{dtype}"] = (fn, av)
+    big = {
+        "sum-rows-warp": (lambda x: P.reduce_sum(x, (1,)), (((40, 300), "float32"),)),
+        "sum-rows-block": (lambda x: P.reduce_sum(x, (1,)), (((3, 5000), "float64"),)),
+        "sum-all-chunked": (lambda x: P.reduce_sum(x, (0, 1)), (((64, 1000), "float32"),)),
+        "sum-columns-chunked": (lambda x: P.reduce_sum(x, (0,)), (((3000, 7), "float32"),)),
+        "max-all-chunked": (lambda x: P.reduce_max(x, (0,)), (((50000,), "float32"),)),
+        "min-columns": (lambda x: P.reduce_min(x, (0,)), (((900, 33), "float64"),)),
+        "prod-rows": (lambda x: P.reduce_prod(x, (1,)), (((5, 100), "float64"),)),
+        "sum-int-chunked": (lambda x: P.reduce_sum(x, (0,)), (((40000,), "int32"),)),
+        "sum-half-block": (lambda x: P.reduce_sum(x, (1,)), (((2, 3000), "float16"),)),
+        "argmax-block": (lambda x: P.argmax(x, 1, np.int32), (((3, 2000), "float32"),)),
+        "argmin-long-column": (lambda x: P.argmin(x, 0, np.int64), (((700, 5), "float64"),)),
+        "dot-batched": (lambda a, b: P.dot_general(a, b, (((2,), (1,)), ((0,), (0,)))),
+                        (((3, 4, 5), "float32"), ((3, 5, 6), "float32"))),
+        "dot-int": (lambda a, b: P.dot_general(a, b, (((1,), (0,)), ((), ()))), (((3, 4), "int32"), ((4, 2), "int32"))),
+    }
+    out.update(big)
+    return out
+
+
+CASES = _cases()
+
+
+def _args(name, avals):
+    prim = name.split("-")[0]
+    args = [(np.abs(data(s, d)) + 1).astype(d) if np.dtype(d).kind in "fiu" else data(s, d) for s, d in avals]
+    if prim in ("gather", "scatter_add", "scatter"):
+        args[1] = np.array([[1], [4], [1], [-2]], np.int32)
+    if name.startswith("argmax-block"):
+        args[0][1, 1500] = np.nan
+        args[0][2, :] = 1.0  # ties: the first index wins
+    return args
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    graphs, argss = [], []
+    for name, (fn, avals) in CASES.items():
+        g = body(lambda *a, fn=fn: [fn(*a)], *avals)
+        graph = Graph(g.inputs, g.nodes, g.outputs)
+        graphs.append((graph, plan_memory(graph)))
+        argss.append((g, _args(name, avals)))
+    exes = compile_many(graphs)
+    return dict(zip(CASES, zip(exes, argss)))
+
+
+MATH = {p.name for p in llvm_scalar.MATH_LIBRARY}
+INEXACT = MATH | {"pow", "dot_general", "reduce_sum", "reduce_prod", "sum", "prod", "dot"}
+
+
+def _tolerance(name: str, dtype) -> float | None:
+    """None: bit for bit; else the relative tolerance (math polynomials; sums in another order)."""
+    if np.dtype(dtype).kind != "f" or name.split("-")[0] not in INEXACT:
+        return None
+    return {np.float16: 2e-3, np.float32: 2e-6, np.float64: 1e-13}[np.dtype(dtype).type]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_runs_as_host_cpp_and_matches_numpy(compiled, name):
+    exe, (g, args) = compiled[name]
+    (got,) = exe(*args)
+    with np.errstate(all="ignore"):
+        (want,) = map(np.asarray, run_body(g, args))
+    assert got.shape == want.shape and got.dtype == want.dtype
+    rtol = _tolerance(name, want.dtype)
+    if rtol is None:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+
+
+def test_all_compile_to_one_cubin(compiled):
+    from ember.backends.cuda import nvrtc
+    from ember.backends.cuda.prelude import DEVICE_PRELUDE
+
+    exes = [exe for exe, _ in compiled.values()]
+    source = exes[0].source
+    assert all(e.source is source for e in exes)
+    assert nvrtc.compile_cubin(DEVICE_PRELUDE + source, "sm_90")
