@@ -3,18 +3,15 @@ outside the math library at every dtype it accepts, and every conversion, render
 translation unit of loops. The unit runs as host C++ (one cached g++ build, undefined behaviour
 sanitized: the GPU would not give x86's answers where C leaves them open) and must match NumPy bit for
 bit on edge-case and random inputs, float16 register values being float16 values; the same source
-compiles for sm_90 through NVRTC with an empty log, and with a GPU runs there against the same checks.
+compiles for sm_90 through the backend's NVRTC compile (warnings are errors), and with a GPU runs there
+against the same checks. Both builds put the real preludes (the host header, DEVICE_PRELUDE) first.
 Math-library primitives render as calls to the math renderer's functions, checked by name."""
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import functools
-import hashlib
 import os
-import shutil
-import subprocess
 import tempfile
 import warnings
 import zlib
@@ -22,11 +19,13 @@ import zlib
 import numpy as np
 import pytest
 
-from ember.backends.cuda import scalar
+from ember.backends.cuda import nvrtc, runtime, scalar
+from ember.backends.cuda.prelude import DEVICE_PRELUDE, host_header
 from ember.backends.cuda.types import memory_type, register_type
 from ember.backends.kernel import Op
 from ember.backends.llvm import scalar as llvm_scalar
 from ember.tracer import prims as P
+from tests.backends.cuda.test_cuda_math import host_build
 from tests.backends.llvm.test_scalar import (
     CONVERSIONS,
     PRIMS,
@@ -66,33 +65,12 @@ CONSTANTS = [(np.float32, -0.0), (np.float64, -0.0), (np.float16, -0.0), (np.flo
 
 # --- the translation unit ----------------------------------------------------------------------------
 
-HOST_PRELUDE = r"""
-#include <math.h>
-#include <string.h>
-typedef unsigned short ember_half;
-static inline float ember_h2f(ember_half h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }
-static inline ember_half ember_f2h(float x) { _Float16 f = (_Float16)x; ember_half h; memcpy(&h, &f, 2); return h; }
-static inline ember_half ember_d2h(double x) { _Float16 f = (_Float16)x; ember_half h; memcpy(&h, &f, 2); return h; }
-static inline float ember_rh(float x) { return ember_h2f(ember_f2h(x)); }
-static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
-static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
-#define EMBER_KERNEL extern "C"
-#define EMBER_LOOP(i, n) for (long long i = 0; i < (n); ++i)
-"""
-
-# the shared names with the GPU's own conversions (no cuda_fp16.h: the NVRTC wheel has no headers); one
-# element per thread, as a loop that NVVM would unroll costs several times the compile time
-DEVICE_PRELUDE = r"""
-typedef unsigned short ember_half;
-__device__ inline float ember_h2f(ember_half h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
-__device__ inline ember_half ember_f2h(float x) {
-  ember_half h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x)); return h; }
-__device__ inline ember_half ember_d2h(double x) {
-  ember_half h; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(h) : "d"(x)); return h; }
-__device__ inline float ember_rh(float x) { return ember_h2f(ember_f2h(x)); }
-#define EMBER_KERNEL extern "C" __global__
-#define EMBER_LOOP(i, n) if (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n))
-"""
+# each kernel is a loop over its elements: the whole loop on the host, where the kernels are called directly
+# (no launch: the sanitizer watches one thread), and one element a thread on the GPU (a loop that NVVM would
+# unroll costs several times the compile time)
+HOST_PRELUDE = host_header() + "#define EMBER_LOOP(i, n) for (long long i = 0; i < (n); ++i)\n"
+DEVICE_SOURCE_PRELUDE = DEVICE_PRELUDE + (
+    "#define EMBER_LOOP(i, n) if (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n))\n")
 
 
 def _load(ref: str, dtype: np.dtype) -> str:
@@ -106,7 +84,8 @@ def _loop(fn: str, in_dtypes, out_dtype, render) -> str:
     params = [f"const {memory_type(d)}* a{k}" for k, d in enumerate(in_dtypes)]
     loads = "".join(f"{register_type(d)} x{k} = {_load(f'a{k}[i]', d)}; " for k, d in enumerate(in_dtypes))
     expr = render([f"x{k}" for k in range(len(in_dtypes))])
-    return (f"EMBER_KERNEL void {fn}({', '.join(params + [f'{register_type(out_dtype)}* out', 'long long n'])}) "
+    params += [f"{register_type(out_dtype)}* out", "long long n"]
+    return (f'extern "C" __global__ void {fn}({", ".join(params)}) '
             f"{{ EMBER_LOOP(i, n) {{ {loads}out[i] = {expr}; }} }}\n")
 
 
@@ -139,52 +118,18 @@ def source() -> str:
     return "".join(parts)
 
 
-@functools.cache
-def _cache_dir() -> str:
-    """`EMBER_CACHE_DIR`/cuda-scalar-tests (the suite sets a fresh one per run), or with the cache off a
-    directory of this process, removed at exit."""
-    root = os.environ.get("EMBER_CACHE_DIR", "")
-    if root in ("", "0"):
-        path = tempfile.mkdtemp(prefix="ember-cuda-scalar-")
-        atexit.register(shutil.rmtree, path, ignore_errors=True)
-        return path
-    path = os.path.join(root, "cuda-scalar-tests")
-    os.makedirs(path, exist_ok=True)
-    return path
-
-
-def _cached_build(text: str, suffix: str, build) -> str:
-    """The path of `build(source_path, out_path)`'s product for `text`, cached by its hash (one build per
-    change of the source, shared by concurrent test processes through an atomic rename)."""
-    digest = hashlib.sha256(text.encode()).hexdigest()[:20]
-    path = os.path.join(_cache_dir(), f"{digest}{suffix}")
-    if not os.path.exists(path):
-        src = f"{path}.{os.getpid()}.cpp"
-        with open(src, "w") as f:
-            f.write(text)
-        try:
-            build(src, f"{path}.{os.getpid()}")
-            os.replace(f"{path}.{os.getpid()}", path)
-        finally:
-            os.unlink(src)
-    return path
-
-
 # undefined behaviour the rules must never reach (x86 happens to give the wanted results for most of it,
-# the GPU does not): reported on stderr, and a report fails the test
+# the GPU does not): reported on stderr, and a report fails the test. The flags are host.py's but for the
+# sanitizer (and -Wextra), which is why this module builds its own library rather than a HostModule.
 SANITIZE = "-fsanitize=float-cast-overflow,signed-integer-overflow,integer-divide-by-zero,shift"
-
-
-def _gxx(src: str, out: str) -> None:
-    subprocess.run(["g++", "-std=c++20", "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-Wall", "-Wextra",
-                    "-Werror", SANITIZE, "-fsanitize-recover=all", "-o", out, src],
-                   check=True, capture_output=True, text=True)
+GXX_FLAGS = ("-std=c++20", "-O1", "-ffp-contract=off", "-shared", "-fPIC", "-pthread", "-Wall", "-Wextra", "-Werror",
+             SANITIZE, "-fsanitize-recover=all")
 
 
 @functools.cache
 def library() -> ctypes.CDLL:
     """The host build of `source()` (warnings are errors)."""
-    return ctypes.CDLL(_cached_build(HOST_PRELUDE + source(), ".so", _gxx))
+    return host_build(HOST_PRELUDE + source(), GXX_FLAGS)
 
 
 def _stderr_of(call) -> str:
@@ -360,63 +305,37 @@ def test_table_has_the_llvm_tables_primitives():
 
 # --- compiled for the GPU ----------------------------------------------------------------------------
 
-NVRTC_OPTIONS = ["-arch=sm_90", "-std=c++17", "--fmad=false", "-Werror=all-warnings"]
-
-
-def _nvrtc(src: str, out: str) -> None:
-    """Compile `src` to a cubin at `out`; fails on any error or warning (a non-empty log)."""
-    from cupy_backends.cuda.libs import nvrtc
-
-    with open(src) as f:
-        prog = nvrtc.createProgram(f.read(), "scalar.cu", [], [])
-    try:
-        try:
-            nvrtc.compileProgram(prog, NVRTC_OPTIONS)
-        except nvrtc.NVRTCError as e:
-            pytest.fail(f"{e}\n{nvrtc.getProgramLog(prog)}")
-        log = nvrtc.getProgramLog(prog).strip("\0").strip()
-        assert log == "", log
-        with open(out, "wb") as f:
-            f.write(nvrtc.getCUBIN(prog))
-    finally:
-        nvrtc.destroyProgram(prog)
+def device_source() -> str:
+    """The kernels as the GPU compiles them: CI compiles this very text for sm_90, so a GPU of that
+    architecture loads it from the compile cache."""
+    return DEVICE_SOURCE_PRELUDE + source()
 
 
 def test_source_compiles_for_sm90_through_nvrtc():
-    """The same kernels as CUDA C compile to a cubin for sm_90 with an empty log (warnings are errors);
-    the cubin is cached by the hash of the source, the options and NVRTC's version."""
-    nvrtc = pytest.importorskip("cupy_backends.cuda.libs.nvrtc")
-    key = f"// nvrtc {nvrtc.getVersion()} {' '.join(NVRTC_OPTIONS)}\n"
-    path = _cached_build(key + DEVICE_PRELUDE + source(), ".cubin", _nvrtc)
-    assert os.path.getsize(path) > 0
+    """The same kernels as CUDA C compile to a cubin for sm_90 through the backend's compile (its options,
+    its cache, every warning an error)."""
+    try:
+        nvrtc.nvrtc_version()
+    except nvrtc.CudaUnavailableError as error:
+        pytest.skip(str(error))
+    assert nvrtc.compile_cubin(device_source(), "sm_90")[:4] == b"\x7fELF"
 
 
 # --- executed on a GPU -------------------------------------------------------------------------------
-
-def _device():
-    """CuPy with a usable device, else skip (the gpu marker: EMBER_REQUIRE_GPU=1 makes it a failure)."""
-    cp = pytest.importorskip("cupy")
-    try:
-        if cp.cuda.runtime.getDeviceCount() > 0:
-            return cp
-    except cp.cuda.runtime.CUDARuntimeError:
-        pass
-    pytest.skip("no CUDA device")
-
 
 @pytest.mark.gpu
 def test_every_check_holds_on_the_device():
     """Every host check again, run by the GPU on the same source (its own cvt conversions and
     arithmetic): one thread per element."""
-    cp = _device()
-    module = cp.RawModule(code=DEVICE_PRELUDE + source(), options=tuple(NVRTC_OPTIONS[1:]))
+    cp = runtime.cupy_module()
+    module = runtime.load_module(device_source())
 
     def run_on_device(fn: str, out_dtype, *arrays, n: int | None = None) -> np.ndarray:
         out_dtype = np.dtype(out_dtype)
         ins = [cp.asarray(np.ascontiguousarray(a)) for a in arrays]
         out = cp.zeros(len(arrays[0]) if n is None else n, register_dtype(out_dtype))
         blocks = max(1, -(-len(out) // 256))
-        module.get_function(fn)((blocks,), (256,), (*ins, out, np.int64(len(out))))
+        runtime.launch(module, fn, blocks, 256, (*ins, out, np.int64(len(out))))
         return from_register(fn, cp.asnumpy(out), out_dtype)
 
     failures = []
