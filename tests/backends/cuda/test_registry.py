@@ -159,3 +159,29 @@ def test_all_compile_to_one_cubin(compiled):
     source = exes[0].source
     assert all(e.source is source for e in exes)
     assert nvrtc.compile_cubin(DEVICE_PRELUDE + source, "sm_90")
+
+
+@pytest.mark.gpu
+def test_every_case_on_the_device():
+    """The same one-node graphs on a GPU (CuPy arrays in and out), against their numpy rules."""
+    from ember.backends.cuda import runtime
+
+    if not runtime.device_available():
+        pytest.skip(f"no GPU: {runtime.missing_reason()}")
+    graphs, argss = [], []
+    for name, (fn, avals) in CASES.items():
+        g = body(lambda *a, fn=fn: [fn(*a)], *avals)
+        graph = Graph(g.inputs, g.nodes, g.outputs)
+        graphs.append((graph, plan_memory(graph)))
+        argss.append((g, _args(name, avals)))
+    for name, exe, (g, args) in zip(CASES, compile_many(graphs, device="cuda"), argss):
+        (got,) = exe(*args)
+        with np.errstate(all="ignore"):
+            (want,) = map(np.asarray, run_body(g, args))
+        got = got.get()
+        assert got.shape == want.shape and got.dtype == want.dtype, name
+        rtol = _tolerance(name, want.dtype)
+        if rtol is None:
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        else:
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, err_msg=name)
