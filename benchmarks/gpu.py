@@ -61,8 +61,13 @@ def eam_hand(xp: Any, x: Any) -> Any:
     return (-3.0 * e) * (2.0 * rho + 3.0 * rho**2 + rho**3)
 
 
+def random_vector(n: int, dtype: type, seed: int) -> np.ndarray:
+    """n uniform [0, 1) values of `dtype`, drawn in that dtype (10**8 of them take a fraction of a second)."""
+    return np.random.default_rng(seed).random(n, dtype=dtype)
+
+
 def eam_inputs(dtype: type) -> Callable[[dict], tuple]:
-    return lambda size: (np.random.default_rng(1).random(size["n"]).astype(dtype),)
+    return lambda size: (random_vector(size["n"], dtype, 1),)
 
 
 def dense_hand(xp: Any, w: Any, x: Any, b: Any) -> tuple:
@@ -146,7 +151,7 @@ ELEMENTWISE_A, ELEMENTWISE_B = 0.5, 0.25
 
 
 def one_vector(dtype: type = np.float32) -> Callable[[dict], tuple]:
-    return lambda size: (np.random.default_rng(2).random(size["n"]).astype(dtype),)
+    return lambda size: (random_vector(size["n"], dtype, 2),)
 
 
 ELEMENTWISE = Workload("fused elementwise tanh(a*x+b)", "bandwidth",
@@ -220,7 +225,8 @@ class JaxPeer:
 
 
 def find_jax(enabled: bool) -> JaxPeer:
-    """JAX on the first GPU it sees, with float64 enabled (float32 inputs stay float32), its allocator
+    """JAX on the first GPU it sees, with float64 enabled (float32 inputs stay float32), float32 matmuls
+    in full float32 like cuBLAS under CuPy and Ember (JAX's default on the GPU is TF32), and its allocator
     not preallocating (the default takes 75% of the GPU, leaving CuPy too little)."""
     if not enabled:
         return JaxPeer("disabled (--no-peers / --peers)")
@@ -234,6 +240,7 @@ def find_jax(enabled: bool) -> JaxPeer:
     except RuntimeError as e:
         return JaxPeer(f"no GPU for JAX ({str(e).splitlines()[0]})")
     jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_default_matmul_precision", "highest")
     return JaxPeer(f"jax {jax.__version__} on {gpus[0]}", jax, gpus[0])
 
 
@@ -449,7 +456,7 @@ class Line:
 
 def copy_bandwidth(dev: Device, settings: Settings, n: int) -> float:
     """Bytes read + written per second by a device-to-device copy of n float32 (CuPy's copy kernel)."""
-    src = dev.xp.asarray(np.random.default_rng(3).random(n, dtype=np.float32))
+    src = dev.xp.asarray(random_vector(n, np.float32, 3))
     dst = dev.xp.empty_like(src)
     t = Timed("copy", lambda: dev.xp.copyto(dst, src), lambda out: dev.sync())
     warm_up(t, settings)

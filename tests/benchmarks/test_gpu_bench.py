@@ -134,3 +134,19 @@ def test_jax_is_optional():
     assert gpu.find_jax(False).jax is None
     peer = gpu.find_jax(True)
     assert peer.jax is None or peer.device.platform == "gpu"
+
+
+def test_every_full_size_program_compiles_to_one_sm90_cubin(monkeypatch):
+    """The kernels the GPU run will launch, rendered at its sizes (10**8-element vectors stand in
+    unallocated) and compiled by NVRTC in one module, as on the device."""
+    from ember.backends.cuda import nvrtc
+    from ember.backends.cuda.prelude import DEVICE_PRELUDE
+    from ember.backends.cuda.program import build_program, link
+
+    monkeypatch.setattr(gpu, "random_vector", lambda n, dtype, seed: np.empty(n, dtype))
+    programs = []
+    for w in ALL:
+        low = gpu.ember_function(w, "cuda").lower(*w.inputs(w.full))
+        programs.append(build_program(low.optimized, low.stages[-1].plan))
+    assert programs[0].workspace_bytes >= 8 * 10**8 // 2   # eam float64 at n = 10**8 (not a tiny size)
+    assert nvrtc.compile_cubin(DEVICE_PRELUDE + link(programs), "sm_90")
