@@ -343,7 +343,8 @@ def short(e: BaseException) -> str:
 
 @dataclass
 class Row:
-    """A workload's medians (seconds) and first calls; `errors` per implementation (ember, cupy, jax)."""
+    """A workload's medians (seconds) and first calls; `errors` per implementation (ember, cupy, jax);
+    `calls` per sample and `reps` (samples) per implementation, for the JSON."""
 
     workload: str
     size: str
@@ -403,7 +404,7 @@ def implementations(w: Workload, dev: Device, peer: JaxPeer, host_args: tuple, r
             fn, fn_args = build(), place()
             t = Timed(name, lambda fn=fn, fn_args=fn_args: fn(*fn_args), wait)
             got = warm_up(t, settings)
-            bad = mismatch(to_device(got, dev, peer) if name == "jax" else got, want, dev.xp)
+            bad = mismatch(to_device(got, dev) if name == "jax" else got, want, dev.xp)
             if bad:
                 row.errors[name] = f"result check failed: {bad}"
                 continue
@@ -413,7 +414,7 @@ def implementations(w: Workload, dev: Device, peer: JaxPeer, host_args: tuple, r
     return impls
 
 
-def to_device(out: Any, dev: Device, peer: JaxPeer) -> Any:
+def to_device(out: Any, dev: Device) -> Any:
     """JAX results as the device's arrays (zero copy through DLPack where it works), for the check."""
     leaves = []
     for leaf in tree_leaves(out):
