@@ -3,6 +3,9 @@
 Runs the seed workloads on every Ember backend and every installed peer, prints the Markdown table to
 stdout (progress goes to stderr) and writes it, a JSON file and PNG plots. Exit status 1 if any
 implementation failed its result check or raised (or an entry of a workload's extra table did).
+
+`--backend cuda` runs the GPU benchmarks instead (benchmarks/gpu.py: Ember on CuPy arrays beside CuPy by
+hand and JAX on the GPU, bandwidth and launch overhead); without a GPU it says what is missing and exits 2.
 """
 
 from __future__ import annotations

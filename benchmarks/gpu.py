@@ -235,10 +235,12 @@ def find_jax(enabled: bool) -> JaxPeer:
         import jax
     except ImportError:
         return JaxPeer('absent (pip install "jax[cuda13]")')
+    except Exception as e:  # noqa: BLE001 - a broken JAX install is reported, not fatal
+        return JaxPeer(f"jax failed to import ({short(e)})")
     try:
         gpus = jax.devices("gpu")
-    except RuntimeError as e:
-        return JaxPeer(f"no GPU for JAX ({str(e).splitlines()[0]})")
+    except Exception as e:  # noqa: BLE001 - RuntimeError without a GPU backend; a broken plugin likewise
+        return JaxPeer(f"no GPU for JAX ({short(e)})")
     jax.config.update("jax_enable_x64", True)
     jax.config.update("jax_default_matmul_precision", "highest")
     return JaxPeer(f"jax {jax.__version__} on {gpus[0]}", jax, gpus[0])
@@ -620,7 +622,12 @@ def main(args: argparse.Namespace, json_path: str, markdown_path: str) -> int:
     enabled = not args.no_peers and "jax" in args.peers.split(",")
     peer = find_jax(enabled)
     log(f"peer jax: {peer.status}")
-    res = run_all(cupy_device(), peer, settings_for(args), args.workloads or list(GROUPS))
+    try:
+        dev = cupy_device()
+    except Exception as e:  # noqa: BLE001 - one line, like the missing-GPU case
+        log(f"python -m benchmarks --backend cuda: CuPy cannot use the device: {short(e)}")
+        return 2
+    res = run_all(dev, peer, settings_for(args), args.workloads or list(GROUPS))
     text = markdown(res)
     print(text)
     for path in (json_path, markdown_path):
