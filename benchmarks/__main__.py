@@ -3,6 +3,9 @@
 Runs the seed workloads on every Ember backend and every installed peer, prints the Markdown table to
 stdout (progress goes to stderr) and writes it, a JSON file and PNG plots. Exit status 1 if any
 implementation failed its result check or raised (or an entry of a workload's extra table did).
+
+`--backend cuda` runs the GPU benchmarks instead (benchmarks/gpu.py: Ember on CuPy arrays beside CuPy by
+hand and JAX on the GPU, bandwidth and launch overhead); without a GPU it says what is missing and exits 2.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import time
 from dataclasses import asdict, replace
 from types import ModuleType
 
-from benchmarks import environment, frameworks, peers, report
+from benchmarks import environment, frameworks, gpu, peers, report
 from benchmarks.harness import Settings, log, run_cases
 from benchmarks.workloads import WORKLOADS
 
@@ -30,10 +33,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line; see the module docstring and benchmarks/README.md."""
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n\n")[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("workloads", nargs="*", metavar="WORKLOAD", help=f"any of {', '.join(WORKLOADS)} (default: all)")
+    p.add_argument("workloads", nargs="*", metavar="WORKLOAD",
+                   help=f"any of {', '.join(WORKLOADS)} (default: all); with --backend cuda any of "
+                        f"{', '.join(gpu.GROUPS)}")
     p.add_argument("--quick", action="store_true", help="small sizes and a short time budget (a smoke run)")
     p.add_argument("--backend", action="append", metavar="NAME",
-                   help="Ember backend to run (repeatable; default: every one in ember.available_backends())")
+                   help="Ember backend to run (repeatable; default: every CPU one in ember.available_backends()); "
+                        "cuda: the GPU benchmarks instead (benchmarks/gpu.py)")
     p.add_argument("--peers", default=",".join(peers.PEERS), metavar="LIST",
                    help="comma-separated peers to run if installed (default: %(default)s)")
     p.add_argument("--no-peers", action="store_true", help="run NumPy and Ember only")
@@ -47,13 +53,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="limit BLAS and PyTorch (OpenMP) to N threads, and XLA's Eigen kernels to one when N=1 "
                         "(re-executes with OMP/OPENBLAS/MKL_NUM_THREADS and XLA_FLAGS set; default: library defaults)")
     args = p.parse_args(argv)
-    unknown = [w for w in args.workloads if w not in WORKLOADS]
+    names = gpu.GROUPS if is_gpu_run(args) else WORKLOADS
+    if is_gpu_run(args) and len(set(args.backend)) > 1:
+        p.error("--backend cuda runs the GPU benchmarks on their own; run the other backends separately")
+    unknown = [w for w in args.workloads if w not in names]
     if unknown:
-        p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(WORKLOADS)}")
+        p.error(f"unknown workload(s) {', '.join(unknown)}; choose from {', '.join(names)}")
     bad_peers = set(filter(None, args.peers.split(","))) - set(peers.PEERS)
     if bad_peers:
         p.error(f"unknown peer(s) {', '.join(sorted(bad_peers))}; choose from {', '.join(peers.PEERS)}")
     return args
+
+
+GPU_BACKENDS = ("cuda", "cuda-host")  # not in the CPU tables by default: cuda runs apart, cuda-host emulates it
+
+
+def is_gpu_run(args: argparse.Namespace) -> bool:
+    """`--backend cuda`: the GPU benchmarks (benchmarks/gpu.py), not the CPU tables."""
+    return "cuda" in (args.backend or ())
+
+
+def gpu_paths(args: argparse.Namespace) -> tuple[str, str]:
+    """The GPU run's JSON and Markdown paths: --json / --markdown if given, else gpu.json / gpu.md in
+    the results directory (the CPU tables keep theirs)."""
+    default_json, default_md = (os.path.join(RESULTS_DIR, f) for f in ("results.json", "results.md"))
+    return (os.path.join(RESULTS_DIR, "gpu.json") if args.json == default_json else args.json,
+            os.path.join(RESULTS_DIR, "gpu.md") if args.markdown == default_md else args.markdown)
 
 
 THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -99,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     cache_dir = tempfile.mkdtemp(prefix="ember-benchmarks-cache-")
     os.environ["EMBER_CACHE_DIR"] = cache_dir
     try:
+        if is_gpu_run(args):
+            return gpu.main(args, *gpu_paths(args))
         return _run(args, pinned)
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
@@ -117,7 +144,7 @@ def pin_threads(n: int | None) -> list[int]:
 def _run(args: argparse.Namespace, pinned: list[int]) -> int:
     import ember
 
-    backends = args.backend or ember.available_backends()
+    backends = args.backend or [b for b in ember.available_backends() if b not in GPU_BACKENDS]
     missing = [b for b in backends if b not in ember.available_backends()]
     if missing:
         log(f"unknown Ember backend(s) {missing}; available: {ember.available_backends()}")

@@ -1,7 +1,8 @@
 """The README's examples run as written and print what the README shows: every ```python block runs in
 a new process (a fresh disk cache, a temporary directory), statement by statement; a statement whose
 comment reads `# -> text` must print that text, and an unlabelled ``` block right after a python block
-is that block's whole output. Timings and line numbers are masked; nothing else is."""
+is that block's whole output. Timings and line numbers are masked; nothing else is. A block that imports
+CuPy (the GPU section) runs where a GPU is (gpu-marked: EMBER_REQUIRE_GPU=1 turns its skip into a failure)."""
 
 from __future__ import annotations
 
@@ -76,7 +77,9 @@ def test_the_readme_has_examples():
     assert sum(src.count("# -> ") for _, src, _ in BLOCKS) >= 2
 
 
-@pytest.mark.parametrize("line, source, output", BLOCKS, ids=[f"README.md:{b[0]}" for b in BLOCKS])
+@pytest.mark.parametrize("line, source, output", [
+    pytest.param(*b, id=f"README.md:{b[0]}", marks=[pytest.mark.gpu] if "import cupy" in b[1] else [])
+    for b in BLOCKS])
 def test_readme_block_prints_what_the_readme_shows(tmp_path, line, source, output):
     name = "dense.py" if output and "dense.py:" in output else f"readme_{line}.py"
     printed = _run(source, name, tmp_path)

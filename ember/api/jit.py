@@ -192,11 +192,12 @@ class Jitted:
             # without the checks' wrapper unless a check option is on.
             if len(args) == 1:
                 x = args[0]
-                sig = (backend, x.shape, x.dtype) if type(x) is np.ndarray else (backend, type(x))
+                sig = ((backend, x.shape, x.dtype) if type(x) is np.ndarray or type(x) in _device_types
+                       else (backend, type(x)))
             else:
                 sig = (backend,)
                 for x in args:
-                    sig += (x.shape, x.dtype) if type(x) is np.ndarray else (type(x),)
+                    sig += (x.shape, x.dtype) if type(x) is np.ndarray or type(x) in _device_types else (type(x),)
             cache = self._cache
             entry = cache.fast.get(sig)
             if entry is None:
@@ -337,6 +338,9 @@ def _is_array_leaf(x) -> bool:
 _array = np.array  # a local name: 30 ns less than np.array on the hit path
 
 
+_device_types: set = set()  # GPU array types seen (CuPy's): keyed by shape and dtype on the hit path, as ndarrays
+
+
 def _fast_key(backend: str, args: tuple, kwargs: dict, arrays: list, static_nums) -> tuple | None:
     """(the hit path's key, the dtypes to convert scalar arguments to or None when there are none) for
     a positional call of plain ndarrays passed to the executable as they are and of Python or NumPy
@@ -345,9 +349,11 @@ def _fast_key(backend: str, args: tuple, kwargs: dict, arrays: list, static_nums
         return None
     sig, convert = (backend,), []
     for x, a in zip(args, arrays):
-        if type(x) is np.ndarray and a is x:
+        if (type(x) is np.ndarray or is_device_array(x)) and a is x:
             sig += (x.shape, x.dtype)
             convert.append(None)
+            if type(x) is not np.ndarray:
+                _device_types.add(type(x))
         elif type(x) in PY_SCALAR_DTYPES or isinstance(x, np.generic):
             sig += (type(x),)  # the type fixes the dtype (and the weak type) the slow path gave `a`
             convert.append(a.dtype)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 import ember.config as config
-from ember.backends.device_arrays import to_host
+from ember.backends.device_arrays import byte_span, is_device_array, to_host
 from ember.tracer.ir import Graph, Node, Var
 from ember.tracer.primitive import impl_rules
 
@@ -50,10 +50,22 @@ def unshare_donated(args: Sequence, donated: frozenset) -> Sequence:
     """`args` with each donated array that may share memory with another argument copied: the plan
     may overwrite a donated buffer, and the same array passed again undonated must keep its values."""
     for i in donated:
-        if any(j != i and np.may_share_memory(args[i], a) for j, a in enumerate(args)):
+        if is_device_array(args[i]):
+            if any(j != i and _device_overlap(args[i], a) for j, a in enumerate(args)):
+                args = list(args)
+                args[i] = args[i].copy()
+        elif any(j != i and np.may_share_memory(args[i], a) for j, a in enumerate(args)):
             args = list(args)
             args[i] = np.array(args[i], copy=True)
     return args
+
+
+def _device_overlap(x, a) -> bool:
+    """Whether GPU array `x` may share memory with argument `a` (their byte ranges meet)."""
+    if not is_device_array(a) or not a.size or not x.size:
+        return False
+    (s, e), (t, f) = byte_span(x), byte_span(a)
+    return s < f and t < e
 
 
 class Checked:

@@ -22,3 +22,14 @@ def byte_range(x) -> tuple[int, int]:
     """[start, end) of a C-contiguous GPU array's memory."""
     start = x.__cuda_array_interface__["data"][0]
     return start, start + x.nbytes
+
+
+def byte_span(x) -> tuple[int, int]:
+    """[start, end) of the memory a GPU array of any strides may touch."""
+    face = x.__cuda_array_interface__
+    start, itemsize = face["data"][0], np.dtype(face["typestr"]).itemsize
+    strides = face.get("strides") or [itemsize * int(np.prod(x.shape[k + 1:], dtype=np.int64))
+                                      for k in range(len(x.shape))]
+    lo = sum(min(0, (n - 1) * s) for n, s in zip(x.shape, strides))
+    hi = sum(max(0, (n - 1) * s) for n, s in zip(x.shape, strides)) + itemsize
+    return start + lo, start + hi

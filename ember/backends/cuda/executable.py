@@ -38,7 +38,10 @@ class HostDevice:
         return False  # the host check runs the contraction kernel
 
     def upload(self, a: np.ndarray):
-        return np.require(a, requirements=["C", "A"])
+        return _host_aligned(np.require(a, requirements=["C", "A"]))
+
+    def aligned(self, a) -> bool:
+        return a.ctypes.data % ALIGN == 0
 
     def input(self, x, shape, dtype, k: int):
         a = np.asarray(x)
@@ -48,7 +51,21 @@ class HostDevice:
             raise TypeError(f"input {k} has dtype {a.dtype}; the compiled function takes {dtype}")
         if not (a.flags.c_contiguous and a.flags.aligned and a.dtype.isnative):
             a = np.array(a, dtype=dtype.newbyteorder("="), order="C")
+        return _host_aligned(a)
+
+
+ALIGN = 16  # bytes: kernels read and write identity-indexed buffers with 16-byte vector accesses
+
+
+def _host_aligned(a: np.ndarray) -> np.ndarray:
+    """`a`, or a copy of it starting at a 16-byte boundary."""
+    if a.ctypes.data % ALIGN == 0:
         return a
+    raw = np.empty(a.nbytes + ALIGN, np.uint8)
+    skip = -raw.ctypes.data % ALIGN
+    out = raw[skip:skip + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
 
 
 class CupyDevice:
@@ -87,7 +104,10 @@ class CupyDevice:
         return True
 
     def upload(self, a: np.ndarray):
-        return self.xp.asarray(np.require(a, requirements=["C", "A"]))
+        return self.xp.asarray(np.require(a, requirements=["C", "A"]))  # a fresh allocation: 256-byte aligned
+
+    def aligned(self, a) -> bool:
+        return a.data.ptr % ALIGN == 0
 
     def input(self, x, shape, dtype, k: int):
         xp = self.xp
@@ -96,7 +116,7 @@ class CupyDevice:
                 raise ValueError(f"input {k} has shape {x.shape}; the compiled function takes {shape}")
             if x.dtype != dtype:
                 raise TypeError(f"input {k} has dtype {x.dtype}; the compiled function takes {dtype}")
-            return x if x.flags.c_contiguous else xp.ascontiguousarray(x)
+            return x if x.flags.c_contiguous and x.data.ptr % ALIGN == 0 else x.copy()
         a = np.asarray(x)
         if a.shape != shape:
             raise ValueError(f"input {k} has shape {a.shape}; the compiled function takes {shape}")
@@ -157,7 +177,8 @@ class CudaExecutable:
             raise TypeError(f"the executable takes {len(self._in_specs)} arrays, got {len(args)}")
         dev, xp = self.device, self.device.xp
         ins = [dev.input(x, s, d, k) for k, (x, (s, d)) in enumerate(zip(args, self._in_specs))]
-        outs = list(out) if out is not None else [xp.empty(s, d) for s, d in self._outs]
+        outs = [xp.empty(s, d) for s, d in self._outs] if out is None else [
+            o if dev.aligned(o) else xp.empty(o.shape, o.dtype) for o in out]
         ws = self._workspace()
         arrays = {"in": ins, "out": outs, "const": self._consts, "literal": self._literals}
 
@@ -188,4 +209,9 @@ class CudaExecutable:
                 shape, dtype = self._outs[i]
                 value = at(src, shape, dtype) if src.kind != "literal" else self._literals[src.at].reshape(())
                 xp.copyto(outs[i], value.reshape(shape))
+        if out is not None:
+            for given, o in zip(out, outs):
+                if o is not given:  # a misaligned out= array: the results went to an aligned one first
+                    xp.copyto(given, o)
+            return list(out)
         return outs

@@ -158,6 +158,7 @@ class _LoopWriter:
         for o in loop.ops:
             self.axes_of.append(self._op_axes(o))
         self.names: dict[int, str] = {}
+        self.vector: dict = {}  # buffer -> (vector variable, lane, flat index name): identity loads read it
 
     def _op_axes(self, o: Op) -> frozenset:
         if o.prim == "load":
@@ -166,21 +167,27 @@ class _LoopWriter:
             return _ix_axes(o.param("index"), self.axes_of)
         return frozenset().union(*(self.axes_of[a] for a in o.args))
 
-    def ops_at(self, placed: set, allowed: frozenset, axis_expr: dict, indent: str = "    ") -> str:
+    def ops_at(self, placed: set, allowed: frozenset, axis_expr: dict, indent: str = "    ", suffix: str = "") -> str:
         """Statements of the ops not yet placed whose axes are all in `allowed`."""
         lines = []
         for k, o in enumerate(self.loop.ops):
             if k in placed or not self.axes_of[k] <= allowed:
                 continue
             placed.add(k)
-            self.names[k] = f"v{k}"
-            lines.append(f"const {register_type(o.dtype)} v{k} = {self._op(o, axis_expr)};")
+            if o.prim == "const":  # a literal operand: rules see it (x ** 2.0 multiplies)
+                self.names[k] = S.constant(o.param("value"), o.dtype)
+                continue
+            self.names[k] = f"v{k}{suffix}"
+            lines.append(f"const {register_type(o.dtype)} v{k}{suffix} = {self._op(o, axis_expr)};")
         return "".join(f"{indent}{x}\n" for x in lines)
 
     def _op(self, o: Op, axis_expr: dict) -> str:
         if o.prim == "load":
             b = self.ctx.buffers[o.param("buffer")]
             at = self.ix(offset(o.param("index"), b.shape), axis_expr)
+            vec = self.vector.get(b.name)
+            if vec is not None and at == f"({vec[2]})":
+                return _load(f"{vec[0]}.v", str(vec[1]), b.dtype)
             return _load(b.name, at, b.dtype)
         if o.prim == "const":
             return S.constant(o.param("value"), o.dtype)
@@ -332,20 +339,99 @@ def _params(ctx: _Context, loop: Loop, reduced_here: bool = True) -> list[tuple[
 
 
 def _elementwise(ctx: _Context, loop: Loop) -> None:
+    """A grid-stride loop, one point per thread; where every store (and some load) is at the identity
+    index and the space is large, each thread takes `VECTOR` consecutive points per step through one
+    vector load or store per such buffer (a scalar loop finishes the tail)."""
     total = int(np.prod(loop.space, dtype=np.int64))
-    I = _index_type(total, *(int(np.prod(b.shape, dtype=np.int64)) for b in ctx.buffers.values()))
+    I = _index_type(total + VECTOR * BLOCK, *(int(np.prod(b.shape, dtype=np.int64)) for b in ctx.buffers.values()))
     axes = tuple(range(len(loop.space)))
-    axis_expr = _axis_exprs(axes, loop.space, "p", I)
-    axis_expr["flat"] = _Flat((("p", axes, loop.space),))
     w = _LoopWriter(ctx, loop, I)
     placed: set = set()
-    pro = w.ops_at(placed, frozenset(), axis_expr)
-    body = w.ops_at(placed, frozenset(axes), axis_expr)
-    stores = "".join(f"    {_store(s.buffer, w.ix(offset(s.index, ctx.buffers[s.buffer].shape), axis_expr), w.names[s.value], ctx.buffers[s.buffer].dtype)}\n"  # noqa: E501
-                     for s in loop.stores)
-    text = (pro + _stride_loop("p", f"{_int_literal(total, I)}", I) + body + stores + "  }\n")
+    pro = w.ops_at(placed, frozenset(), _flat_exprs(loop, "p", I))
     params = _params(ctx, loop)
-    ctx.out.launches.append(ctx.define(text, params, -(-total // BLOCK), [n for _, n in params]))
+    width = _vector_width(ctx, loop, total, I)
+    if width == 1:
+        text = pro + _stride_loop("p", _int_literal(total, I), I) + _points(ctx, w, loop, placed, "p", I) + "  }\n"
+        ctx.out.launches.append(ctx.define(text, params, -(-total // BLOCK), [n for _, n in params]))
+        return
+    vec_loads = {o.param("buffer") for o in loop.ops if o.prim == "load"} - {s.buffer for s in loop.stores}
+    vec_loads = {n for n in vec_loads if _identity_reads(ctx, loop, n, I)}
+    main = total // width
+    lines = [pro, _stride_loop("j", _int_literal(main, I), I)]
+    for n in sorted(vec_loads):
+        t = memory_type(ctx.buffers[n].dtype)
+        vec = f"ember_vec<{t}, {width}>"
+        lines.append(f"    const {vec} q_{n} = reinterpret_cast<const {vec}*>({n})[j];\n")
+    stored = {}
+    for s in loop.stores:
+        stored.setdefault(s.buffer, []).append(s)
+    for n in stored:
+        lines.append(f"    ember_vec<{memory_type(ctx.buffers[n].dtype)}, {width}> s_{n};\n")
+    for lane in range(width):
+        flat = f"p{lane}"
+        lines.append(f"    const {I} {flat} = j * {width} + {lane}; (void){flat};\n")
+        w.vector = {n: (f"q_{n}", lane, flat) for n in vec_loads}
+        lines.append(w.ops_at(set(placed), frozenset(axes), _flat_exprs(loop, flat, I), suffix=f"_{lane}"))
+        for s in loop.stores:
+            b = ctx.buffers[s.buffer]
+            lines.append(f"    {_store(f's_{s.buffer}.v', str(lane), w.names[s.value], b.dtype)}\n")
+    w.vector = {}
+    for n in stored:
+        t = memory_type(ctx.buffers[n].dtype)
+        lines.append(f"    reinterpret_cast<ember_vec<{t}, {width}>*>({n})[j] = s_{n};\n")
+    lines.append("  }\n")
+    if total % width:
+        tail = f"({I})blockIdx.x * {BLOCK} + threadIdx.x + {_int_literal(main * width, I)}"
+        lines.append(f"  for ({I} p = {tail}; p < {_int_literal(total, I)}; p += ({I})gridDim.x * {BLOCK}) {{\n")
+        lines.append(_points(ctx, w, loop, placed, "p", I) + "  }\n")
+    ctx.out.launches.append(ctx.define("".join(lines), params, -(-main // BLOCK), [n for _, n in params]))
+
+
+VECTOR_BYTES = 16  # the widest load a thread issues
+VECTOR = 4  # points per thread and step, at most
+VECTOR_MIN = 4 * BLOCK  # points below which a loop stays scalar
+
+
+def _vector_width(ctx: _Context, loop: Loop, total: int, I: str) -> int:
+    """Points per thread and step: 1 unless the space is large and every store is at the identity index;
+    else as many as fit one 16-byte access of the widest identity-accessed buffer (at most 4)."""
+    if total < VECTOR_MIN or not loop.stores:
+        return 1
+    if not all(_identity_at(ctx, s.buffer, s.index, loop, I) for s in loop.stores):
+        return 1
+    names = {s.buffer for s in loop.stores} | {o.param("buffer") for o in loop.ops if o.prim == "load"}
+    widest = max(ctx.buffers[n].dtype.itemsize for n in names)
+    return max(1, min(VECTOR, VECTOR_BYTES // widest))
+
+
+def _identity_at(ctx: _Context, name: str, index, loop: Loop, I: str) -> bool:
+    b = ctx.buffers[name]
+    if b.shape != loop.space:
+        return False
+    return _render_ix(offset(index, b.shape), _flat_exprs(loop, "p", I), {}, I) == "(p)"
+
+
+def _identity_reads(ctx: _Context, loop: Loop, name: str, I: str) -> bool:
+    """Whether buffer `name` is read at the identity index (some load of it is)."""
+    return any(o.prim == "load" and o.param("buffer") == name and _identity_at(ctx, name, o.param("index"), loop, I)
+               for o in loop.ops)
+
+
+def _flat_exprs(loop: Loop, flat: str, I: str) -> dict:
+    axes = tuple(range(len(loop.space)))
+    exprs = _axis_exprs(axes, loop.space, flat, I)
+    exprs["flat"] = _Flat(((flat, axes, loop.space),))
+    return exprs
+
+
+def _points(ctx: _Context, w: _LoopWriter, loop: Loop, placed: set, flat: str, I: str) -> str:
+    """One point's ops (those not in the prologue) and stores, at flat index `flat`."""
+    exprs = _flat_exprs(loop, flat, I)
+    text = w.ops_at(set(placed), frozenset(range(len(loop.space))), exprs)
+    for s in loop.stores:
+        b = ctx.buffers[s.buffer]
+        text += f"    {_store(s.buffer, w.ix(offset(s.index, b.shape), exprs), w.names[s.value], b.dtype)}\n"
+    return text
 
 
 @dataclass(frozen=True)
@@ -729,6 +815,7 @@ _STEP_RULES = {Loop: _loop, Contraction: _contraction, ArgReduce: _arg_reduce, S
 
 # Helpers every kernel source may use, in CUDA C that the device prelude and the host header both accept.
 COMMON = r"""
+template <typename T, int N> struct alignas(sizeof(T) * N) ember_vec { T v[N]; };
 template <typename T> __device__ __forceinline__ T ember_clamp(T x, T lo, T hi) {
   return x < lo ? lo : (x > hi ? hi : x);
 }

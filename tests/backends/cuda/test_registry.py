@@ -8,6 +8,7 @@ to one sm_90 cubin through NVRTC with no warning."""
 import numpy as np
 import pytest
 
+import ember.numpy as jnp
 from ember.backends import kernel
 from ember.backends.cuda import render, scalar
 from ember.backends.cuda.backend import compile_many
@@ -94,6 +95,13 @@ def _cases() -> dict:
         "argmin-long-column": (lambda x: P.argmin(x, 0, np.int64), (((700, 5), "float64"),)),
         "dot-batched": (lambda a, b: P.dot_general(a, b, (((2,), (1,)), ((0,), (0,)))),
                         (((3, 4, 5), "float32"), ((3, 5, 6), "float32"))),
+        "tanh-vector-broadcast": (lambda x, y: jnp.tanh(x * 2.0 + y), (((64, 301), "float32"), ((301,), "float32"))),
+        "tanh-vector-tail": (lambda x: jnp.tanh(x), (((1027,), "float32"),)),
+        "mul-vector-f64-tail": (lambda x: x * x + 1.0, (((2051,), "float64"),)),
+        "sin-vector-f16-tail": (lambda x: jnp.sin(x) * x, (((3001,), "float16"),)),
+        "gt-vector-bool-out": (lambda x: x > 0.5, (((2000, 3), "float32"),)),
+        "mul-vector-int8": (lambda x: x * np.int8(3) - x, (((4099,), "int8"),)),
+        "convert-vector-f64-to-f32": (lambda x: P.convert_element_type(x, np.float32), (((1030,), "float64"),)),
         "dot-int": (lambda a, b: P.dot_general(a, b, (((1,), (0,)), ((), ()))), (((3, 4), "int32"), ((4, 2), "int32"))),
     }
     out.update(big)
@@ -127,7 +135,8 @@ def compiled():
 
 
 MATH = {p.name for p in llvm_scalar.MATH_LIBRARY}
-INEXACT = MATH | {"pow", "dot_general", "reduce_sum", "reduce_prod", "sum", "prod", "dot"}
+# scatter_add: atomics, in any order (the one kernel whose float results may vary run to run)
+INEXACT = MATH | {"pow", "dot_general", "reduce_sum", "reduce_prod", "sum", "prod", "dot", "scatter_add"}
 
 
 def _tolerance(name: str, dtype) -> float | None:
@@ -159,3 +168,29 @@ def test_all_compile_to_one_cubin(compiled):
     source = exes[0].source
     assert all(e.source is source for e in exes)
     assert nvrtc.compile_cubin(DEVICE_PRELUDE + source, "sm_90")
+
+
+@pytest.mark.gpu
+def test_every_case_on_the_device():
+    """The same one-node graphs on a GPU (CuPy arrays in and out), against their numpy rules."""
+    from ember.backends.cuda import runtime
+
+    if not runtime.device_available():
+        pytest.skip(f"no GPU: {runtime.missing_reason()}")
+    graphs, argss = [], []
+    for name, (fn, avals) in CASES.items():
+        g = body(lambda *a, fn=fn: [fn(*a)], *avals)
+        graph = Graph(g.inputs, g.nodes, g.outputs)
+        graphs.append((graph, plan_memory(graph)))
+        argss.append((g, _args(name, avals)))
+    for name, exe, (g, args) in zip(CASES, compile_many(graphs, device="cuda"), argss):
+        (got,) = exe(*args)
+        with np.errstate(all="ignore"):
+            (want,) = map(np.asarray, run_body(g, args))
+        got = got.get()
+        assert got.shape == want.shape and got.dtype == want.dtype, name
+        rtol = _tolerance(name, want.dtype)
+        if rtol is None:
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        else:
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, err_msg=name)
