@@ -197,15 +197,15 @@ def all_cases() -> dict[str, Case]:
 
 # --- running and checking ---------------------------------------------------------------------------
 
-def call_and_check(case: Case, exe, to_device=lambda a: a) -> list:
-    """Call `exe` on (device copies of) the case's arguments (fresh copies of the donated ones) and
-    check it as the oracle check does; the outputs, as returned."""
+def call_and_check(case: Case, exe, to_device=lambda a: a) -> tuple[list, list]:
+    """Call `exe` on `to_device` copies of the case's arguments (fresh copies of the donated ones) and
+    check it as the oracle check does; (the arguments given, the outputs returned)."""
     flat = case.flat_args
     args = [to_device(np.copy(a) if i in case.donate else a) for i, a in enumerate(flat)]
     saved = [np.copy(a) for a in flat]
     outs = exe(*args)
     check_against_oracle(case.name, args, saved, outs, case.expected, frozenset(case.donate))
-    return outs
+    return args, outs
 
 
 def writes_input(exe) -> bool:
@@ -261,8 +261,8 @@ TWICE = ("eam-grad-float64", "dense-grad-float32", "mlp-tanh-vmap-grad-float32",
 @pytest.mark.parametrize("name", TWICE)
 def test_called_twice_gives_the_same_results(cases, compiled, name):
     case, exe = cases[name], compiled[name]
-    first = [np.copy(o) for o in call_and_check(case, exe)]
-    second = call_and_check(case, exe)
+    first = [np.copy(o) for o in call_and_check(case, exe)[1]]
+    _, second = call_and_check(case, exe)
     for a, b in zip(first, second):
         np.testing.assert_array_equal(a, b)
 
