@@ -75,7 +75,8 @@ def workload_cases() -> list[Case]:
         x, xs = rng.random(100).astype(dt), rng.random((5, 40)).astype(dt)
         energy = lambda v: eam.eam(OPS, v)  # noqa: E731
         out += [Case(f"eam-forward-{t}", energy, (x,)), Case(f"eam-grad-{t}", ember.grad(energy), (x,)),
-                Case(f"eam-vmap-grad-{t}", ember.vmap(ember.grad(energy)), (xs,))]
+                Case(f"eam-vmap-grad-{t}", ember.vmap(ember.grad(energy)), (xs,)),
+                Case(f"eam-grad-long-{t}", ember.grad(energy), (rng.random(60000).astype(dt),))]  # two-stage sum
         w, xd, b = dense_bias_act.inputs(12, dt, seed=2)
         dense = lambda w, x, b: dense_bias_act.loss(OPS, w, x, b)  # noqa: E731
         out += [Case(f"dense-forward-{t}", dense, (w, xd, b)),
@@ -84,8 +85,8 @@ def workload_cases() -> list[Case]:
         out += [Case(f"cosine-forward-{t}", lambda a, b: cosine.cosine_vectorized(OPS, a, b), (a, bb)),
                 Case(f"cosine-grad-{t}", ember.grad(cosine.loss_fn(cosine.cosine_vectorized, OPS, weights),
                                                     argnums=(0, 1)), (a, bb))]
-        if dt == np.float32:  # the naive loops: 117 launches of 33 kernels, in one dtype
-            a1, b1, w1 = cosine.inputs(dict(B=1, R=2, N=2, W=4), dt, seed=3)
+        if dt == np.float32:  # the naive loops (two updates: 60 launches), in one dtype
+            a1, b1, w1 = cosine.inputs(dict(B=1, R=1, N=2, W=4), dt, seed=3)
             out.append(Case(f"cosine-naive-grad-{t}", ember.grad(cosine.loss_fn(cosine.cosine_naive, OPS, w1),
                                                                  argnums=(0, 1)), (a1, b1)))
         params = tuple(p.astype(dt) for p in per_sample.init_params(sizes=(6, 8, 8, 3)))
