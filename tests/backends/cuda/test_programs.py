@@ -12,6 +12,7 @@ sm_90 cubin through NVRTC. tests/backends/cuda/test_device_programs.py runs the 
 
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 
@@ -25,7 +26,7 @@ from benchmarks.frameworks import Ember
 from benchmarks.workloads import cosine, dead_gradient, dense_bias_act, eam, per_sample
 from ember.backends.debug import check_against_oracle
 from ember.tree import tree_flatten
-from tests.test_random_programs import EMBER, JUMP, Program, _Guard, _inputs, _losses, programs, run
+from tests.test_random_programs import EMBER, GENERATED, JUMP, Program, _Guard, _inputs, _losses, programs, run
 
 OPS = Ember("numpy").ops
 RANDOM_PROGRAMS = 40  # the sample of random programs (each run forward and as a gradient)
@@ -108,6 +109,7 @@ def workload_cases() -> list[Case]:
     return out
 
 
+@functools.cache
 def sample_programs(n: int = RANDOM_PROGRAMS) -> list[Program]:
     """The first `n` distinct programs with at least one op that the derandomized generator draws."""
     seen: list[Program] = []
@@ -229,7 +231,9 @@ def compiled(cases) -> dict:
 
 
 def test_the_cases_cover_what_they_claim(cases):
-    """Enough random programs survive the filter, and the in-place cases have in-place plans."""
+    """The sample reaches every op family, enough of it survives the filter, and the in-place cases
+    have in-place plans."""
+    assert {op[0] for prog in sample_programs() for op in prog.ops} == set(GENERATED)
     forward = [n for n in cases if n.startswith("random-") and "-forward-" in n]
     assert len(forward) >= 0.9 * RANDOM_PROGRAMS
     assert sum(n.startswith("random-") and "-grad-" in n for n in cases) >= 0.4 * RANDOM_PROGRAMS
