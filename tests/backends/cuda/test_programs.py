@@ -135,9 +135,9 @@ def _usable(prog: Program, inputs) -> bool:
 
 
 def random_cases(n: int = RANDOM_PROGRAMS) -> list[Case]:
-    """Each sampled program forward, and every other pair of them as the gradient of sum(outputs *
-    weights) w.r.t. every input (the CI budget), alternately in float64 and float32 (programs whose
-    inputs sit at a jump are left out)."""
+    """Each sampled program forward, and every third one also as the gradient of sum(outputs * weights)
+    w.r.t. every input (the CI budget), alternately in float64 and float32 (programs whose inputs sit
+    at a jump are left out)."""
     out = []
     for k, prog in enumerate(sample_programs(n)):
         dt = DTYPES[k % 2]
@@ -147,7 +147,7 @@ def random_cases(n: int = RANDOM_PROGRAMS) -> list[Case]:
         forward = lambda *xs, prog=prog: run(EMBER, prog, xs)  # noqa: E731
         loss, _ = _losses(prog, forward(*inputs), k)
         out.append(Case(f"random-{k}-forward-{np.dtype(dt).name}", forward, tuple(inputs)))
-        if k % 4 < 2:
+        if k % 3 == 0:
             out.append(Case(f"random-{k}-grad-{np.dtype(dt).name}",
                             ember.grad(loss, argnums=tuple(range(len(inputs)))), tuple(inputs)))
     return out
@@ -236,7 +236,7 @@ def test_the_cases_cover_what_they_claim(cases):
     assert {op[0] for prog in sample_programs() for op in prog.ops} == set(GENERATED)
     forward = [n for n in cases if n.startswith("random-") and "-forward-" in n]
     assert len(forward) >= 0.9 * RANDOM_PROGRAMS
-    assert sum(n.startswith("random-") and "-grad-" in n for n in cases) >= 0.4 * RANDOM_PROGRAMS
+    assert sum(n.startswith("random-") and "-grad-" in n for n in cases) >= 0.3 * RANDOM_PROGRAMS
     for name, case in cases.items():
         if name.startswith("inplace-"):
             assert case.plan.inplace, f"{name}: the plan writes nothing in place"
