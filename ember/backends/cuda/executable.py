@@ -14,7 +14,7 @@ import threading
 
 import numpy as np
 
-from ember.backends.cuda.program import Program, Where
+from ember.backends.cuda.program import Program
 from ember.backends.cuda.render import Gemm, Scratch
 from ember.tracer.ir import Graph
 
@@ -31,10 +31,12 @@ class HostDevice:
     def key(self):
         return threading.get_ident()
 
-    def launch(self, name: str, grid: int, block: int, args: list) -> None:
-        self.module.launch(name, (grid, 1, 1), (block, 1, 1), args)
+    def kernel(self, name: str):
+        """A callable (grid, block, args) launching kernel `name` (grid and block: 1-tuples)."""
+        launch = self.module.launch
+        return lambda grid, block, args: launch(name, (grid[0], 1, 1), (block[0], 1, 1), args)
 
-    def gemm(self, g: Gemm, lhs, rhs, out) -> bool:
+    def can_gemm(self, g: Gemm) -> bool:
         return False  # the host check runs the contraction kernel
 
     def upload(self, a: np.ndarray):
@@ -76,23 +78,24 @@ class CupyDevice:
     def __init__(self, module):
         import cupy
 
-        self.xp, self.module, self._fns = cupy, module, {}
+        self.xp, self.module, self._ndarray = cupy, module, cupy.ndarray
+        self._stream = cupy.cuda.get_current_stream
 
     def key(self):
-        return threading.get_ident(), self.xp.cuda.get_current_stream().ptr
+        return threading.get_ident(), self._stream().ptr
 
-    def launch(self, name: str, grid: int, block: int, args: list) -> None:
-        fn = self._fns.get(name)
-        if fn is None:
-            fn = self._fns[name] = self.module.get_function(name)
-        fn((grid,), (block,), tuple(args))
+    def kernel(self, name: str):
+        """The RawKernel `name`: called as (grid, block, args), on the current stream."""
+        return self.module.get_function(name)
 
-    def gemm(self, g: Gemm, lhs, rhs, out) -> bool:
-        """A float32/float64 contraction through cuBLAS (CuPy's matmul): operands as (batch, M, K) and
-        (batch, K, N) views or copies, the result written into `out` viewed as (batch, M, N)."""
+    def can_gemm(self, g: Gemm) -> bool:
+        """cuBLAS takes float32 and float64 contractions (the others run the contraction kernel)."""
         dt = g.out.dtype
-        if dt not in (np.float32, np.float64) or g.lhs.dtype != dt or g.rhs.dtype != dt:
-            return False
+        return dt in (np.float32, np.float64) and g.lhs.dtype == dt and g.rhs.dtype == dt
+
+    def gemm(self, g: Gemm, lhs, rhs, out) -> None:
+        """A contraction through cuBLAS (CuPy's matmul): operands as (batch, M, K) and (batch, K, N)
+        views or copies, the result written into `out` viewed as (batch, M, N)."""
         (lc, rc), (lb, rb) = g.step.dimension_numbers
         lf = [d for d in range(len(g.lhs.shape)) if d not in lc and d not in lb]
         rf = [d for d in range(len(g.rhs.shape)) if d not in rc and d not in rb]
@@ -101,7 +104,6 @@ class CupyDevice:
         a = lhs.reshape(g.lhs.shape).transpose([*lb, *lf, *lc]).reshape(bsz, m, k)
         b = rhs.reshape(g.rhs.shape).transpose([*rb, *rc, *rf]).reshape(bsz, k, n)
         self.xp.matmul(a, b, out=out.reshape(bsz, m, n))
-        return True
 
     def upload(self, a: np.ndarray):
         return self.xp.asarray(np.require(a, requirements=["C", "A"]))  # a fresh allocation: 256-byte aligned
@@ -110,6 +112,9 @@ class CupyDevice:
         return a.data.ptr % ALIGN == 0
 
     def input(self, x, shape, dtype, k: int):
+        if (type(x) is self._ndarray and x.shape == shape and x.dtype == dtype
+                and getattr(x, "_c_contiguous", False) and not x.data.ptr % ALIGN):  # the common case, cheaply
+            return x
         xp = self.xp
         if isinstance(x, xp.ndarray):
             if x.shape != shape:
@@ -131,6 +136,7 @@ class _Workspace:
     def __init__(self, xp, nbytes: int):
         self.raw = xp.empty(max(nbytes, 1), np.uint8)
         self.views: dict = {}
+        self.steps: list = []
 
     def view(self, offset: int, shape, dtype):
         key = (offset, shape, dtype)
@@ -169,49 +175,82 @@ class CudaExecutable:
         ws = self._workspaces.get(key)
         if ws is None:
             with self._lock:
-                ws = self._workspaces[key] = _Workspace(self.device.xp, self.program.workspace_bytes)
+                ws = _Workspace(self.device.xp, self.program.workspace_bytes)
+                ws.steps = self._steps(ws)
+                self._workspaces[key] = ws
         return ws
+
+    def _steps(self, ws: _Workspace) -> list:
+        """The launches as (kernel, grid, block, arguments, slots), every argument but the call's inputs
+        and outputs resolved against `ws` once; a slot (position, is an output, index) is filled per call."""
+        dev, fixed = self.device, {"const": self._consts, "literal": self._literals}
+        steps = []
+        for run in self.program.runs:
+            for launch in run.launches:
+                names: tuple = ()
+                if isinstance(launch, Gemm):
+                    if dev.can_gemm(launch):
+                        names, call = (launch.step.lhs, launch.step.rhs, launch.step.out), _gemm_call(dev, launch)
+                        grid = block = None
+                    launch = launch.fallback
+                if not names:
+                    names, call = launch.args, dev.kernel(launch.kernel)
+                    grid, block = (launch.grid,), (launch.block,)
+                args, slots = [], []
+                for pos, a in enumerate(names):
+                    if isinstance(a, str):
+                        w, shape, dtype = run.where[a]
+                        if w.kind in ("in", "out"):
+                            slots.append((pos, w.kind == "out", w.at))
+                            args.append(None)
+                        elif w.kind == "ws":
+                            args.append(ws.view(w.at, shape, dtype))
+                        else:
+                            args.append(fixed[w.kind][w.at].reshape(shape))
+                    elif isinstance(a, Scratch):
+                        args.append(ws.view(run.scratch + a.offset, (a.count,), a.dtype))
+                    else:
+                        args.append(a)
+                steps.append((call, grid, block, args if slots else tuple(args), tuple(slots)))
+        return steps
 
     def __call__(self, *args, out=None) -> list:
         if len(args) != len(self._in_specs):
             raise TypeError(f"the executable takes {len(self._in_specs)} arrays, got {len(args)}")
-        dev, xp = self.device, self.device.xp
-        ins = [dev.input(x, s, d, k) for k, (x, (s, d)) in enumerate(zip(args, self._in_specs))]
-        outs = [xp.empty(s, d) for s, d in self._outs] if out is None else [
-            o if dev.aligned(o) else xp.empty(o.shape, o.dtype) for o in out]
+        dev = self.device
+        take = dev.input
+        ins = [take(x, s, d, k) for k, (x, (s, d)) in enumerate(zip(args, self._in_specs))]
+        empty = dev.xp.empty
+        outs = [empty(s, d) for s, d in self._outs] if out is None else [
+            o if dev.aligned(o) else empty(o.shape, o.dtype) for o in out]
         ws = self._workspace()
-        arrays = {"in": ins, "out": outs, "const": self._consts, "literal": self._literals}
-
-        def at(w: Where, shape, dtype):
-            if w.kind == "ws":
-                return ws.view(w.at, shape, dtype)
-            return arrays[w.kind][w.at]
-
-        for run in self.program.runs:
-            for launch in run.launches:
-                if isinstance(launch, Gemm):
-                    g = launch
-                    operands = [at(*run.where[n]) for n in (g.step.lhs, g.step.rhs, g.step.out)]
-                    if dev.gemm(g, *operands):
-                        continue
-                    launch = g.fallback
-                call_args = []
-                for a in launch.args:
-                    if isinstance(a, str):
-                        call_args.append(at(*run.where[a]))
-                    elif isinstance(a, Scratch):
-                        call_args.append(ws.view(run.scratch + a.offset, (a.count,), a.dtype))
-                    else:
-                        call_args.append(a)
-                dev.launch(launch.kernel, launch.grid, launch.block, call_args)
-        for i, src in enumerate(self.program.outputs):
-            if src is not None:
-                shape, dtype = self._outs[i]
-                value = at(src, shape, dtype) if src.kind != "literal" else self._literals[src.at].reshape(())
-                xp.copyto(outs[i], value.reshape(shape))
+        for call, grid, block, fixed, slots in ws.steps:
+            if slots:
+                a = list(fixed)
+                for pos, is_out, k in slots:
+                    a[pos] = outs[k] if is_out else ins[k]
+                call(grid, block, tuple(a))
+            else:
+                call(grid, block, fixed)
+        if self.program.copies:
+            self._copy_outputs(ins, outs, ws)
         if out is not None:
             for given, o in zip(out, outs):
                 if o is not given:  # a misaligned out= array: the results went to an aligned one first
-                    xp.copyto(given, o)
+                    dev.xp.copyto(given, o)
             return list(out)
         return outs
+
+    def _copy_outputs(self, ins: list, outs: list, ws: _Workspace) -> None:
+        """Outputs no kernel wrote into their own array: inputs, consts, literals, repeats."""
+        arrays = {"in": ins, "out": outs, "const": self._consts, "literal": self._literals}
+        for i, src in enumerate(self.program.outputs):
+            if src is not None:
+                shape, dtype = self._outs[i]
+                value = ws.view(src.at, shape, dtype) if src.kind == "ws" else arrays[src.kind][src.at]
+                self.device.xp.copyto(outs[i], value.reshape(shape))
+
+
+def _gemm_call(dev, g: Gemm):
+    """A step calling `dev.gemm` for `g` on its (lhs, rhs, out) arguments."""
+    return lambda grid, block, operands: dev.gemm(g, *operands)

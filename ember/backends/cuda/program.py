@@ -56,6 +56,11 @@ class Program:
     outputs: list = field(default_factory=list)  # per graph output: None (a node wrote it) or its source Where
     workspace_bytes: int = 0
 
+    @property
+    def copies(self) -> bool:
+        """Whether some output is copied after the launches (an input, const, literal or repeat)."""
+        return any(o is not None for o in self.outputs)
+
     def source(self) -> str:
         return link([self])
 
