@@ -186,7 +186,7 @@ class _LoopWriter:
             b = self.ctx.buffers[o.param("buffer")]
             at = self.ix(offset(o.param("index"), b.shape), axis_expr)
             vec = self.vector.get(b.name)
-            if vec is not None and at == f"({vec[2]})":
+            if vec is not None and at in (vec[2], f"({vec[2]})"):
                 return _load(f"{vec[0]}.v", str(vec[1]), b.dtype)
             return _load(b.name, at, b.dtype)
         if o.prim == "const":
@@ -408,7 +408,7 @@ def _identity_at(ctx: _Context, name: str, index, loop: Loop, I: str) -> bool:
     b = ctx.buffers[name]
     if b.shape != loop.space:
         return False
-    return _render_ix(offset(index, b.shape), _flat_exprs(loop, "p", I), {}, I) == "(p)"
+    return _render_ix(offset(index, b.shape), _flat_exprs(loop, "p", I), {}, I) in ("p", "(p)")
 
 
 def _identity_reads(ctx: _Context, loop: Loop, name: str, I: str) -> bool:
