@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -54,26 +53,10 @@ CUDA_CACHES = (
 )
 
 
-def cuda_entries(directory: Path, suffix: str) -> tuple[list[tuple[Path, int, int]], list[tuple[Path, int, int]]]:
-    """(entries, temporary files) of a CUDA cache directory, each as (path, bytes, last modified ns); none
+def cuda_entries(directory: Path, suffix: str) -> tuple[list, list]:
+    """(entries, temporary files) of a CUDA cache directory, each (path, bytes, last modified ns); none
     when it does not exist. Files that vanish during the scan are left out."""
-    entry = re.compile(r"[0-9a-f]{64}" + re.escape(suffix))
-    entries, temps = [], []
-    try:
-        files = os.scandir(directory)
-    except OSError:
-        return entries, temps
-    with files:
-        for f in files:
-            is_temp = f.name.startswith(cache.TEMP_PREFIX) and f.name.endswith(suffix)
-            if not (is_temp or entry.fullmatch(f.name)):
-                continue
-            try:
-                st = f.stat(follow_symlinks=False)
-            except OSError:
-                continue
-            (temps if is_temp else entries).append((Path(f.path), st.st_size, st.st_mtime_ns))
-    return entries, temps
+    return cache.scan(directory, suffix)
 
 
 def _remove(path: Path) -> bool:

@@ -386,7 +386,8 @@ def _broadcast(b, node, index, *, shape, broadcast_dimensions):
     return b.emit(x, inner)
 
 
-def _strides(shape) -> list[int]:
+def strides(shape) -> list[int]:
+    """C-order element strides of `shape`."""
     out, acc = [], 1
     for n in reversed(shape):
         out.append(acc)
@@ -396,8 +397,8 @@ def _strides(shape) -> list[int]:
 
 def _reshape(b, node, index, *, new_sizes):
     x = node.inputs[0]
-    linear = ix.add(*(ix.mul(i, s) for i, s in zip(index, _strides(new_sizes))))
-    inner = tuple(ix.mod(ix.floordiv(linear, s), n) for s, n in zip(_strides(x.aval.shape), x.aval.shape))
+    linear = ix.add(*(ix.mul(i, s) for i, s in zip(index, strides(new_sizes))))
+    inner = tuple(ix.mod(ix.floordiv(linear, s), n) for s, n in zip(strides(x.aval.shape), x.aval.shape))
     return b.emit(x, inner)
 
 

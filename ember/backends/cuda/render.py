@@ -32,7 +32,7 @@ import numpy as np
 
 from ember.backends.cuda import scalar as S
 from ember.backends.cuda.types import memory_type, register_type
-from ember.backends.kernel import ArgReduce, Buffer, Contraction, Kernel, Loop, Op, Scatter
+from ember.backends.kernel import ArgReduce, Buffer, Contraction, Kernel, Loop, Op, Scatter, strides
 from ember.backends.kernel_index import Ix
 from ember.backends.schedule import GridPolicy, affine, gpu_grid, no_alias, offset, round_up
 
@@ -634,7 +634,7 @@ def _contraction(ctx: _Context, step: Contraction) -> None:
     # output axes: batch, lhs free, rhs free
     out_axes = list(range(len(out.shape)))
     axis_expr = _axis_exprs(out_axes, out.shape, "p", I)
-    lstr, rstr = _strides(lhs.shape), _strides(rhs.shape)
+    lstr, rstr = strides(lhs.shape), strides(rhs.shape)
     lterm, rterm = [], []
     pos = 0
     for bl, br in zip(lb, rb):
@@ -676,14 +676,6 @@ def _contraction(ctx: _Context, step: Contraction) -> None:
               (f"{memory_type(dt)}* __restrict__", "out")]
     launch = ctx.define(text, params, -(-total // BLOCK), [step.lhs, step.rhs, step.out])
     ctx.out.launches.append(Gemm(step, lhs, rhs, out, launch))
-
-
-def _strides(shape) -> list[int]:
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= n
-    return out[::-1]
 
 
 # --- arg reductions ---------------------------------------------------------------------------------

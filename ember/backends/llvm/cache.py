@@ -273,8 +273,10 @@ class Entry(NamedTuple):
     last_use_ns: int
 
 
-def scan(directory: Path) -> tuple[list[Entry], list[Entry]]:
-    """(entries, temporary files) of a cache directory; files removed during the scan are left out."""
+def scan(directory: Path, suffix: str = SUFFIX) -> tuple[list[Entry], list[Entry]]:
+    """(entries, temporary files) of a cache directory whose entries are `<sha256 hex><suffix>` (this
+    cache's, or the CUDA caches'); files removed during the scan are left out."""
+    named = _ENTRY if suffix == SUFFIX else re.compile(r"[0-9a-f]{64}" + re.escape(suffix))
     entries: list[Entry] = []
     temps: list[Entry] = []
     try:
@@ -283,8 +285,8 @@ def scan(directory: Path) -> tuple[list[Entry], list[Entry]]:
         return entries, temps
     with files:
         for f in files:
-            is_temp = f.name.startswith(TEMP_PREFIX) and f.name.endswith(SUFFIX)
-            if not (is_temp or _ENTRY.fullmatch(f.name)):
+            is_temp = f.name.startswith(TEMP_PREFIX) and f.name.endswith(suffix)
+            if not (is_temp or named.fullmatch(f.name)):
                 continue
             try:
                 st = f.stat(follow_symlinks=False)

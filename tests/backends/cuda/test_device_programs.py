@@ -6,13 +6,18 @@ streams at once. Marked `gpu`: they skip without a device (EMBER_REQUIRE_GPU=1 m
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 from ember.backends.device_arrays import byte_range, to_host
-from tests.backends.cuda.test_programs import CALLS, TWICE, all_cases, call_and_check, writes_input
+from tests.backends.cuda.test_programs import (
+    CALLS,
+    TWICE,
+    all_cases,
+    call_and_check,
+    two_threads_match_alone,
+    writes_input,
+)
 
 pytestmark = pytest.mark.gpu
 
@@ -88,26 +93,7 @@ def _two_inputs(case):
 def test_two_threads_at_once_on_the_device(cp, cases, compiled, name):
     case, exe = cases[name], compiled[name]
     inputs = [[cp.asarray(a) for a in args] for args in _two_inputs(case)]
-    alone = [[to_host(o) for o in exe(*args)] for args in inputs]
-    start = threading.Barrier(2)
-    got: list = [[], []]
-
-    def work(k):
-        start.wait()
-        for _ in range(CALLS):
-            got[k].append([to_host(o) for o in exe(*inputs[k])])
-
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not np.array_equal(alone[0][0], alone[1][0])
-    for k in range(2):
-        assert len(got[k]) == CALLS
-        for outs in got[k]:
-            for a, b in zip(outs, alone[k]):
-                np.testing.assert_array_equal(a, b)
+    two_threads_match_alone(exe, inputs, to_host)
 
 
 @pytest.mark.parametrize("name", ["eam-grad-float64", "dense-grad-float32"])

@@ -276,21 +276,17 @@ CALLS = 6  # per thread
 
 
 @pytest.mark.parametrize("name", ("eam-grad-float64", "dense-grad-float32"))
-def test_two_threads_at_once_use_their_own_workspaces(cases, compiled, name):
-    """Two threads call one executable at once on different inputs, each many times: each gets its
-    own inputs' results, bit for bit those of a call alone."""
-    case, exe = cases[name], compiled[name]
-    assert exe.program.workspace_bytes > 0
-    rng = np.random.default_rng(5)
-    inputs = [case.flat_args, [(a + 0.25 * rng.random(a.shape)).astype(a.dtype) for a in case.flat_args]]
-    alone = [[np.copy(o) for o in exe(*args)] for args in inputs]
+def two_threads_match_alone(exe, inputs: list, to_host) -> None:
+    """Two threads call `exe` at once, each on its own inputs, CALLS times: every result equals, bit for
+    bit, that input's result from a call alone (so the threads never shared a workspace)."""
+    alone = [[to_host(o) for o in exe(*args)] for args in inputs]
     start = threading.Barrier(2)
     got: list = [[], []]
 
     def work(k):
         start.wait()
         for _ in range(CALLS):
-            got[k].append([np.copy(o) for o in exe(*inputs[k])])
+            got[k].append([to_host(o) for o in exe(*inputs[k])])
 
     threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
     for t in threads:
@@ -303,6 +299,16 @@ def test_two_threads_at_once_use_their_own_workspaces(cases, compiled, name):
         for outs in got[k]:
             for a, b in zip(outs, alone[k]):
                 np.testing.assert_array_equal(a, b)
+
+
+def test_two_threads_at_once_use_their_own_workspaces(cases, compiled, name):
+    """Two threads call one executable at once on different inputs, each many times: each gets its
+    own inputs' results, bit for bit those of a call alone."""
+    case, exe = cases[name], compiled[name]
+    assert exe.program.workspace_bytes > 0
+    rng = np.random.default_rng(5)
+    inputs = [case.flat_args, [(a + 0.25 * rng.random(a.shape)).astype(a.dtype) for a in case.flat_args]]
+    two_threads_match_alone(exe, inputs, np.copy)
 
 
 def test_all_compile_to_one_sm90_cubin(compiled):
