@@ -56,6 +56,7 @@ class HostDevice:
         return _host_aligned(a)
 
 
+GEMM_MIN_WORK = 1 << 15  # multiply-adds per batch element from which a contraction goes to cuBLAS
 ALIGN = 16  # bytes: kernels read and write identity-indexed buffers with 16-byte vector accesses
 
 
@@ -89,9 +90,17 @@ class CupyDevice:
         return self.module.get_function(name)
 
     def can_gemm(self, g: Gemm) -> bool:
-        """cuBLAS takes float32 and float64 contractions (the others run the contraction kernel)."""
+        """cuBLAS takes float32 and float64 contractions of at least `GEMM_MIN_WORK` multiply-adds per
+        batch element; the others run the contraction kernel (one launch, where CuPy's matmul costs tens
+        of microseconds of Python and cuBLAS gains nothing on a 16x4x64 product)."""
         dt = g.out.dtype
-        return dt in (np.float32, np.float64) and g.lhs.dtype == dt and g.rhs.dtype == dt
+        if dt not in (np.float32, np.float64) or g.lhs.dtype != dt or g.rhs.dtype != dt:
+            return False
+        (lc, rc), (lb, rb) = g.step.dimension_numbers
+        batch = int(np.prod([g.lhs.shape[d] for d in lb], dtype=np.int64))
+        work = int(np.prod(g.lhs.shape, dtype=np.int64)) * int(np.prod(g.rhs.shape, dtype=np.int64))
+        contracted = int(np.prod([g.lhs.shape[d] for d in lc], dtype=np.int64))
+        return work // max(batch * batch * max(contracted, 1), 1) >= GEMM_MIN_WORK
 
     def gemm(self, g: Gemm, lhs, rhs, out) -> None:
         """A contraction through cuBLAS (CuPy's matmul): operands as (batch, M, K) and (batch, K, N)

@@ -137,3 +137,24 @@ def test_calls_on_two_streams(cp):
     for k, o in enumerate(outs):
         want = np.tanh(np.float32(2 * k)) * (1 << 16) + k
         np.testing.assert_allclose(o.get(), want, rtol=1e-5)
+
+
+def test_which_contractions_go_to_cublas():
+    """float32/float64 contractions with enough work per batch element go to cuBLAS; small batched ones
+    (the cosine workload's 16x4x64 per batch element) and other dtypes run the contraction kernel."""
+    from ember.backends.cuda.executable import CupyDevice
+    from ember.backends.cuda.render import Gemm
+    from ember.backends.kernel import Buffer, Contraction
+
+    def gemm(lhs, rhs, dn, dtype=np.float32):
+        b = [Buffer(n, s, np.dtype(dtype)) for n, s in (("in0", lhs), ("in1", rhs), ("out0", ()))]
+        return Gemm(Contraction("in0", "in1", dn, "out0"), *b, fallback=None)
+
+    dev = CupyDevice(module=None)
+    matmul = (((1,), (0,)), ((), ()))
+    batched = (((2,), (2,)), ((0,), (0,)))
+    assert dev.can_gemm(gemm((4096, 4096), (4096, 4096), matmul))
+    assert dev.can_gemm(gemm((65536, 10), (10, 32), matmul, np.float64))
+    assert not dev.can_gemm(gemm((4096, 16, 64), (4096, 4, 64), batched))
+    assert not dev.can_gemm(gemm((4096, 4096), (4096, 4096), matmul, np.float16))
+    assert not dev.can_gemm(gemm((8, 8), (8, 8), matmul))
