@@ -338,7 +338,7 @@ class GridPolicy:
     serial_up_to: int = 16
     warp_up_to: int = 2048
     min_chunk: int = 32
-    target_threads: int = 1 << 16
+    target_threads: int = 1 << 19  # a large GPU holds about 2**18 threads at once (132 SMs x 2048)
 
 
 @dataclass(frozen=True)

@@ -608,16 +608,33 @@ def _second_stage(ctx: _Context, parts, grid, I: str) -> None:
         args.append(region)
         params.append(ctx.param(r.out, True))
         args.append(r.out)
-    kept = _int_literal(grid.kept, I)
-    lines.append(_stride_loop("k", f"{kept}", I))
+    kept, chunks = _int_literal(grid.kept, I), _int_literal(grid.chunks, I)
+    wide = grid.chunks > SERIAL_CHUNKS  # a block per kept index: its lanes fold chunks, then the tree
+    if wide:
+        for j, (_, acc, _) in enumerate(parts):
+            lines.append(f"  __shared__ {acc.ctype} sh{j}[{BLOCK // WARP}];\n")
+        lines.append("  const int lane = threadIdx.x;\n")
+        lines.append(f"  for ({I} k = blockIdx.x; k < {kept}; k += gridDim.x) {{\n")
+        first, step = "lane", BLOCK
+    else:
+        lines.append(_stride_loop("k", f"{kept}", I))
+        first, step = "0", 1
     for j, (r, acc, region) in enumerate(parts):
         lines.append(f"    {acc.ctype} a{j} = {_init(r)};\n")
-        lines.append(f"    for ({I} c = 0; c < {_int_literal(grid.chunks, I)}; ++c) {{\n")
+        lines.append(f"    for ({I} c = {first}; c < {chunks}; c += {step}) {{\n")
         part = _load(f"part{j}", f"c * {kept} + k", region.dtype)
         lines.append(f"      const {acc.ctype} o = {part};\n      a{j} = {_combine(ctx, r, f'a{j}', 'o')};\n    }}\n")
+    if wide:
+        lines.append(_tree(ctx, [(r, acc) for r, acc, _ in parts], BLOCK))
+        lines.append("    if (lane == 0) {\n")
+    for j, (r, acc, _) in enumerate(parts):
         lines.append(f"    {_finish(r, j, _Acc(acc.ctype, acc.wide, False), 'k', ctx)}\n")
-    lines.append("  }\n")
-    ctx.out.launches.append(ctx.define("".join(lines), params, -(-grid.kept // BLOCK), args))
+    lines.append("    }\n  }\n" if wide else "  }\n")
+    blocks = grid.kept if wide else -(-grid.kept // BLOCK)
+    ctx.out.launches.append(ctx.define("".join(lines), params, blocks, args))
+
+
+SERIAL_CHUNKS = 32  # a second stage folds up to this many chunks per thread; more, a block per kept index
 
 
 # --- contractions -----------------------------------------------------------------------------------

@@ -86,6 +86,7 @@ def _cases() -> dict:
         "sum-rows-block": (lambda x: P.reduce_sum(x, (1,)), (((3, 5000), "float64"),)),
         "sum-all-chunked": (lambda x: P.reduce_sum(x, (0, 1)), (((64, 1000), "float32"),)),
         "sum-columns-chunked": (lambda x: P.reduce_sum(x, (0,)), (((3000, 7), "float32"),)),
+        "sum-all-wide-second-stage": (lambda x: P.reduce_sum(x, (0,)), (((300000,), "float64"),)),
         "max-all-chunked": (lambda x: P.reduce_max(x, (0,)), (((50000,), "float32"),)),
         "min-columns": (lambda x: P.reduce_min(x, (0,)), (((900, 33), "float64"),)),
         "prod-rows": (lambda x: P.reduce_prod(x, (1,)), (((5, 100), "float64"),)),
