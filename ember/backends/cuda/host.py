@@ -33,7 +33,7 @@ COMPILER = "g++"
 # -ffp-contract=off: a*b+c stays two roundings, as the kernel source says. -fvisibility=hidden: only the
 # launchers are exported, so the header's globals of two loaded modules never bind to each other.
 # -Wall -Werror with nothing silenced: the header compiles clean, and a warning in a kernel is a bug.
-FLAGS = ("-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-fvisibility=hidden", "-ffp-contract=off",
+FLAGS = ("-std=c++20", "-O0", "-shared", "-fPIC", "-pthread", "-fvisibility=hidden", "-ffp-contract=off",
          "-Wall", "-Werror")
 SOURCE_NAME = "kernels.cu"  # the name compiler messages give the kernel source (a #line directive)
 CONTEXT_LINES = 3  # source lines shown either side of a line a compiler message names

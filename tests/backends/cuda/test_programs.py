@@ -275,7 +275,6 @@ def test_called_twice_gives_the_same_results(cases, compiled, name):
 CALLS = 6  # per thread
 
 
-@pytest.mark.parametrize("name", ("eam-grad-float64", "dense-grad-float32"))
 def two_threads_match_alone(exe, inputs: list, to_host) -> None:
     """Two threads call `exe` at once, each on its own inputs, CALLS times: every result equals, bit for
     bit, that input's result from a call alone (so the threads never shared a workspace)."""
@@ -301,6 +300,7 @@ def two_threads_match_alone(exe, inputs: list, to_host) -> None:
                 np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("name", ("eam-grad-float64", "dense-grad-float32"))
 def test_two_threads_at_once_use_their_own_workspaces(cases, compiled, name):
     """Two threads call one executable at once on different inputs, each many times: each gets its
     own inputs' results, bit for bit those of a call alone."""
