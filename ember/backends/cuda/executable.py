@@ -31,6 +31,8 @@ class HostDevice:
     def key(self):
         return threading.get_ident()
 
+    empty = staticmethod(np.empty)
+
     def kernel(self, name: str):
         """A callable (grid, block, args) launching kernel `name` (grid and block: 1-tuples)."""
         launch = self.module.launch
@@ -81,6 +83,7 @@ class CupyDevice:
 
         self.xp, self.module, self._ndarray = cupy, module, cupy.ndarray
         self._stream = cupy.cuda.get_current_stream
+        self.empty = cupy.ndarray  # C order, from CuPy's memory pool (cupy.empty without its wrapper)
 
     def key(self):
         return threading.get_ident(), self._stream().ptr
@@ -174,6 +177,9 @@ class CudaExecutable:
         self._literals = [device.upload(a) for a in program.literals]
         self._workspaces: dict = {}
         self._lock = threading.Lock()
+        # a program without intermediates in memory has one launch plan for every thread and stream
+        self._shared_steps = None if program.workspace_bytes else self._steps(None)
+        self._empty = device.empty
 
     @property
     def kernels(self) -> list[str]:
@@ -189,7 +195,7 @@ class CudaExecutable:
                 self._workspaces[key] = ws
         return ws
 
-    def _steps(self, ws: _Workspace) -> list:
+    def _steps(self, ws: _Workspace | None) -> list:
         """The launches as (kernel, grid, block, arguments, slots), every argument but the call's inputs
         and outputs resolved against `ws` once; a slot (position, is an output, index) is filled per call."""
         dev, fixed = self.device, {"const": self._consts, "literal": self._literals}
@@ -229,11 +235,14 @@ class CudaExecutable:
         dev = self.device
         take = dev.input
         ins = [take(x, s, d, k) for k, (x, (s, d)) in enumerate(zip(args, self._in_specs))]
-        empty = dev.xp.empty
+        empty = self._empty
         outs = [empty(s, d) for s, d in self._outs] if out is None else [
             o if dev.aligned(o) else empty(o.shape, o.dtype) for o in out]
-        ws = self._workspace()
-        for call, grid, block, fixed, slots in ws.steps:
+        steps, ws = self._shared_steps, None
+        if steps is None:
+            ws = self._workspace()
+            steps = ws.steps
+        for call, grid, block, fixed, slots in steps:
             if slots:
                 a = list(fixed)
                 for pos, is_out, k in slots:
