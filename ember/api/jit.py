@@ -37,7 +37,7 @@ from ember.api.tracing import (
     trace_pytree,
 )
 from ember.backends import available_backends, default_backend, get_backend
-from ember.backends.device_arrays import is_device_array
+from ember.backends.device_arrays import DEVICE_TYPES, is_device_array
 from ember.errors import (
     ArgumentValueError,
     TracerEscapeError,
@@ -192,12 +192,12 @@ class Jitted:
             # without the checks' wrapper unless a check option is on.
             if len(args) == 1:
                 x = args[0]
-                sig = ((backend, x.shape, x.dtype) if type(x) is np.ndarray or type(x) in _device_types
+                sig = ((backend, x.shape, x.dtype) if type(x) is np.ndarray or type(x) in DEVICE_TYPES
                        else (backend, type(x)))
             else:
                 sig = (backend,)
                 for x in args:
-                    sig += (x.shape, x.dtype) if type(x) is np.ndarray or type(x) in _device_types else (type(x),)
+                    sig += (x.shape, x.dtype) if type(x) is np.ndarray or type(x) in DEVICE_TYPES else (type(x),)
             cache = self._cache
             entry = cache.fast.get(sig)
             if entry is None:
@@ -338,7 +338,6 @@ def _is_array_leaf(x) -> bool:
 _array = np.array  # a local name: 30 ns less than np.array on the hit path
 
 
-_device_types: set = set()  # GPU array types seen (CuPy's): keyed by shape and dtype on the hit path, as ndarrays
 
 
 def _fast_key(backend: str, args: tuple, kwargs: dict, arrays: list, static_nums) -> tuple | None:
@@ -352,8 +351,6 @@ def _fast_key(backend: str, args: tuple, kwargs: dict, arrays: list, static_nums
         if (type(x) is np.ndarray or is_device_array(x)) and a is x:
             sig += (x.shape, x.dtype)
             convert.append(None)
-            if type(x) is not np.ndarray:
-                _device_types.add(type(x))
         elif type(x) in PY_SCALAR_DTYPES or isinstance(x, np.generic):
             sig += (type(x),)  # the type fixes the dtype (and the weak type) the slow path gave `a`
             convert.append(a.dtype)

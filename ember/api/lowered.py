@@ -16,6 +16,7 @@ import ember.config as config
 from ember.api.compile import compile_graph
 from ember.api.tracing import leaf_avals, to_array
 from ember.backends import get_backend, one_time_seconds
+from ember.backends.device_arrays import DEVICE_TYPES
 from ember.backends.outputs import check_out
 from ember.errors import ArgumentError, ArgumentValueError, user_location
 from ember.passes.stages import Stage
@@ -231,7 +232,7 @@ class Compiled:
             arrays = self._arrays(args, kwargs)
         else:
             for x, (shape, dtype) in zip(args, sig):
-                if type(x) is not np.ndarray or x.shape != shape or x.dtype != dtype:
+                if (type(x) is not np.ndarray and type(x) not in DEVICE_TYPES) or x.shape != shape or x.dtype != dtype:
                     arrays = self._scalars_converted(args) or self._arrays(args, kwargs)
                     break
         checking = config.check_oracle or config.debug_nans or config.debug_infs
@@ -286,7 +287,7 @@ class Compiled:
         if self._out_names is None:
             paths = tree_flatten_with_path(tree_unflatten(low.out_tree, [0] * low.out_tree.num_leaves))[0]
             self._out_names = [f"out{p}" for p, _ in paths]
-        if self._single and isinstance(out, np.ndarray):
+        if self._single and (isinstance(out, np.ndarray) or type(out) in DEVICE_TYPES):
             flat = [out]
         else:
             flat, tree = tree_flatten(out)

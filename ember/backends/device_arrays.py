@@ -5,10 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 
+# the GPU array types seen so far (CuPy's): hit paths test `type(x) in DEVICE_TYPES`, a set lookup
+DEVICE_TYPES: set = set()
+
 
 def is_device_array(x) -> bool:
     """Whether `x` is a GPU array (it exposes `__cuda_array_interface__`)."""
-    return hasattr(type(x), "__cuda_array_interface__")
+    if type(x) in DEVICE_TYPES:
+        return True
+    if hasattr(type(x), "__cuda_array_interface__"):
+        DEVICE_TYPES.add(type(x))
+        return True
+    return False
 
 
 def to_host(x) -> np.ndarray:
@@ -19,8 +27,10 @@ def to_host(x) -> np.ndarray:
 
 
 def byte_range(x) -> tuple[int, int]:
-    """[start, end) of a C-contiguous GPU array's memory."""
-    start = x.__cuda_array_interface__["data"][0]
+    """[start, end) of a C-contiguous GPU array's memory (CuPy's pointer read directly: its
+    `__cuda_array_interface__` builds a dict on each access)."""
+    ptr = getattr(getattr(x, "data", None), "ptr", None)
+    start = ptr if isinstance(ptr, int) else x.__cuda_array_interface__["data"][0]
     return start, start + x.nbytes
 
 

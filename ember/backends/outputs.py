@@ -61,9 +61,12 @@ def _fits(o, aval: ShapedArray) -> bool:
 
 def _out_error(name: str, o, aval: ShapedArray) -> Exception:
     """What is wrong with `o` as the out array of an output `aval`, and what to pass instead."""
-    hint = (f"pass a C-contiguous, aligned, writeable {aval.dtype.name} ndarray of shape {aval.shape}, e.g. "
+    device = is_device_array(o)
+    hint = (f"pass a C-contiguous {aval.dtype.name} GPU array of shape {aval.shape}, e.g. "
+            f"cupy.empty({aval.shape}, cupy.{aval.dtype.name})" if device else
+            f"pass a C-contiguous, aligned, writeable {aval.dtype.name} ndarray of shape {aval.shape}, e.g. "
             f"np.empty({aval.shape}, np.{aval.dtype.name})")
-    if not isinstance(o, np.ndarray) or isinstance(o, np.ma.MaskedArray):
+    if not device and (not isinstance(o, np.ndarray) or isinstance(o, np.ma.MaskedArray)):
         return ArgumentError(f"{name} is a {type(o).__name__}, not an ndarray: {hint}", user_location())
     if o.dtype != aval.dtype:
         return ArgumentError(f"{name} has dtype {o.dtype}, but output {aval.str_short()} has dtype "
@@ -72,6 +75,8 @@ def _out_error(name: str, o, aval: ShapedArray) -> Exception:
         return ArgumentValueError(f"{name} has shape {o.shape}, but output {aval.str_short()} has shape "
                                   f"{aval.shape}: {hint}", user_location())
     flags = o.flags
+    if device:
+        return ArgumentValueError(f"{name} is not C-contiguous: {hint}", user_location())
     what = "read-only" if not flags.writeable else "not C-contiguous" if not flags.c_contiguous else "not aligned"
     return ArgumentValueError(f"{name} is {what}: {hint}", user_location())
 
