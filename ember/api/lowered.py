@@ -55,6 +55,7 @@ class Timings:
     native: float | None = None
     from_cache: bool | None = None
     one_time: float | None = None
+    compiler: str = "LLVM"  # what `native` ran: the backend's `compiler` (LLVM, NVRTC, g++)
 
     @property
     def total(self) -> float:
@@ -66,7 +67,7 @@ class Timings:
             return "not yet" if s is None else f"{s * 1e3:.2f} ms"
 
         native = "" if self.native is None else \
-            f" ({'disk cache load' if self.from_cache else 'LLVM'} {ms(self.native)} of it)"
+            f" ({'disk cache load' if self.from_cache else self.compiler} {ms(self.native)} of it)"
         text = f"trace {ms(self.trace)}, optimize {ms(self.optimize)}, compile {ms(self.compile)}{native}"
         if self.one_time is not None:
             text += f"; once per process: {ms(self.one_time)} (loading the backend, binding libraries)"
@@ -191,7 +192,7 @@ class Lowered:
         process's one-time setup it paid for took."""
         exe = getattr(self._executable, "executable", self._executable)
         return Timings(*self._seconds, self._compile_seconds, getattr(exe, "compile_seconds", None),
-                       getattr(exe, "from_cache", None), self._one_time_seconds)
+                       getattr(exe, "from_cache", None), self._one_time_seconds, getattr(exe, "compiler", "LLVM"))
 
 
 class Compiled:

@@ -165,6 +165,11 @@ class CudaExecutable:
 
     source_suffix = ".cu"
 
+    @property
+    def compiler(self) -> str:
+        """What compiled the source (Timings names it)."""
+        return "NVRTC" if isinstance(self.device, CupyDevice) else "g++ (host C++)"
+
     def __init__(self, graph: Graph, program: Program, device, source: str, compile_seconds: float = 0.0,
                  from_cache: bool = False):
         self._graph, self.program, self.device = graph, program, device
