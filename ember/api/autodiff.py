@@ -141,7 +141,8 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         value = tree_unflatten(out_tree, results[:n_out])
         return value, _grads_in_argnums_order(results[n_out:], args, nums, single)
 
-    return Transformed(impl, fun, "value_and_grad", (argnums, has_aux))
+    return Transformed(impl, fun, "value_and_grad", (argnums, has_aux),
+                       recipe=(value_and_grad, (fun, argnums, has_aux)))
 
 
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
@@ -153,7 +154,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False)
         value, g = vg._impl(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
-    return Transformed(impl, fun, "grad", (argnums, has_aux))
+    return Transformed(impl, fun, "grad", (argnums, has_aux), recipe=(grad, (fun, argnums, has_aux)))
 
 
 class _Backward:
@@ -325,7 +326,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         jac = tree_unflatten(out_tree, per_out)
         return (jac, aux) if has_aux else jac
 
-    return Transformed(impl, fun, "jacrev", (argnums, has_aux))
+    return Transformed(impl, fun, "jacrev", (argnums, has_aux), recipe=(jacrev, (fun, argnums, has_aux)))
 
 
 jacobian = jacrev

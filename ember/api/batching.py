@@ -118,7 +118,7 @@ class _Vmapped(Transformed):
     """vmap's function: non-array arguments at in_axes None reach the implicit jit as one static key."""
 
     def __init__(self, impl: Callable, fun: Callable, in_axes, options):
-        super().__init__(impl, fun, "vmap", options)
+        super().__init__(impl, fun, "vmap", options, recipe=(vmap, (fun, *options)))
         self._in_axes = in_axes
         self._static_jit = None
 

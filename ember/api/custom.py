@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ember.api import pickling
 from ember.api.tracing import check_callable, fun_name, trace_pytree
 from ember.errors import ArgumentError, TransformError, user_location
 from ember.tracer import prims as P
@@ -63,6 +64,11 @@ def _resolve_kwargs(fun: Callable, args: tuple, kwargs: dict, name: str) -> tupl
     return bound.args
 
 
+def _rebuild_custom_vjp(fun: Callable, nondiff_argnums: tuple, fwd: Callable | None, bwd: Callable | None):
+    f = custom_vjp(fun, nondiff_argnums)
+    return f if fwd is None else f.defvjp(fwd, bwd)
+
+
 class custom_vjp:
     """Wrap `fun` so that differentiation uses the rule given with `defvjp(fwd, bwd)`."""
 
@@ -77,6 +83,10 @@ class custom_vjp:
         self._in_fwd = 0  # > 0 while the outermost fwd is traced: calls to self bind a nested call
         self._fwd_signature = None  # the argument signature of the call whose fwd is being traced
         self._checked: set = set()  # the argument signatures whose fwd output was checked (eager calls)
+
+    def __reduce__(self):
+        """Pickled as its function and rule (by name where importable), not its tracing state."""
+        return pickling.reduce(self, _rebuild_custom_vjp, self.fun, self.nondiff_argnums, self.fwd, self.bwd)
 
     def defvjp(self, fwd: Callable, bwd: Callable) -> custom_vjp:
         check_callable(fwd, "defvjp", "fwd (its first argument)")

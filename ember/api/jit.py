@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 import ember.config as config
+from ember.api import pickling
 from ember.api.cache import DEFAULT_CACHE_SIZE, CacheInfo, Entry, ScalarHit, shared_cache
 from ember.api.dumps import dump_when_asked
 from ember.api.lowered import PY_SCALAR_DTYPES, Lowered, Statics
@@ -108,6 +109,9 @@ class Jitted:
         check_callable(fun, "jit")
         functools.update_wrapper(self, fun)
         self._fun = fun
+        self._options = dict(static_argnums=static_argnums, static_argnames=static_argnames,
+                             donate_argnums=donate_argnums, backend=backend, optimize=optimize,
+                             disable_passes=tuple(disable_passes), cache_size=cache_size)
         self._backend = backend
         self._disabled = disabled_passes(optimize, disable_passes)
         if not isinstance(cache_size, int) or cache_size < 1:
@@ -122,6 +126,10 @@ class Jitted:
     def _cache_key(self):
         """(the underlying function, the transforms and options over it): what the cache is shared by."""
         return self._key
+
+    def __reduce__(self):
+        """Pickled as its function and options (by name where importable), never compiled code or a cache."""
+        return pickling.reduce(self, _rebuild_jitted, self._fun, self._options)
 
     def __get__(self, obj, objtype=None):
         """`@jit` on a method: accessed through an instance, a bound method passing the instance first
@@ -322,6 +330,10 @@ class Jitted:
 
     def __repr__(self):
         return f"<jit of {fun_name(self._fun)}>"
+
+
+def _rebuild_jitted(fun: Callable, options: dict) -> Jitted:
+    return Jitted(fun, **options)
 
 
 def _run(entry: Entry, arrays) -> object:

@@ -6,8 +6,10 @@ control flow needs them."""
 from __future__ import annotations
 
 import functools
+import pickle
 from collections.abc import Callable
 
+from ember.api import pickling
 from ember.api.jit import Jitted
 from ember.api.tracing import call_with_known_values, fun_name, leaf_avals
 from ember.errors import ConcretizationError, api_boundary, filter_traceback
@@ -23,6 +25,10 @@ def _signature(args: tuple, kwargs: dict):
     return tree, tuple(leaf_avals(leaves, (args, kwargs)))
 
 
+def _rebuild(transform: Callable, *args) -> Callable:
+    return transform(*args)
+
+
 def cache_key_of(fun: Callable):
     """(root function, chain of (transform, options)) naming the compiled cache of `fun`, or None when
     it cannot be shared (a transform without hashable options)."""
@@ -36,9 +42,10 @@ class Transformed:
     function with the same options. A call that needs concrete values (Python control flow on them)
     falls back to evaluating with values known, for that call only."""
 
-    def __init__(self, impl: Callable, wrapped: Callable, kind: str, options=None):
+    def __init__(self, impl: Callable, wrapped: Callable, kind: str, options=None, recipe: tuple | None = None):
         functools.update_wrapper(self, wrapped)
         self._impl = impl
+        self._recipe = recipe  # (the public transform, its arguments): what a pickle rebuilds it from
         self._kind = kind
         self._options = options
         self._jitted = None
@@ -61,6 +68,13 @@ class Transformed:
         except Exception as e:
             filter_traceback(e)
             raise
+
+    def __reduce__(self):
+        """Pickled as the transform and its arguments (the function by name where importable)."""
+        if self._recipe is None:
+            raise pickle.PicklingError(f"{self!r} cannot be pickled: it was built without its transform's recipe")
+        transform, args = self._recipe
+        return pickling.reduce(self, _rebuild, transform, *args)
 
     def _cache_key(self):
         if self._options is None:
