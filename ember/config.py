@@ -12,7 +12,8 @@ are typed: a flag takes a bool, a count an int in its range, and a wrong type or
   it on, so every function it tests is a differential test of the optimizer. Slow: for debugging.
 - ember_num_threads (EMBER_NUM_THREADS): the threads Ember's native code may run on, its own loops
   and the BLAS calls it makes. Default: the CPUs this process may use (`os.sched_getaffinity`),
-  at most OMP_NUM_THREADS when that is set. 1 runs everything on the calling thread.
+  at most OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS where set (a Dask worker's caps).
+  1 runs everything on the calling thread.
 """
 
 from __future__ import annotations
@@ -61,16 +62,23 @@ def _env_count(var: str, minimum: int) -> int | None:
     return n
 
 
+# thread caps a process inherits: a Dask nanny sets all three to 1 for its workers (each runs nthreads
+# tasks at once), so Ember's pool and BLAS calls follow the smallest one set
+THREAD_CAPS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def available_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask), at most OMP_NUM_THREADS when that is a
-    positive integer (a malformed OMP_NUM_THREADS is ignored, as OpenMP runtimes ignore it)."""
+    """The CPUs this process may run on (its affinity mask), at most each of OMP_NUM_THREADS,
+    OPENBLAS_NUM_THREADS and MKL_NUM_THREADS that is a positive integer (a malformed value is ignored,
+    as OpenMP runtimes ignore it)."""
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
-    omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    if omp.isdigit() and int(omp) > 0:
-        n = min(n, int(omp))
+    for var in THREAD_CAPS:
+        cap = os.environ.get(var, "").split(",")[0].strip()
+        if cap.isdigit() and int(cap) > 0:
+            n = min(n, int(cap))
     return max(n, 1)
 
 

@@ -261,11 +261,15 @@ def test_num_threads_option_is_typed():
 @pytest.mark.parametrize("env, expected", [
     ({"EMBER_NUM_THREADS": "3"}, "3"),
     ({"EMBER_NUM_THREADS": "", "OMP_NUM_THREADS": "1"}, "1"),
+    ({"EMBER_NUM_THREADS": "", "OPENBLAS_NUM_THREADS": "1"}, "1"),  # a Dask worker's caps
+    ({"EMBER_NUM_THREADS": "", "MKL_NUM_THREADS": "1", "OMP_NUM_THREADS": "8"}, "1"),
+    ({"EMBER_NUM_THREADS": "2", "OMP_NUM_THREADS": "1"}, "2"),  # Ember's own variable wins
     ({"EMBER_NUM_THREADS": ""}, str(len(os.sched_getaffinity(0)))),
 ])
 def test_num_threads_defaults(env, expected):
     code = "import ember; print(ember.config.num_threads)"
-    base = {k: v for k, v in os.environ.items() if k not in ("EMBER_NUM_THREADS", "OMP_NUM_THREADS")}
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("EMBER_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True,
                          env={**base, **env})
     assert out.stdout.strip() == expected
