@@ -27,3 +27,14 @@ def test_concurrent_tasks_on_a_two_thread_worker(client):
     assert state["misses"] == 1  # one signature, compiled once though two threads called it at once
     assert state["omp"] == "1" and state["num_threads"] == 1
     assert state["pool_threads"] <= state["num_threads"] - 1  # no native thread beyond the budget
+
+
+def test_map_blocks_over_a_jitted_function(client):
+    """The Dask path a user writes: dask.array.map_blocks of a jitted function (NumPy chunks in and out),
+    the function pickled once per worker by name, chunks computed in parallel, the result as one process."""
+    da = pytest.importorskip("dask.array")
+    x = np.random.default_rng(1).standard_normal(400_000)
+    chunks = da.from_array(x, chunks=50_000)
+    got = chunks.map_blocks(dask_tasks.energy_grad, dtype=x.dtype).compute()
+    want = np.concatenate([dask_tasks.energy_grad(x[k:k + 50_000]) for k in range(0, x.size, 50_000)])
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)

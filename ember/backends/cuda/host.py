@@ -148,9 +148,15 @@ def _compile(unit: str, source: str, target: Path) -> None:
 
 
 def _load_from_disk(path: Path) -> ctypes.CDLL | None:
+    """The cached library at `path`, or None (absent, or damaged: a miss, rebuilt over it); a cache that
+    other users may write is refused (cache.check_trusted: its code would run in this process)."""
+    if not path.exists():
+        return None
+    cache.check_trusted(path.parent)
+    cache.check_trusted(path)
     try:
-        return ctypes.CDLL(str(path)) if path.exists() else None
-    except OSError:  # damaged: a miss, rebuilt over it
+        return ctypes.CDLL(str(path))
+    except OSError:
         return None
 
 

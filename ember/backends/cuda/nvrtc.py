@@ -26,7 +26,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ember.backends.llvm.cache import decode, encode, user_cache_root
+from ember.backends.llvm.cache import CacheTrustError, check_trusted, decode, encode, user_cache_root
 from ember.errors import EmberError
 
 INSTALL = 'pip install -e ".[cuda]"'
@@ -109,8 +109,14 @@ def _disk_load(key: str) -> bytes | None:
     directory = cache_dir()
     if directory is None:
         return None
+    check_trusted(directory)
+    path = directory / (key + SUFFIX)
     try:
-        return decode(key, (directory / (key + SUFFIX)).read_bytes())
+        with open(path, "rb") as f:
+            check_trusted(path, os.fstat(f.fileno()))
+            return decode(key, f.read())
+    except CacheTrustError:
+        raise
     except OSError:
         return None
 

@@ -27,6 +27,7 @@ import errno
 import hashlib
 import os
 import re
+import stat
 import struct
 import sys
 import tempfile
@@ -35,6 +36,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import llvmlite
+
+from ember.errors import EmberError
 
 try:
     import fcntl
@@ -81,6 +84,28 @@ def cache_dir() -> Path | None:
     if root is not None and root.strip() in _OFF:
         return None
     return (Path(root).expanduser() if root is not None else user_cache_root()) / "llvm"
+
+
+class CacheTrustError(EmberError, PermissionError):
+    """A cache directory or entry that other users may write: its object code would run in this process."""
+
+
+def check_trusted(path: Path, st: os.stat_result | None = None) -> None:
+    """Raise CacheTrustError if `path` (a cache directory or entry; `st` its stat when already open) is
+    writable by every user. Entries are object code this process executes, so whoever may write them may
+    run code as the user: a cache shared by several processes (Dask workers on a node) belongs to one
+    owner, and its directory and files are writable by that owner only."""
+    try:
+        mode = (st or os.stat(path)).st_mode
+    except OSError:
+        return  # absent: nothing is loaded from it
+    if mode & stat.S_IWOTH:
+        kind = "directory" if stat.S_ISDIR(mode) else "entry"
+        raise CacheTrustError(
+            f"Ember's cache {kind} {path} is writable by every user (mode {stat.S_IMODE(mode):o}); its compiled code "
+            f"runs in this process, so Ember will not load it. Fix the permissions (chmod o-w {path}"
+            f"{' and its files' if kind == 'directory' else ''}), or point EMBER_CACHE_DIR at a directory only you "
+            "can write (EMBER_CACHE_DIR=0 turns the disk cache off)")
 
 
 def _ember_version() -> str:
@@ -140,12 +165,16 @@ def load(key_hex: str) -> bytes | None:
     path = entry_path(key_hex)
     if path is None:
         return None
+    check_trusted(path.parent)
     payload = None
     try:
         with open(path, "rb", buffering=0) as f:
+            check_trusted(path, os.fstat(f.fileno()))
             payload = decode(key_hex, f.readall())
             if payload is not None:
                 _touch(f.fileno(), path)
+    except CacheTrustError:
+        raise
     except OSError:
         pass
     _count(path.parent, payload is not None)
