@@ -24,3 +24,20 @@ def worker_state() -> dict:
 
     return {"misses": energy_grad.cache_info().misses, "num_threads": ember.config.num_threads,
             "pool_threads": len(pool.pool().threads), "omp": os.environ.get("OMP_NUM_THREADS")}
+
+
+def mlp_loss(params, x, y):
+    """The seed-002 MLP's squared error on one sample (x: (10,), y: (10,))."""
+    (w1, b1), (w2, b2), (w3, b3) = params
+    h = jnp.tanh(x @ w1 + b1)
+    h = jnp.tanh(h @ w2 + b2)
+    return jnp.sum((h @ w3 + b3 - y) ** 2)
+
+
+per_sample_grads = ember.jit(ember.vmap(ember.grad(mlp_loss), in_axes=(None, 0, 0)))
+
+
+def mlp_params(seed: int = 0, dtype=np.float64) -> list:
+    rng = np.random.default_rng(seed)
+    sizes = [(10, 32), (32, 32), (32, 10)]
+    return [(rng.standard_normal(s).astype(dtype) / np.sqrt(s[0]), np.zeros(s[1], dtype)) for s in sizes]
