@@ -4,8 +4,9 @@ The pattern per-sample gradients need at scale (empirical Fisher matrices, influ
 batch sharded along axis 0 as Dask arrays, a function applied to each chunk with the same parameters,
 each chunk's results reduced over its samples, the chunks' reductions combined by a tree. The
 parameters go to the workers once (scattered and broadcast on a distributed client), not with every
-task; the function pickles by name or by value (ember/api/pickling.py) and compiles once per worker
-(from the disk cache when `EMBER_CACHE_DIR` points at a shared one). A task lost with its worker is
+task; the function pickles by name or by value (ember/api/pickling.py: a worker keeps one copy of a
+function sent by value, so it traces and compiles it once, from the disk cache when `EMBER_CACHE_DIR`
+points at a shared one). A task lost with its worker is
 rerun by Dask from the chunk's inputs, so a result never depends on which worker ran what.
 
     import dask.array as da, ember, ember.dask
@@ -36,9 +37,10 @@ def map_reduce(fn: Callable, params, *batch, reduce: str | Sequence[str] = "sum"
     each result a pytree of arrays with the chunk's samples on axis 0, reduced over all samples:
     "sum", "mean", "sum_sq" (sum of squares: N times the empirical Fisher diagonal of per-sample
     gradients) or "mean_sq" (the Fisher diagonal); a tuple of them gives a tuple of results from one
-    pass. Chunk results combine by a tree of fan-in `split_every`. `client`: a distributed Client to
-    scatter `params` to once (default: the current one, if any). Returns the results, or a
-    dask.delayed of them with compute=False."""
+    pass. Chunk results combine by a tree of fan-in `split_every`. `client`: the distributed Client to
+    scatter `params` to once and compute on (default: the current one, if any; else Dask's local
+    scheduler). Returns the results, or a dask.delayed of them with compute=False (params are scattered
+    already then)."""
     kinds = (reduce,) if isinstance(reduce, str) else tuple(reduce)
     bad = [k for k in kinds if k not in REDUCTIONS]
     if bad or not kinds:
@@ -47,14 +49,19 @@ def map_reduce(fn: Callable, params, *batch, reduce: str | Sequence[str] = "sum"
         raise ValueError("map_reduce: pass at least one Dask array of samples after params")
     if split_every < 2:
         raise ValueError(f"map_reduce: split_every must be at least 2, got {split_every}")
+    if not np.shape(batch[0])[0]:
+        raise ValueError("map_reduce: the arrays hold no samples (axis 0 is empty)")
     blocks = _row_blocks(batch)
-    shared = _shared(params, client)
+    client = client if client is not None else _current_client()
+    shared = params if client is None else client.scatter([params], broadcast=True, hash=False)[0]
     delayed = dask.delayed(pure=True)
     parts = [delayed(_chunk)(fn, shared, kinds, *row) for row in blocks]
     while len(parts) > 1:
         parts = [delayed(_combine)(*parts[k:k + split_every]) for k in range(0, len(parts), split_every)]
     result = delayed(_finish)(parts[0], kinds, reduce if isinstance(reduce, str) else None)
-    return result.compute() if compute else result
+    if not compute:
+        return result
+    return result.compute() if client is None else client.compute(result).result()
 
 
 def _row_blocks(batch) -> list[tuple]:
@@ -73,16 +80,14 @@ def _row_blocks(batch) -> list[tuple]:
     return list(zip(*delayed))
 
 
-def _shared(params, client):
-    """`params` as the tasks receive them: scattered to every worker once on a distributed client."""
-    if client is None:
-        try:
-            from distributed import get_client
+def _current_client():
+    """The distributed client in use (the default one), or None (Dask's local schedulers)."""
+    try:
+        from distributed import get_client
 
-            client = get_client()
-        except (ImportError, ValueError):
-            return params
-    return client.scatter(params, broadcast=True)
+        return get_client()
+    except (ImportError, ValueError):
+        return None
 
 
 def _chunk(fn: Callable, params, kinds: tuple, *chunks) -> tuple:
@@ -111,12 +116,19 @@ def _combine(*parts) -> tuple:
     return count, sums, parts[0][2]
 
 
+def _as_result(value, dtype: np.dtype) -> np.ndarray:
+    """A float reduction in its per-sample dtype (summed in float64); others as NumPy's sum and mean give
+    them (a count of bools, a float mean of ints)."""
+    value = np.asarray(value)
+    return value.astype(dtype) if np.dtype(dtype).kind == "f" else value
+
+
 def _finish(total: tuple, kinds: tuple, single: str | None):
-    """Means divided by the sample count; every result in its per-sample dtype."""
+    """Means divided by the sample count; float results in their per-sample dtype."""
     count, sums, dtypes = total
     results = []
     for kind, value in zip(kinds, sums):
         scale = 1.0 / count if kind.startswith("mean") else 1.0
-        results.append(tree_map(lambda s, dt, scale=scale: np.asarray(s * scale if scale != 1.0 else s).astype(dt),
+        results.append(tree_map(lambda s, dt, scale=scale: _as_result(s * scale if scale != 1.0 else s, dt),
                                 value, dtypes))
     return results[0] if single is not None else tuple(results)

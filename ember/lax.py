@@ -14,6 +14,7 @@ import enum
 import numpy as _np
 
 from ember.errors import missing_attribute as _missing_attribute
+from ember.naming import publish as _publish
 from ember.tracer import prims as _P
 
 # one primitive each, under lax's name
@@ -98,6 +99,9 @@ __all__ = [
     "bitwise_or", "bitwise_not", "select", "stop_gradient", "convert_element_type", "square", "reciprocal",
     "integer_pow", "RoundingMethod",
 ]
+
+
+_publish(globals(), __name__, __all__)
 
 
 def __getattr__(name: str):

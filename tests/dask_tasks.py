@@ -41,3 +41,16 @@ def mlp_params(seed: int = 0, dtype=np.float64) -> list:
     rng = np.random.default_rng(seed)
     sizes = [(10, 32), (32, 32), (32, 10)]
     return [(rng.standard_normal(s).astype(dtype) / np.sqrt(s[0]), np.zeros(s[1], dtype)) for s in sizes]
+
+
+TRACES = [0]  # how many times this worker traced a function calling count_trace
+
+
+def count_trace(x):
+    """Called by a traced function: runs once per trace, never in compiled code."""
+    TRACES[0] += 1
+    return x
+
+
+def traces() -> int:
+    return TRACES[0]

@@ -72,3 +72,22 @@ def test_a_world_writable_entry_is_refused(cache_dir):
         _compile_fresh(0.5)  # the same function: its entry is found, then refused
     os.chmod(entry, 0o644)
     _compile_fresh(0.5)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another user needs root")
+def test_an_entry_of_another_user_is_refused(cache_dir):
+    entry = next(p for p in cache_dir.iterdir() if p.suffix == ".o")
+    os.chown(entry, 65534, 65534)  # nobody
+    with pytest.raises(CacheTrustError, match=r"belongs to another user \(uid 65534\)"):
+        _compile_fresh(0.5)
+
+
+def test_cache_directories_are_made_owner_writable_only_under_any_umask(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "fresh"))
+    old = os.umask(0)
+    try:
+        _compile_fresh(0.125)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "fresh" / "llvm").stat().st_mode) == 0o755
+    _compile_fresh(0.0625)  # the directory Ember made is trusted on the next compile

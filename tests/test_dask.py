@@ -13,7 +13,7 @@ from tests import dask_tasks  # noqa: E402
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None,
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=":0",
                                        silence_logs=40)
     with cluster, distributed.Client(cluster) as c:
         yield c
@@ -72,3 +72,66 @@ def test_map_reduce_refuses_what_it_cannot_do():
         ember.dask.map_reduce(lambda p, x: x, None, x, reduce="max")
     with pytest.raises(ValueError, match="rechunk them alike"):
         ember.dask.map_reduce(lambda p, x, y: x, None, x, da.ones((10, 2), chunks=(4, 2)))
+
+
+def test_map_reduce_called_again_and_with_dict_params(client):
+    """Each call scatters its own params (not by content hash: a second call with the same params must not
+    lose them while the first call's futures are released; dict params are not task keys)."""
+    import dask.array as da
+
+    import ember.dask
+
+    x = da.from_array(np.arange(12.0).reshape(6, 2), chunks=(2, 2))
+
+    def scaled(params, chunk):
+        return chunk * params["scale"]
+
+    for scale in (1.0, 1.0, 1.0, 2.0, 3.0):
+        got = ember.dask.map_reduce(scaled, {"scale": scale}, x, reduce="sum")
+        np.testing.assert_allclose(got, np.arange(12.0).reshape(6, 2).sum(axis=0) * scale)
+
+
+def test_map_reduce_on_a_client_that_is_not_the_default():
+    import dask.array as da
+
+    import ember.dask
+
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0",
+                                  silence_logs=40) as cluster, \
+            distributed.Client(cluster, set_as_default=False) as other:
+        x = da.from_array(np.ones((8, 3)), chunks=(3, 3))
+        got = ember.dask.map_reduce(lambda p, c: c * p, 2.0, x, reduce="mean", client=other)
+    np.testing.assert_allclose(got, np.full(3, 2.0))
+
+
+def test_map_reduce_keeps_numpy_result_types_for_non_floats(client):
+    import dask.array as da
+
+    import ember.dask
+
+    x = da.from_array(np.arange(10, dtype=np.int32), chunks=4)
+    count, mean = ember.dask.map_reduce(lambda p, c: (c % 2 == 0), None, x, reduce=("sum", "mean"))
+    assert count == 5 and mean == 0.5
+    with pytest.raises(ValueError, match="no samples"):
+        ember.dask.map_reduce(lambda p, c: c, None, da.ones((0, 2), chunks=(1, 2)))
+
+
+def test_a_closure_is_traced_once_per_worker(client):
+    """A function sent by value arrives with every task, but a worker keeps one copy of it: one jit cache,
+    one trace for all the tasks."""
+    import dask.array as da
+
+    import ember
+    import ember.dask
+    import ember.numpy as jnp
+
+    shift = 0.5
+
+    def loss(w, x):
+        return jnp.sum(dask_tasks.count_trace(jnp.tanh(x @ w + shift)) ** 2)
+
+    per_sample = ember.jit(ember.vmap(ember.grad(loss), in_axes=(None, 0)))
+    x = da.from_array(np.random.default_rng(3).standard_normal((64, 4)), chunks=(8, 4))
+    before = sum(client.run(dask_tasks.traces).values())
+    ember.dask.map_reduce(per_sample, np.ones((4, 2)), x, reduce="mean")
+    assert sum(client.run(dask_tasks.traces).values()) - before == 1  # 8 tasks, one worker, one trace

@@ -55,7 +55,28 @@ class ByValue:
             data = cloudpickle.dumps(self.fun)
         except Exception as e:  # noqa: BLE001 - re-raised naming the captured value that failed
             raise unpicklable(self.fun, e) from e
-        return cloudpickle.loads, (data,)
+        return load_by_value, (data,)
+
+
+_LOADED: dict = {}  # sha256 of cloudpickle bytes -> the function they made in this process (most recent last)
+MAX_LOADED = 256
+
+
+def load_by_value(data: bytes):
+    """The function pickled by value in `data`, made once per process: every task of a Dask graph carries
+    the same bytes, and the same object means one jit cache, so a worker traces and compiles it once."""
+    import hashlib
+
+    import cloudpickle
+
+    key = hashlib.sha256(data).digest()
+    fn = _LOADED.pop(key, None)
+    if fn is None:
+        fn = cloudpickle.loads(data)
+        if len(_LOADED) >= MAX_LOADED:
+            _LOADED.pop(next(iter(_LOADED)))
+    _LOADED[key] = fn
+    return fn
 
 
 def _identity(x):

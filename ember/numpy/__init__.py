@@ -9,6 +9,7 @@ import sys as _sys
 import numpy as _np
 
 from ember.errors import missing_attribute as _missing_attribute
+from ember.naming import publish as _publish
 from ember.numpy import _core, _methods, linalg
 from ember.numpy._core import asarray
 from ember.numpy._creation import (
@@ -164,6 +165,9 @@ __all__ = [
     "asinh", "arccosh", "acosh", "arctanh", "atanh",
     "cbrt", "copysign", "exp2", "hypot", "logaddexp", "logaddexp2", "nextafter",
 ]
+
+
+_publish(globals(), __name__, __all__)
 
 
 def __getattr__(name: str):

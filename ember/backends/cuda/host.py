@@ -165,7 +165,7 @@ def _build(unit: str, source: str, directory: Path | None, key: str) -> ctypes.C
     renamed into place (atomic), so another process finds a whole file or none."""
     if directory is not None:
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            directory.mkdir(mode=0o755, parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".so")
             os.close(fd)
         except OSError:

@@ -127,7 +127,7 @@ def _disk_store(key: str, cubin: bytes) -> None:
         return
     tmp = None
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        directory.mkdir(mode=0o755, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=SUFFIX)
         with os.fdopen(fd, "wb") as f:
             f.write(encode(key, cubin))

@@ -175,8 +175,10 @@ def _cached_copy(path: Path, directory: Path) -> Path:
     st = path.stat()
     copy = directory / f"{path.stem}-{st.st_size}-{st.st_mtime_ns}.so"
     if copy.exists() and copy.stat().st_size == st.st_size:
+        cache.check_trusted(directory)  # refused (an OSError): the caller loads a private temporary copy
+        cache.check_trusted(copy)
         return copy
-    directory.mkdir(parents=True, exist_ok=True)
+    directory.mkdir(mode=0o755, parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".so")
     os.close(fd)
     try:

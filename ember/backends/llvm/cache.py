@@ -92,15 +92,22 @@ class CacheTrustError(EmberError, PermissionError):
 
 def check_trusted(path: Path, st: os.stat_result | None = None) -> None:
     """Raise CacheTrustError if `path` (a cache directory or entry; `st` its stat when already open) is
-    writable by every user. Entries are object code this process executes, so whoever may write them may
-    run code as the user: a cache shared by several processes (Dask workers on a node) belongs to one
-    owner, and its directory and files are writable by that owner only."""
+    writable by every user or belongs to another user (not root). Entries are object code this process
+    executes, so whoever may write them may run code as the user: a cache shared by several processes
+    (Dask workers on a node) belongs to one owner, and its directory and files are writable by that owner
+    only."""
     try:
-        mode = (st or os.stat(path)).st_mode
+        st = st or os.stat(path)
     except OSError:
         return  # absent: nothing is loaded from it
+    mode, owner = st.st_mode, st.st_uid
+    kind = "directory" if stat.S_ISDIR(mode) else "entry"
+    if hasattr(os, "getuid") and owner not in (os.getuid(), 0):
+        raise CacheTrustError(
+            f"Ember's cache {kind} {path} belongs to another user (uid {owner}), who may change the compiled code "
+            "it holds, which runs in this process; Ember will not load it. Point EMBER_CACHE_DIR at a directory "
+            "you own (EMBER_CACHE_DIR=0 turns the disk cache off)")
     if mode & stat.S_IWOTH:
-        kind = "directory" if stat.S_ISDIR(mode) else "entry"
         raise CacheTrustError(
             f"Ember's cache {kind} {path} is writable by every user (mode {stat.S_IMODE(mode):o}); its compiled code "
             f"runs in this process, so Ember will not load it. Fix the permissions (chmod o-w {path}"
@@ -215,7 +222,7 @@ def store(key_hex: str, payload: bytes) -> bool:
         return False
     tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=SUFFIX)
         data = encode(key_hex, payload)
         with os.fdopen(fd, "wb") as f:
