@@ -46,7 +46,12 @@ def loss(params, x, y):
     return jnp.sum((nn.mlp(params, x, jnp.tanh) - y) ** 2)
 
 
-per_sample = ember.jit(ember.vmap(ember.grad(loss), in_axes=(None, 0, 0)))
+@ember.jit
+def per_sample(params, x, y):
+    """Every sample's gradient of `loss`: jit(vmap(grad(loss), in_axes=(None, 0, 0))), written as a def so
+    that it pickles by its name (the expression's object is named after `loss`, so it would go as a
+    recipe rebuilt in every task, each rebuild a new function traced again) and compiles once per worker."""
+    return ember.vmap(ember.grad(loss), in_axes=(None, 0, 0))(params, x, y)
 
 
 def inputs_block(seed: int, block_info=None) -> np.ndarray:
@@ -119,11 +124,12 @@ def start_client(scheduler: str | None, workers: int, threads: int, env: dict | 
     return distributed.Client(cluster), cluster
 
 
-def ship_this_module(client) -> None:
-    """Make this file importable on every worker (a remote one has no copy), so `per_sample` goes to the
-    workers by name and each worker compiles it once, not once per task (a function of __main__ would
-    travel by value: a new copy, traced again, in every task)."""
-    client.upload_file(os.path.abspath(__file__.replace(".pyc", ".py")))
+def ship_this_module(client, scheduler: str | None) -> None:
+    """Make this file importable on a remote cluster's workers (LocalCluster's have this directory on their
+    path already), so `per_sample` goes to the workers by name and each worker compiles it once, not
+    once per task (a function of __main__ would travel by value: a new copy, traced again, in every task)."""
+    if scheduler:
+        client.upload_file(os.path.abspath(__file__))
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -156,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     client, cluster = start_client(args.scheduler, args.workers, args.threads)
     try:
-        ship_this_module(client)
+        ship_this_module(client, args.scheduler)
         started = time.perf_counter()
         mean, fisher = on_cluster(client, params, args.samples, args.chunk, args.seed)
         done = time.perf_counter()
