@@ -88,3 +88,13 @@ def test_a_worker_process_killed_mid_run_loses_no_result():
     for got_m, got_f, leaf in zip(tree_leaves(mean), tree_leaves(fisher), tree_leaves(g)):
         np.testing.assert_allclose(got_m, leaf.mean(axis=0), rtol=1e-10, atol=1e-13)
         np.testing.assert_allclose(got_f, (leaf * leaf).mean(axis=0), rtol=1e-10, atol=1e-13)
+
+
+def test_the_scale_out_benchmark_runs_at_a_small_size(tmp_path):
+    from benchmarks import scale_out
+
+    markdown = tmp_path / "scale_out.md"
+    assert scale_out.main(["--quick", "--workers", "1", "--markdown", str(markdown)]) == 0
+    text = markdown.read_text()
+    assert "| 1 | cold |" in text and "| 1 | warm |" in text
+    assert "tasks/s" in text and "worker threads at chunk 1,000" in text
