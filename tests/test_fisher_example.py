@@ -97,4 +97,4 @@ def test_the_scale_out_benchmark_runs_at_a_small_size(tmp_path):
     assert scale_out.main(["--quick", "--workers", "1", "--markdown", str(markdown)]) == 0
     text = markdown.read_text()
     assert "| 1 | cold |" in text and "| 1 | warm |" in text
-    assert "tasks/s" in text and "worker threads at chunk 1,000" in text
+    assert "tasks/s" in text and "worker threads at chunk 1,000" in text and "scheduler CPU" in text
