@@ -176,7 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     where = args.scheduler or f"LocalCluster of {args.workers} worker processes x {args.threads} threads"
     tasks = -(-args.samples // args.chunk)
     print(f"{args.samples:,} samples in {tasks} chunks of {args.chunk:,} on {where}")
-    print(f"cluster start {started - start:.2f} s; map_reduce {done - started:.2f} s "
+    ready = "connecting" if args.scheduler else "cluster start"
+    print(f"{ready} {started - start:.2f} s; map_reduce {done - started:.2f} s "
           f"({args.samples / (done - started):,.0f} samples/s, first calls' compiles included)")
     print(f"one process (the check): {alone:.2f} s ({args.samples / alone:,.0f} samples/s)")
     print(f"Fisher diagonal: {sum(np.size(f) for f in tree_leaves(fisher)):,} entries, "
