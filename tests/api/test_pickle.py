@@ -128,3 +128,17 @@ def test_another_process_compiles_and_runs_it():
     done = subprocess.run([sys.executable, "-c", WORKER], input=pickle.dumps(f), capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
     assert float(done.stdout.decode()) == want
+
+
+def test_ember_numpy_and_lax_functions_pickle_by_reference():
+    """Functions made by factories (ember.numpy.tanh, ember.lax.add) carry their public names, so a jitted
+    closure over them, or they themselves, arrive on a worker as themselves (by value they would lose
+    their registrations)."""
+    from ember import lax
+    from ember.numpy import sum as esum
+    from ember.numpy import tanh
+
+    for f in (tanh, esum, jnp.add, jnp.amax, lax.add, lax.erf_inv, ember.nn.relu):
+        assert pickle.loads(pickle.dumps(f)) is f
+    g = ember.jit(lambda x, act=tanh: esum(act(x)))
+    _same(cloudpickle.loads(cloudpickle.dumps(g))(np.ones(3)), g(np.ones(3)))
