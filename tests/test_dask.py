@@ -1,5 +1,5 @@
-"""Ember inside Dask workers (a real LocalCluster of worker processes): a jitted function pickles to them,
-tasks on a 2-thread worker call it concurrently and get the right answers, each signature compiles once
+"""Ember inside Dask workers (a real LocalCluster of 2 worker processes): a jitted function pickles to them,
+tasks on 2-thread workers call it concurrently and get the right answers, each signature compiles once
 per worker, and Ember's threads follow the nanny's caps (OMP/OPENBLAS/MKL_NUM_THREADS=1), so a worker
 never runs nthreads x cores threads."""
 
@@ -13,7 +13,7 @@ from tests import dask_tasks  # noqa: E402
 
 @pytest.fixture(scope="module")
 def client():
-    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=":0",
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=":0",
                                        silence_logs=40)
     with cluster, distributed.Client(cluster) as c:
         yield c
@@ -23,10 +23,12 @@ def test_concurrent_tasks_on_a_two_thread_worker(client):
     futures = [client.submit(dask_tasks.run, seed, 50_000, pure=False) for seed in range(8)]
     for seed, got in enumerate(client.gather(futures)):
         np.testing.assert_allclose(got, dask_tasks.run(seed, 50_000), rtol=1e-12, atol=0)
-    (state,) = client.run(dask_tasks.worker_state).values()
-    assert state["misses"] == 1  # one signature, compiled once though two threads called it at once
-    assert state["omp"] == "1" and state["num_threads"] == 1
-    assert state["pool_threads"] <= state["num_threads"] - 1  # no native thread beyond the budget
+    states = list(client.run(dask_tasks.worker_state).values())
+    assert len(states) == 2 and sum(s["misses"] for s in states) >= 1
+    for state in states:
+        assert state["misses"] <= 1  # one signature, compiled at most once though two threads call it at once
+        assert state["omp"] == "1" and state["num_threads"] == 1
+        assert state["pool_threads"] <= state["num_threads"] - 1  # no native thread beyond the budget
 
 
 def test_map_blocks_over_a_jitted_function(client):
@@ -132,6 +134,8 @@ def test_a_closure_is_traced_once_per_worker(client):
 
     per_sample = ember.jit(ember.vmap(ember.grad(loss), in_axes=(None, 0)))
     x = da.from_array(np.random.default_rng(3).standard_normal((64, 4)), chunks=(8, 4))
-    before = sum(client.run(dask_tasks.traces).values())
+    before = client.run(dask_tasks.traces)
     ember.dask.map_reduce(per_sample, np.ones((4, 2)), x, reduce="mean")
-    assert sum(client.run(dask_tasks.traces).values()) - before == 1  # 8 tasks, one worker, one trace
+    after = client.run(dask_tasks.traces)
+    assert all(after[w] - before[w] <= 1 for w in after)  # 8 tasks over two workers: one trace each at most
+    assert sum(after.values()) > sum(before.values())
