@@ -18,9 +18,12 @@ from ember.api import (
     dump,
     grad,
     hessian,
+    jacfwd,
     jacobian,
     jacrev,
     jit,
+    jvp,
+    linearize,
     make_graph,
     stop_gradient,
     value_and_grad,
@@ -43,7 +46,8 @@ from ember.tree import register_pytree_node
 __version__ = "0.1.0"
 
 __all__ = [
-    "jit", "grad", "value_and_grad", "vjp", "vmap", "jacrev", "jacobian", "hessian", "custom_vjp",
+    "jit", "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "vmap", "jacrev", "jacobian", "hessian",
+    "custom_vjp",
     "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend",
     "available_backends", "Graph",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
@@ -53,9 +57,6 @@ __all__ = [
 # JAX names that ember does not have (yet), with what to use instead; looked up only when an attribute
 # is missing, so that porting JAX code says what is absent rather than failing with a bare AttributeError.
 _JAX_ONLY: dict[str, str] = {
-    "jvp": "forward mode is not implemented; use ember.vjp or ember.jacrev",
-    "jacfwd": "use ember.jacrev (reverse mode)",
-    "linearize": "use ember.vjp",
     "random": "create random arrays with NumPy (np.random.default_rng) and pass them in as arguments",
     "pmap": "use ember.vmap on one device",
     "checkpoint": "ember keeps every residual; remove the checkpoint/remat wrapper",

@@ -1,0 +1,129 @@
+"""Forward mode (jvp, linearize, jacfwd) as JAX defines it, by transposing reverse mode: values against
+JAX's own forward mode and against finite differences, pytrees and has_aux, composed with jit, grad and
+vmap in either order, hessian-vector products forward-over-reverse, and JAX's errors."""
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+
+jax = pytest.importorskip("jax")
+jjnp = jax.numpy
+
+RNG = np.random.default_rng(0)
+X = RNG.uniform(0.2, 1.2, 5)
+Y = RNG.uniform(0.5, 1.5, 5)
+
+
+def pair(np_):
+    return lambda x, y: (np_.sin(x) * y, np_.sum(np_.tanh(x * y) ** 2))
+
+
+def _close(a, b, tol=1e-12):
+    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
+    assert len(la) == len(lb)
+    for u, v in zip(la, lb):
+        assert np.shape(u) == np.shape(v)
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=tol, atol=tol)
+
+
+@pytest.fixture(autouse=True)
+def x64():
+    with jax.enable_x64(True):
+        yield
+
+
+def test_jvp_matches_jax():
+    t = (RNG.standard_normal(5), RNG.standard_normal(5))
+    _close(ember.jvp(pair(jnp), (X, Y), t), jax.jvp(pair(jjnp), (X, Y), t))
+
+
+def test_jvp_matches_finite_differences():
+    f = lambda x: jnp.exp(jnp.sin(x) * 2.0) / (1.0 + x * x)  # noqa: E731
+    t, h = RNG.standard_normal(5), 1e-6
+    _, jt = ember.jvp(f, (X,), (t,))
+    fd = (np.asarray(f(X + h * t)) - np.asarray(f(X - h * t))) / (2 * h)
+    np.testing.assert_allclose(jt, fd, rtol=1e-7, atol=1e-8)
+
+
+def test_jvp_of_pytrees_with_aux_and_int_primals():
+    def f(p, n):
+        return {"y": p["w"] * jnp.sum(p["b"]) * n}, p["w"].sum()
+
+    def g(p, n):
+        return {"y": p["w"] * jjnp.sum(p["b"]) * n}, p["w"].sum()
+
+    p = {"w": X, "b": Y}
+    tp = {"w": np.ones(5), "b": np.arange(5.0)}
+    n = np.int32(3)
+    got = ember.jvp(f, (p, n), (tp, np.int32(0)), has_aux=True)
+    want = jax.jvp(g, (p, n), (tp, np.zeros((), jax.dtypes.float0)), has_aux=True)
+    _close(got, want)
+
+
+def test_linearize_reuses_one_forward_pass():
+    out, f_jvp = ember.linearize(lambda x: jnp.exp(x) * x, X)
+    want_out, want_jvp = jax.linearize(lambda x: jjnp.exp(x) * x, X)
+    _close(out, want_out)
+    for t in (np.ones(5), RNG.standard_normal(5)):
+        _close(f_jvp(t), want_jvp(t))
+
+
+@pytest.mark.parametrize("argnums", [0, 1, (0, 1)])
+def test_jacfwd_matches_jax(argnums):
+    _close(ember.jacfwd(pair(jnp), argnums)(X, Y), jax.jacfwd(pair(jjnp), argnums)(X, Y))
+
+
+def test_jacfwd_of_a_pytree_argument_with_aux():
+    f = lambda p: (jnp.tanh(p[0]) * p[1][:, None], jnp.sum(p[0]))  # noqa: E731
+    g = lambda p: (jjnp.tanh(p[0]) * p[1][:, None], jjnp.sum(p[0]))  # noqa: E731
+    p = (RNG.standard_normal((3, 2)), RNG.standard_normal(3))
+    _close(ember.jacfwd(f, has_aux=True)(p), jax.jacfwd(g, has_aux=True)(p))
+
+
+def test_hessian_forward_over_reverse_and_hvp():
+    loss = lambda v: jnp.sum(jnp.sin(v) * v ** 2)  # noqa: E731
+    jloss = lambda v: jjnp.sum(jjnp.sin(v) * v ** 2)  # noqa: E731
+    _close(ember.jacfwd(ember.jacrev(loss))(X), jax.hessian(jloss)(X))
+    v = RNG.standard_normal(5)
+    hvp = ember.jit(lambda x, v: ember.jvp(ember.grad(loss), (x,), (v,))[1])
+    _close(hvp(X, v), jax.jvp(jax.grad(jloss), (X,), (v,))[1])
+
+
+def test_forward_mode_composes_with_jit_grad_and_vmap():
+    sin_jvp = lambda x: ember.jvp(jnp.sin, (x,), (jnp.ones_like(x),))[1]  # noqa: E731
+    _close(ember.jit(sin_jvp)(X), np.cos(X))
+    _close(ember.grad(lambda x: jnp.sum(sin_jvp(x)))(X), -np.sin(X))
+    _close(ember.vmap(sin_jvp)(np.stack([X, Y])), np.cos(np.stack([X, Y])))
+    jac = ember.jit(ember.vmap(ember.jacfwd(lambda v: jnp.tanh(v) * 2.0)))(np.stack([X, Y]))
+    _close(jac, jax.vmap(jax.jacfwd(lambda v: jjnp.tanh(v) * 2.0))(np.stack([X, Y])))
+    _close(ember.jvp(ember.jit(jnp.exp), (X,), (Y,))[1], np.exp(X) * Y)
+
+
+def test_jvp_of_a_custom_vjp_function_raises_jax_s_type_error():
+    @ember.custom_vjp
+    def f(x):
+        return jnp.sin(x)
+
+    f.defvjp(lambda x: (jnp.sin(x), x), lambda x, g: (g * jnp.cos(x),))
+    with pytest.raises(TypeError, match=r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function"):
+        ember.jvp(f, (X,), (X,))
+    with pytest.raises(TypeError, match="custom_vjp"):
+        ember.jacfwd(lambda x: f(x) * 2.0)(X)
+
+
+def test_argument_errors():
+    with pytest.raises(ember.ArgumentError, match="must be tuples"):
+        ember.jvp(jnp.sin, X, X)
+    with pytest.raises(ember.ArgumentError, match="1 primals but 2 tangents"):
+        ember.jvp(jnp.sin, (X,), (X, X))
+    with pytest.raises(ember.ArgumentError, match="tangent 0 is float32"):
+        ember.jvp(jnp.sin, (X,), (X.astype(np.float32),))
+
+
+def test_transformed_forward_functions_pickle():
+    import cloudpickle
+
+    f = ember.jacfwd(lambda v: jnp.sin(v) * 3.0)
+    _close(cloudpickle.loads(cloudpickle.dumps(f))(X), f(X))
