@@ -280,6 +280,12 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         raise
 
 
+def unit_basis(n: int, shape: tuple, dtype) -> object:
+    """The n unit vectors of a space of `shape` (n elements), stacked: (n,) + shape, of `dtype`."""
+    eye = P.eq(P.iota(dtypes.int_, (n, n), 0), P.iota(dtypes.int_, (n, n), 1))
+    return P.reshape(P.convert_element_type(eye, dtype), (n,) + tuple(shape))
+
+
 def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
     """The Jacobian of `fun` w.r.t. args[argnums] by reverse mode: one vjp, batched over the rows
     with vmap. Each entry has shape out.shape + arg.shape; the result mirrors the output's structure
@@ -318,8 +324,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
             if shape == ():  # one row: a plain pullback, no batching (jacrev of a scalar is grad)
                 rows.append(row_pullback(P.full((), 1, dt)))
                 continue
-            basis = P.reshape(P.convert_element_type(P.eq(P.iota(dtypes.int_, (n, n), 0),
-                                                          P.iota(dtypes.int_, (n, n), 1)), dt), (n,) + shape)
+            basis = unit_basis(n, shape, dt)
             cols = vmap(row_pullback)(basis)
             rows.append(tree_map(lambda c, shape=shape: P.reshape(c, shape + tuple(np.shape(c))[1:]), cols))
         per_out = [r[0] if single else r for r in rows]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember.api.autodiff import _argnums, vjp
+from ember.api.autodiff import _argnums, unit_basis, vjp
 from ember.api.tracing import check_callable, fun_name, trace_for_call
 from ember.errors import ArgumentError, user_location
 from ember.tracer import dtypes
@@ -124,8 +124,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
             for j, leaf in enumerate(d_leaves):
                 shape = tuple(np.shape(leaf))
                 n = int(np.prod(shape, dtype=np.int64))
-                eye = P.reshape(P.convert_element_type(P.eq(P.iota(dtypes.int_, (n, n), 0),
-                                                            P.iota(dtypes.int_, (n, n), 1)), leaf.dtype), (n,) + shape)
+                eye = unit_basis(n, shape, leaf.dtype)
 
                 def column(e, k=k, j=j, d_leaves=d_leaves, d_tree=d_tree):
                     tangents = [tree_map(_zeros_like, x) for x in dyn]
