@@ -280,6 +280,17 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         raise
 
 
+def of_argnums(fun: Callable, args: tuple, nums: Sequence[int]) -> Callable:
+    """`fun` as a function of args[nums] alone, the other arguments fixed at their values in `args`."""
+    def partial(*dyn):
+        full = list(args)
+        for i, d in zip(nums, dyn):
+            full[i] = d
+        return fun(*full)
+
+    return partial
+
+
 def unit_basis(n: int, shape: tuple, dtype) -> object:
     """The n unit vectors of a space of `shape` (n elements), stacked: (n,) + shape, of `dtype`."""
     eye = P.eq(P.iota(dtypes.int_, (n, n), 0), P.iota(dtypes.int_, (n, n), 1))
@@ -299,12 +310,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         nums, single = _argnums(argnums, len(args), name)
         _active_mask(args, {}, nums, name, "jacrev")
 
-        def partial(*dyn):
-            full = list(args)
-            for i, d in zip(nums, dyn):
-                full[i] = d
-            return fun(*full)
-
+        partial = of_argnums(fun, args, nums)
         dyn = tuple(args[i] for i in nums)
         if has_aux:
             out, pullback, aux = vjp(partial, *dyn, has_aux=True)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember.api.autodiff import _argnums, unit_basis, vjp
+from ember.api.autodiff import _argnums, of_argnums, unit_basis, vjp
 from ember.api.tracing import check_callable, fun_name, trace_for_call
 from ember.errors import ArgumentError, user_location
 from ember.tracer import dtypes
@@ -99,12 +99,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     def impl(*args):
         nums, single = _argnums(argnums, len(args), name)
 
-        def partial(*dyn):
-            full = list(args)
-            for i, d in zip(nums, dyn):
-                full[i] = d
-            return fun(*full)
-
+        partial = of_argnums(fun, args, nums)
         dyn = tuple(args[i] for i in nums)
         for i, d in zip(nums, dyn):
             for leaf in tree_flatten(d)[0]:
