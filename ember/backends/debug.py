@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 import ember.config as config
-from ember.backends.device_arrays import byte_span, is_device_array, to_host
+from ember.backends.device_arrays import is_device_array, to_host
+from ember.backends.device_arrays import overlap as device_overlap
 from ember.tracer.ir import Graph, Node, Var
 from ember.tracer.primitive import impl_rules
 
@@ -51,7 +52,7 @@ def unshare_donated(args: Sequence, donated: frozenset) -> Sequence:
     may overwrite a donated buffer, and the same array passed again undonated must keep its values."""
     for i in donated:
         if is_device_array(args[i]):
-            if any(j != i and _device_overlap(args[i], a) for j, a in enumerate(args)):
+            if any(j != i and device_overlap(args[i], a) for j, a in enumerate(args)):
                 args = list(args)
                 args[i] = args[i].copy()
         elif any(j != i and np.may_share_memory(args[i], a) for j, a in enumerate(args)):
@@ -60,12 +61,6 @@ def unshare_donated(args: Sequence, donated: frozenset) -> Sequence:
     return args
 
 
-def _device_overlap(x, a) -> bool:
-    """Whether GPU array `x` may share memory with argument `a` (their byte ranges meet)."""
-    if not is_device_array(a) or not a.size or not x.size:
-        return False
-    (s, e), (t, f) = byte_span(x), byte_span(a)
-    return s < f and t < e
 
 
 class Checked:

@@ -26,20 +26,26 @@ def to_host(x) -> np.ndarray:
     return np.asarray(x)
 
 
-def byte_range(x) -> tuple[int, int]:
-    """[start, end) of a C-contiguous GPU array's memory (CuPy's pointer read directly: its
-    `__cuda_array_interface__` builds a dict on each access)."""
-    ptr = getattr(getattr(x, "data", None), "ptr", None)
-    start = ptr if isinstance(ptr, int) else x.__cuda_array_interface__["data"][0]
-    return start, start + x.nbytes
-
-
 def byte_span(x) -> tuple[int, int]:
-    """[start, end) of the memory a GPU array of any strides may touch."""
-    face = x.__cuda_array_interface__
-    start, itemsize = face["data"][0], np.dtype(face["typestr"]).itemsize
-    strides = face.get("strides") or [itemsize * int(np.prod(x.shape[k + 1:], dtype=np.int64))
-                                      for k in range(len(x.shape))]
+    """[start, end) of the memory a GPU array of any strides may touch (CuPy's pointer and strides read
+    directly: its `__cuda_array_interface__` builds a dict on each access)."""
+    ptr = getattr(getattr(x, "data", None), "ptr", None)
+    strides = getattr(x, "strides", None) if isinstance(ptr, int) else None
+    itemsize = np.dtype(x.dtype).itemsize
+    if strides is None:
+        face = x.__cuda_array_interface__
+        ptr, strides = face["data"][0], face.get("strides")
+    if strides is None:  # C-contiguous
+        strides = [itemsize * int(np.prod(x.shape[k + 1:], dtype=np.int64)) for k in range(len(x.shape))]
     lo = sum(min(0, (n - 1) * s) for n, s in zip(x.shape, strides))
     hi = sum(max(0, (n - 1) * s) for n, s in zip(x.shape, strides)) + itemsize
-    return start + lo, start + hi
+    return ptr + lo, ptr + hi
+
+
+def overlap(a, b) -> bool:
+    """Whether GPU arrays `a` and `b`, both holding elements, may share memory (their byte spans meet);
+    False when either is not a GPU array."""
+    if not (is_device_array(a) and is_device_array(b)) or not a.size or not b.size:
+        return False
+    (s, e), (t, f) = byte_span(a), byte_span(b)
+    return s < f and t < e

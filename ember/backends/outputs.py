@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ember.backends.device_arrays import byte_range, is_device_array
+from ember.backends.device_arrays import is_device_array
+from ember.backends.device_arrays import overlap as device_overlap
 from ember.errors import ArgumentError, ArgumentValueError, user_location
 from ember.tracer.aval import ShapedArray
 
@@ -83,8 +84,5 @@ def _out_error(name: str, o, aval: ShapedArray) -> Exception:
 
 def _overlap(a, b) -> bool:
     if is_device_array(a) or is_device_array(b):
-        if not (is_device_array(a) and is_device_array(b)) or not b.size:
-            return False
-        (s, e), (t, f) = byte_range(a), byte_range(b)
-        return s < f and t < e
+        return device_overlap(a, b)
     return b.size > 0 and np.may_share_memory(a, b) and np.shares_memory(a, b)

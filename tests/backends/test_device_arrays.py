@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ember.api.tracing import leaf_aval, to_array
-from ember.backends.device_arrays import DEVICE_TYPES, byte_range, byte_span, is_device_array
+from ember.backends.device_arrays import DEVICE_TYPES, byte_span, is_device_array, overlap
 from ember.backends.outputs import check_out
 from ember.errors import ArgumentError, ArgumentValueError
 from ember.tracer.aval import ShapedArray
@@ -45,8 +45,8 @@ def test_aval_and_the_array_passed_as_it_is():
     assert to_array(x) is x
 
 
-def test_byte_range_and_span():
-    assert byte_range(FakeDeviceArray(1024, (4, 4))) == (1024, 1024 + 64)
+def test_byte_span():
+    assert byte_span(FakeDeviceArray(1024, (4, 4))) == (1024, 1024 + 64)
     transposed = FakeDeviceArray(1024, (4, 4), strides=(4, 16))
     assert byte_span(transposed) == (1024, 1024 + 64)
     reversed_ = FakeDeviceArray(1024 + 12, (4,), strides=(-4,))
@@ -67,3 +67,14 @@ def test_out_checks_overlap_and_layout():
         check_out([FakeDeviceArray(2048, (4,), strides=(8,))], [aval], [x])
     with pytest.raises(ArgumentError, match="has dtype float64"):
         check_out([FakeDeviceArray(2048, (4,), np.float64)], [aval], [x])
+
+
+def test_overlap_of_strided_arrays():
+    """An out array meeting a reversed input's memory overlaps it, though the input's pointer is at its end."""
+    reversed_ = FakeDeviceArray(1024 + 12, (4,), strides=(-4,))  # spans [1024, 1040)
+    assert overlap(FakeDeviceArray(1000, (8,)), reversed_)
+    assert not overlap(FakeDeviceArray(1040, (4,)), reversed_)
+    assert not overlap(FakeDeviceArray(1024, (0,)), reversed_) and not overlap(np.ones(3), reversed_)
+    aval = ShapedArray((8,), np.dtype(np.float32))
+    with pytest.raises(ArgumentValueError, match="shares memory with input 0"):
+        check_out([FakeDeviceArray(1000, (8,))], [aval], [reversed_])
