@@ -14,8 +14,9 @@ that variable, where cloudpickle alone would only name its type.
 from __future__ import annotations
 
 import pickle
-import sys
 from collections.abc import Callable
+
+from ember.naming import resolves
 
 
 def importable(obj) -> bool:
@@ -24,12 +25,7 @@ def importable(obj) -> bool:
     # a script's own functions (__main__) are not importable on a worker, whose __main__ is another
     if not module or not qualname or "<locals>" in qualname or module == "__main__":
         return False
-    found = sys.modules.get(module)
-    for part in qualname.split("."):
-        found = getattr(found, part, None)
-        if found is None:
-            return False
-    return found is obj
+    return resolves(obj)
 
 
 def reduce(obj, rebuild: Callable, *args) -> str | tuple:
