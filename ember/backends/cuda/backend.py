@@ -20,32 +20,20 @@ class CudaBackend:
         runtime.require_device()
 
     def compile(self, graph: Graph, plan: Plan) -> CudaExecutable:
-        from ember.backends.cuda import runtime
-        from ember.backends.cuda.prelude import DEVICE_PRELUDE
-
-        program = build_program(graph, plan)
-        source = DEVICE_PRELUDE + program.source()
-        start = time.perf_counter()
-        module = runtime.load_module(source)
-        return CudaExecutable(graph, program, CupyDevice(module), source, time.perf_counter() - start)
+        return compile_many([(graph, plan)], "cuda")[0]
 
 
 class CudaHostBackend:
     name = "cuda-host"
 
     def compile(self, graph: Graph, plan: Plan) -> CudaExecutable:
-        from ember.backends.cuda.host import HostModule
-
-        program = build_program(graph, plan)
-        source = program.source()
-        module = HostModule(source, host_signatures(program.kernels.values()))
-        return CudaExecutable(graph, program, HostDevice(module), source, module.compile_seconds,
-                              module.from_cache)
+        return compile_many([(graph, plan)], "cuda-host")[0]
 
 
 def compile_many(graphs_and_plans, device: str = "cuda-host") -> list[CudaExecutable]:
-    """Executables of many (graph, plan) pairs from one module (one compiler call, equal kernels once):
-    how tests check hundreds of graphs within the suite's budget. `device`: "cuda-host" or "cuda"."""
+    """Executables of (graph, plan) pairs from one module (one compiler call, equal kernels once): the
+    backends compile one graph so, tests hundreds within the suite's budget. `device`: "cuda-host" or
+    "cuda"."""
     from ember.backends.cuda.program import link
 
     programs = [(g, build_program(g, plan)) for g, plan in graphs_and_plans]
@@ -56,16 +44,15 @@ def compile_many(graphs_and_plans, device: str = "cuda-host") -> list[CudaExecut
 
         kernels = {k.name: k for _, p in programs for k in p.kernels.values()}
         module = HostModule(source, host_signatures(kernels.values()))
-        make = HostDevice
+        make, seconds, cached = HostDevice, module.compile_seconds, module.from_cache
     else:
         from ember.backends.cuda import runtime
         from ember.backends.cuda.prelude import DEVICE_PRELUDE
 
         source = DEVICE_PRELUDE + source
         module = runtime.load_module(source)
-        make = CupyDevice
-    seconds = time.perf_counter() - start
-    return [CudaExecutable(g, p, make(module), source, seconds) for g, p in programs]
+        make, seconds, cached = CupyDevice, time.perf_counter() - start, False
+    return [CudaExecutable(g, p, make(module), source, seconds, cached) for g, p in programs]
 
 
 def host_signatures(kernels) -> list:
@@ -73,4 +60,3 @@ def host_signatures(kernels) -> list:
     from ember.backends.cuda.host import KernelSig
 
     return [KernelSig(k.name, tuple(t for t, _ in k.params)) for k in kernels]
-

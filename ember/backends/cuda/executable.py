@@ -48,11 +48,7 @@ class HostDevice:
         return a.ctypes.data % ALIGN == 0
 
     def input(self, x, shape, dtype, k: int):
-        a = np.asarray(x)
-        if a.shape != shape:
-            raise ValueError(f"input {k} has shape {a.shape}; the compiled function takes {shape}")
-        if a.dtype != dtype:
-            raise TypeError(f"input {k} has dtype {a.dtype}; the compiled function takes {dtype}")
+        a = _checked(np.asarray(x), shape, dtype, k)
         if not (a.flags.c_contiguous and a.flags.aligned and a.dtype.isnative):
             a = np.array(a, dtype=dtype.newbyteorder("="), order="C")
         return _host_aligned(a)
@@ -60,6 +56,15 @@ class HostDevice:
 
 GEMM_MIN_WORK = 1 << 15  # multiply-adds per batch element from which a contraction goes to cuBLAS
 ALIGN = 16  # bytes: kernels read and write identity-indexed buffers with 16-byte vector accesses
+
+
+def _checked(a, shape: tuple, dtype: np.dtype, k: int):
+    """`a` (input k), unless its shape or dtype is not the compiled function's (ValueError, TypeError)."""
+    if a.shape != shape:
+        raise ValueError(f"input {k} has shape {a.shape}; the compiled function takes {shape}")
+    if a.dtype != dtype:
+        raise TypeError(f"input {k} has dtype {a.dtype}; the compiled function takes {dtype}")
+    return a
 
 
 def _host_aligned(a: np.ndarray) -> np.ndarray:
@@ -129,16 +134,9 @@ class CupyDevice:
             return x
         xp = self.xp
         if isinstance(x, xp.ndarray):
-            if x.shape != shape:
-                raise ValueError(f"input {k} has shape {x.shape}; the compiled function takes {shape}")
-            if x.dtype != dtype:
-                raise TypeError(f"input {k} has dtype {x.dtype}; the compiled function takes {dtype}")
+            _checked(x, shape, dtype, k)
             return x if x.flags.c_contiguous and x.data.ptr % ALIGN == 0 else x.copy()
-        a = np.asarray(x)
-        if a.shape != shape:
-            raise ValueError(f"input {k} has shape {a.shape}; the compiled function takes {shape}")
-        if a.dtype != dtype:
-            raise TypeError(f"input {k} has dtype {a.dtype}; the compiled function takes {dtype}")
+        a = _checked(np.asarray(x), shape, dtype, k)
         return xp.asarray(np.ascontiguousarray(a, dtype=dtype.newbyteorder("=")))
 
 

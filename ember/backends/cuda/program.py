@@ -61,9 +61,6 @@ class Program:
         """Whether some output is copied after the launches (an input, const, literal or repeat)."""
         return any(o is not None for o in self.outputs)
 
-    def source(self) -> str:
-        return link([self])
-
 
 def link(programs) -> str:
     """The CUDA C of `programs` as one translation unit (each kernel and math function once), without
