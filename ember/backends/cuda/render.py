@@ -237,21 +237,16 @@ def _render_ix(x: Ix, axis_expr: dict, names: dict, I: str) -> str:
         if op == "add":
             return "(" + " + ".join(r(t) for t in a) + ")"
         return f"({r(a[0])} * {_int_literal(a[1], I)})"
-    if op == "floordiv":
-        return f"({r(a[0])} / {_int_literal(a[1], I)})"
-    if op == "mod":
-        return f"({r(a[0])} % {_int_literal(a[1], I)})"
+    if op in _IX_INFIX:  # an index and a constant (floordiv and mod see non-negative operands only)
+        return f"({r(a[0])} {_IX_INFIX[op]} {_int_literal(a[1], I)})"
     if op == "clamp":
         return f"ember_clamp({r(a[0])}, ({I}){_int_literal(a[1], I)}, ({I}){_int_literal(a[2], I)})"
-    if op == "lt":
-        return f"({r(a[0])} < {_int_literal(a[1], I)})"
-    if op == "ge":
-        return f"({r(a[0])} >= {_int_literal(a[1], I)})"
-    if op == "eq":
-        return f"({r(a[0])} == {_int_literal(a[1], I)})"
     if op == "and":
         return "(" + " && ".join(r(t) for t in a) + ")"
     raise ValueError(f"unknown index op {op}")
+
+
+_IX_INFIX = {"floordiv": "/", "mod": "%", "lt": "<", "ge": ">=", "eq": "=="}
 
 
 def _int_literal(v: int, I: str) -> str:

@@ -124,16 +124,31 @@ def _args(name, avals):
     return args
 
 
-@pytest.fixture(scope="module")
-def compiled():
+def _compiled(device: str) -> dict:
+    """name -> (executable, (body, args)) for every case, from one module for `device`."""
     graphs, argss = [], []
     for name, (fn, avals) in CASES.items():
         g = body(lambda *a, fn=fn: [fn(*a)], *avals)
         graph = Graph(g.inputs, g.nodes, g.outputs)
         graphs.append((graph, plan_memory(graph)))
         argss.append((g, _args(name, avals)))
-    exes = compile_many(graphs)
-    return dict(zip(CASES, zip(exes, argss)))
+    return dict(zip(CASES, zip(compile_many(graphs, device=device), argss)))
+
+
+def _matches_its_numpy_rule(name: str, got, g, args) -> None:
+    with np.errstate(all="ignore"):
+        (want,) = map(np.asarray, run_body(g, args))
+    assert got.shape == want.shape and got.dtype == want.dtype, name
+    rtol = _tolerance(name, want.dtype)
+    if rtol is None:
+        np.testing.assert_array_equal(got, want, err_msg=name)
+    else:
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    return _compiled("cuda-host")
 
 
 MATH = {p.name for p in llvm_scalar.MATH_LIBRARY} | {"pow"}
@@ -159,14 +174,7 @@ def _tolerance(name: str, dtype) -> float | None:
 def test_runs_as_host_cpp_and_matches_numpy(compiled, name):
     exe, (g, args) = compiled[name]
     (got,) = exe(*args)
-    with np.errstate(all="ignore"):
-        (want,) = map(np.asarray, run_body(g, args))
-    assert got.shape == want.shape and got.dtype == want.dtype
-    rtol = _tolerance(name, want.dtype)
-    if rtol is None:
-        np.testing.assert_array_equal(got, want)
-    else:
-        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+    _matches_its_numpy_rule(name, got, g, args)
 
 
 def test_all_compile_to_one_cubin(compiled):
@@ -186,20 +194,6 @@ def test_every_case_on_the_device():
 
     if not runtime.device_available():
         pytest.skip(f"no GPU: {runtime.missing_reason()}")
-    graphs, argss = [], []
-    for name, (fn, avals) in CASES.items():
-        g = body(lambda *a, fn=fn: [fn(*a)], *avals)
-        graph = Graph(g.inputs, g.nodes, g.outputs)
-        graphs.append((graph, plan_memory(graph)))
-        argss.append((g, _args(name, avals)))
-    for name, exe, (g, args) in zip(CASES, compile_many(graphs, device="cuda"), argss):
+    for name, (exe, (g, args)) in _compiled("cuda").items():
         (got,) = exe(*args)
-        with np.errstate(all="ignore"):
-            (want,) = map(np.asarray, run_body(g, args))
-        got = got.get()
-        assert got.shape == want.shape and got.dtype == want.dtype, name
-        rtol = _tolerance(name, want.dtype)
-        if rtol is None:
-            np.testing.assert_array_equal(got, want, err_msg=name)
-        else:
-            np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol, err_msg=name)
+        _matches_its_numpy_rule(name, got.get(), g, args)
