@@ -19,6 +19,7 @@ from ember.api.tracing import (
     fun_name,
     inline,
     leaf_avals,
+    to_array,
     trace_for_call,
     trace_pytree,
 )
@@ -260,7 +261,7 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
         if not is_tracing() and not known:  # the residuals are read by every call of the pullback: never donated
             from ember.api.compile import compile_graph
 
-            fwd_out = compile_graph(forward, donate=())[0](*[np.asarray(x) for x in leaves])
+            fwd_out = compile_graph(forward, donate=())[0](*[to_array(x) for x in leaves])  # scalars: their weak dtypes
         else:
             fwd_out = eval_graph(forward, list(leaves))
         backward, hoisted = closure_convert(backward)  # values of this trace become residuals

@@ -127,3 +127,14 @@ def test_transformed_forward_functions_pickle():
 
     f = ember.jacfwd(lambda v: jnp.sin(v) * 3.0)
     _close(cloudpickle.loads(cloudpickle.dumps(f))(X), f(X))
+
+
+def test_python_scalar_primals():
+    """Python floats as primals take their weak dtype (float32 here, as JAX without x64) through vjp's
+    eager forward pass too; it used to hand the float64 array NumPy makes of them to a float32 executable."""
+    out, pullback = ember.vjp(jnp.sin, 1.0)
+    assert np.asarray(out).dtype == np.float32
+    np.testing.assert_allclose(pullback(1.0)[0], np.cos(1.0), rtol=1e-6)
+    out, jt = ember.jvp(jnp.sin, (1.0,), (1.0,))
+    np.testing.assert_allclose((out, jt), (np.sin(1.0), np.cos(1.0)), rtol=1e-6)
+    assert float(ember.jacfwd(lambda x: x ** 3)(2.0)) == 12.0
