@@ -32,6 +32,7 @@ from ember.errors import (
     filter_traceback,
     user_location,
 )
+from ember.passes import control_flow  # noqa: F401  (registers the VJP and batching rules of cond, while, scan)
 from ember.passes.autodiff import differentiable_outputs, grad_graph, split_forward_backward, vjp_graph
 from ember.tracer import dtypes
 from ember.tracer import prims as P

@@ -34,6 +34,7 @@ from ember.errors import (
     filter_traceback,
     user_location,
 )
+from ember.passes import control_flow  # noqa: F401  (registers the VJP and batching rules of cond, while, scan)
 from ember.passes.vmap import vmap_graph
 from ember.tracer.trace import is_tracing
 from ember.tree import broadcast_prefix, tree_flatten, tree_flatten_with_path, tree_unflatten

@@ -3,8 +3,9 @@
 Unlike `ember.numpy`, nothing is promoted: operands share a dtype (a Python scalar takes the other
 operand's), transcendental functions take floats only, and shapes are equal or 0-d. Each function binds
 one primitive (`round`, `square`, `reciprocal` and `integer_pow` compose two or three), so it traces,
-differentiates, batches and compiles as the primitive does. The control flow of lax (cond, scan,
-while_loop, ...) is not implemented yet (issue 26): those names raise an AttributeError saying so.
+differentiates, batches and compiles as the primitive does. Control flow (`cond`, `switch`, `while_loop`,
+`fori_loop`, `scan`, `map`, `select_n`) is in `ember/lax/control.py`; lax's structured ops that are not
+here yet raise an AttributeError saying so.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import enum
 import numpy as _np
 
 from ember.errors import missing_attribute as _missing_attribute
+from ember.lax.control import cond, fori_loop, map, scan, select_n, switch, while_loop
 from ember.naming import publish as _publish
 from ember.tracer import prims as _P
 
@@ -85,11 +87,10 @@ def _dtype_of(x) -> _np.dtype:
     return _np.dtype(dt) if dt is not None else _np.asarray(x).dtype
 
 
-# lax's control flow and structured ops, not in ember yet (issue 26)
-_NOT_YET = frozenset({"cond", "switch", "scan", "fori_loop", "while_loop", "map", "associative_scan",
-                      "custom_linear_solve", "custom_root", "sort", "top_k", "cumsum", "cumprod", "cummax",
-                      "cummin", "reduce", "reduce_window", "conv", "conv_general_dilated", "dynamic_slice",
-                      "dynamic_update_slice", "fft"})
+# lax's structured ops not in ember yet
+_NOT_YET = frozenset({"associative_scan", "custom_linear_solve", "custom_root", "sort", "top_k", "cumsum",
+                      "cumprod", "cummax", "cummin", "reduce", "reduce_window", "conv", "conv_general_dilated",
+                      "dynamic_slice", "dynamic_update_slice", "fft"})
 
 __all__ = [
     "exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "abs", "sign", "floor",
@@ -97,7 +98,7 @@ __all__ = [
     "atanh", "cbrt", "exp2", "nextafter", "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "zeta",
     "add", "sub", "mul", "div", "rem", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and",
     "bitwise_or", "bitwise_not", "select", "stop_gradient", "convert_element_type", "square", "reciprocal",
-    "integer_pow", "RoundingMethod",
+    "integer_pow", "RoundingMethod", "cond", "switch", "while_loop", "fori_loop", "scan", "map", "select_n",
 ]
 
 
@@ -105,8 +106,8 @@ _publish(globals(), __name__, __all__)
 
 
 def __getattr__(name: str):
-    """Say that lax's control flow is not implemented yet, or which names are closest."""
+    """Say that one of lax's structured ops is not implemented yet, or which names are closest."""
     if name in _NOT_YET:
-        raise AttributeError(f"ember.lax.{name} is not implemented yet (lax control flow and structured ops "
-                             "are issue 26); write it with ember.numpy and Python loops for now")
+        raise AttributeError(f"ember.lax.{name} is not implemented yet; write it with ember.numpy, or with "
+                             "ember.lax.scan / fori_loop where it is a loop")
     raise _missing_attribute("ember.lax", name, globals())
