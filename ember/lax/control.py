@@ -101,7 +101,7 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         lengths.add(length)
     if len(lengths) > 1:
         raise ArgumentValueError(f"scan got values with different leading axis sizes: "
-                                 f"{', '.join(map(str, sorted(lengths)))}", user_location())
+                                 f"{', '.join(str(n) for n in sorted(lengths))}", user_location())
     if not lengths:
         raise ArgumentValueError("scan got no values to scan over and `length` not provided", user_location())
     (n,) = lengths
@@ -161,13 +161,21 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     return tree_unflatten(c_tree, outs)
 
 
+def _bound_dtype(x) -> np.dtype:
+    """A loop bound's dtype: a Python int is int32 (weak, as in JAX); anything else must be an integer."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return np.dtype(np.int32)
+    dt = np.dtype(getattr(x, "dtype", None) or np.asarray(x).dtype)
+    if not np.issubdtype(dt, np.integer):
+        raise ShapeError(f"fori_loop bounds must be integers, got {dt}", user_location())
+    return dt
+
+
 def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool | None = None):
     """`val = body_fun(i, val)` for i in [lower, upper): a `scan` when both bounds are static (so it is
     reverse-differentiable, as in JAX), else a `while_loop`."""
     static = not isinstance(lower, Tracer) and not isinstance(upper, Tracer)
-    dt = np.result_type(*(x.dtype if hasattr(x, "dtype") else np.int32 for x in (lower, upper)))
-    if not np.issubdtype(dt, np.integer):
-        raise ShapeError(f"fori_loop bounds must be integers, got {dt}", user_location())
+    dt = np.result_type(*(_bound_dtype(x) for x in (lower, upper)))
     if static:
         lo, hi = int(lower), int(upper)
 

@@ -6,6 +6,8 @@ is always computed). Between them the optimizations in PASSES run unless switche
 Each pass is recorded as the stage "after <name>", with the refusals it recorded (explain.py); only
 "after memory" carries the plan (the stages before memory planning have `plan=None`). `inplace` is
 not a graph pass but the memory plan's buffer-reuse decision: disabling it leaves the naive plan.
+Every pass but memory also runs on the bodies of control flow (passes/bodies.py); backends plan a
+body's memory when they compile it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 
+from ember.passes.bodies import hoist, recursive
 from ember.passes.cse import cse
 from ember.passes.dce import dce
 from ember.passes.explain import collecting
@@ -24,13 +27,15 @@ from ember.passes.stages import record
 from ember.tracer.ir import Graph, verified
 
 # The optimizations, in order; `inplace` is an accepted name before it exists.
+# Each runs on control-flow bodies too (innermost first); `hoist` moves loop-invariant work out of them.
 PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
-    ("simplify", simplify),
-    ("cse", cse),
-    ("dce", dce),
-    ("fusion", fusion),
+    ("simplify", recursive(simplify)),
+    ("cse", recursive(cse)),
+    ("hoist", recursive(hoist)),
+    ("dce", recursive(dce)),
+    ("fusion", recursive(fusion)),
 ]
-OPTIONAL = ("simplify", "cse", "dce", "fusion", "inplace")
+OPTIONAL = ("simplify", "cse", "hoist", "dce", "fusion", "inplace")
 
 
 def check_pass_names(disable_passes: Iterable[str]) -> tuple[str, ...]:
@@ -72,7 +77,7 @@ def _run(name: str, fn: Callable[[Graph], Graph], graph: Graph) -> Graph:
 def optimize(graph: Graph, donate: Iterable[int] = (), disable_passes: Iterable[str] = ()) -> tuple[Graph, Plan]:
     """Run the pipeline on `graph` (`donate`: flat input indices the plan may overwrite)."""
     off = set(check_pass_names(disable_passes))
-    graph = _run("inline", inline, graph)
+    graph = _run("inline", recursive(inline), graph)
     for name, fn in PASSES:
         if name not in off:
             graph = _run(name, fn, graph)

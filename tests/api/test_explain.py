@@ -135,7 +135,7 @@ def test_a_node_the_optimizer_removed_is_named_in_the_stage_that_has_it():
     exp = next(n for n in low.graph.nodes if n.prim.name == "exp")
     assert all(n.prim.name != "exp" for n in low.optimized.nodes)
     ex = Explanation([Refusal("fusion", "r", "m", (exp,))], low.stages, "dead")
-    assert str(ex).splitlines()[-2].split() == ["exp", "b", "(as", "in", "'after", "cse')", _line(dead, 1),
+    assert str(ex).splitlines()[-2].split() == ["exp", "b", "(as", "in", "'after", "hoist')", _line(dead, 1),
                                                 "m", "[r]"]
 
 

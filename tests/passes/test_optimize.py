@@ -208,7 +208,7 @@ def test_disable_passes_from_the_environment(monkeypatch):
     an unknown name says which variable holds it."""
     fn, _ = _PROGRAM
     x = np.linspace(0, 1, 4)
-    monkeypatch.setenv("EMBER_DISABLE_PASSES", "cse, dce, fusion")
+    monkeypatch.setenv("EMBER_DISABLE_PASSES", "cse, hoist, dce, fusion")
     names = ember.jit(lambda x: fn(x)[0], disable_passes=("simplify",)).lower(x).stage_names
     assert names == ["traced", "after inline", "after memory"]
     monkeypatch.setenv("EMBER_DISABLE_PASSES", "fusoin")

@@ -79,7 +79,7 @@ def _cond_shape(index, *ops, branches):
 @def_impl(cond_p)
 def _cond_impl(index, *ops, branches):
     k = int(np.clip(index, 0, len(branches) - 1))
-    return tuple(run_numpy(branches[k], ops))
+    return tuple(np.array(o) for o in run_numpy(branches[k], ops))  # never an operand itself
 
 
 # --- while ----------------------------------------------------------------------------------------

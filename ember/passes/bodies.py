@@ -1,0 +1,167 @@
+"""Passes reach into control-flow bodies, and loop-invariant code leaves them.
+
+`recursive(pass)` runs a graph pass on every body of every cond, while and scan node (innermost first),
+then on the graph itself, so bodies are inlined, simplified, fused and pruned like any graph. A pass
+may give a body consts (simplify folds constants into arrays): they become operands of the node, so a
+body stays closed. `hoist` moves the nodes of a scan or while body that depend only on the loop's
+invariant operands out in front of the loop (XLA's while-loop-invariant code motion): computed once,
+not once per trip. A node whose result is larger than what it reads (a broadcast, an iota) stays in
+the loop, where fusion makes it free, rather than becoming a large buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from ember.tracer import prims as P
+from ember.tracer.ir import Graph, Literal, Node, Var
+
+GraphPass = Callable[[Graph], Graph]
+
+
+def has_bodies(graph: Graph) -> bool:
+    return any(n.prim in P.CONTROL_PRIMS for n in graph.nodes)
+
+
+def recursive(fn: GraphPass) -> GraphPass:
+    """`fn` applied to every body (innermost first), then to the graph."""
+    def run(graph: Graph) -> Graph:
+        return fn(map_bodies(graph, run))
+
+    run.__name__ = getattr(fn, "__name__", "pass")
+    return run
+
+
+def _closed(graph: Graph) -> tuple[Graph, list[Var], list]:
+    """`graph` with its consts as leading inputs: (graph, new parent const Vars, their values)."""
+    if not graph.consts:
+        return graph, [], []
+    closed = graph.replace(inputs=list(graph.consts) + list(graph.inputs), consts=(), const_values=())
+    return closed, [Var(v.aval) for v in graph.consts], list(graph.const_values)
+
+
+def map_bodies(graph: Graph, fn: GraphPass) -> Graph:
+    """`graph` with `fn` applied to each body of its control nodes (consts a body gains become the
+    node's operands and the graph's consts)."""
+    if not has_bodies(graph):
+        return graph
+    nodes, consts, values = [], list(graph.consts), list(graph.const_values)
+    for node in graph.nodes:
+        if node.prim in P.CONTROL_PRIMS:
+            node, new, vals = _REBUILD[node.prim](node, fn)
+            consts += new
+            values += vals
+        nodes.append(node)
+    return graph.replace(nodes=nodes, consts=consts, const_values=values)
+
+
+def _rebuild_scan(node: Node, fn: GraphPass) -> tuple[Node, list, list]:
+    body, new, vals = _closed(fn(node.params["body"]))
+    params = node.params.replace(body=body, num_consts=node.params["num_consts"] + len(new))
+    return Node(node.prim, new + list(node.inputs), params, node.outputs, node.loc, node.role), new, vals
+
+
+def _rebuild_while(node: Node, fn: GraphPass) -> tuple[Node, list, list]:
+    p = node.params
+    nc = p["cond_nconsts"]
+    cg, c_new, c_vals = _closed(fn(p["cond_graph"]))
+    bg, b_new, b_vals = _closed(fn(p["body_graph"]))
+    ins = c_new + list(node.inputs[:nc]) + b_new + list(node.inputs[nc:])
+    params = p.replace(cond_graph=cg, body_graph=bg, cond_nconsts=nc + len(c_new),
+                       body_nconsts=p["body_nconsts"] + len(b_new))
+    return Node(node.prim, ins, params, node.outputs, node.loc, node.role), c_new + b_new, c_vals + b_vals
+
+
+def _rebuild_cond(node: Node, fn: GraphPass) -> tuple[Node, list, list]:
+    closed = [_closed(fn(g)) for g in node.params["branches"]]
+    every = [v for _, new, _ in closed for v in new]
+    branches, start = [], 0
+    for g, new, _ in closed:  # every branch takes every branch's new operands
+        n = len(new)
+        before = [Var(v.aval) for v in every[:start]]
+        after = [Var(v.aval) for v in every[start + n:]]
+        branches.append(g.replace(inputs=before + list(g.inputs[:n]) + after + list(g.inputs[n:])))
+        start += n
+    ins = [node.inputs[0]] + every + list(node.inputs[1:])
+    new_node = Node(node.prim, ins, node.params.replace(branches=tuple(branches)), node.outputs, node.loc, node.role)
+    return new_node, every, [x for _, _, vals in closed for x in vals]
+
+
+_REBUILD = {P.scan_p: _rebuild_scan, P.while_p: _rebuild_while, P.cond_p: _rebuild_cond}
+
+
+# --- loop-invariant code motion -------------------------------------------------------------------
+
+def _inflates(node: Node) -> bool:
+    """Its results are larger than what it reads: kept in the loop (fusion makes it free there)."""
+    read = sum(a.aval.size for a in node.inputs if isinstance(a, Var))
+    return sum(v.aval.size for v in node.outputs) > max(read, 1)
+
+
+def _split_invariant(body: Graph, n_consts: int) -> tuple[list[Node], list[Node]]:
+    """The body's nodes that depend only on its first `n_consts` inputs (and may leave), and the rest."""
+    invariant = set(body.inputs[:n_consts])
+    out, rest = [], []
+    for node in body.nodes:
+        if all(isinstance(a, Literal) or a in invariant for a in node.inputs) and not _inflates(node):
+            out.append(node)
+            invariant.update(node.outputs)
+        else:
+            rest.append(node)
+    return out, rest
+
+
+def _hoist_body(body: Graph, n_consts: int, operands: Sequence, emit: list[Node]) -> tuple[Graph, list] | None:
+    """Move `body`'s invariant nodes into `emit` (on the loop's operands); returns the body taking the
+    values it still needs from them as extra leading inputs, and those values."""
+    moved, rest = _split_invariant(body, n_consts)
+    if not moved:
+        return None
+    env: dict = dict(zip(body.inputs[:n_consts], operands))
+    for node in moved:
+        outs = [Var(v.aval) for v in node.outputs]
+        emit.append(Node(node.prim, [env.get(a, a) if isinstance(a, Var) else a for a in node.inputs],
+                         node.params, outs, node.loc, node.role))
+        env.update(zip(node.outputs, outs))
+    produced = {v for node in moved for v in node.outputs}
+    needed: dict[Var, None] = {}
+    for a in [a for node in rest for a in node.inputs] + list(body.outputs):
+        if isinstance(a, Var) and a in produced:
+            needed.setdefault(a)
+    from ember.passes.dce import dce
+
+    new_body = dce(Graph(list(needed) + list(body.inputs), rest, body.outputs))
+    return new_body, [env[v] for v in needed]
+
+
+def hoist(graph: Graph) -> Graph:
+    """Loop-invariant nodes of this graph's scan and while bodies, moved in front of their loops."""
+    if not has_bodies(graph):
+        return graph
+    nodes: list[Node] = []
+    for node in graph.nodes:
+        p = node.params
+        if node.prim is P.scan_p:
+            got = _hoist_body(p["body"], p["num_consts"], node.inputs[:p["num_consts"]], nodes)
+            if got is not None:
+                body, extra = got
+                params = p.replace(body=body, num_consts=p["num_consts"] + len(extra))
+                node = Node(node.prim, extra + list(node.inputs), params, node.outputs, node.loc, node.role)
+        elif node.prim is P.while_p:
+            nc, nb = p["cond_nconsts"], p["body_nconsts"]
+            cc, bc, carry = node.inputs[:nc], node.inputs[nc:nc + nb], node.inputs[nc + nb:]
+            cg, bg = p["cond_graph"], p["body_graph"]
+            got = _hoist_body(cg, nc, cc, nodes)
+            if got is not None:
+                cg, extra = got
+                cc = extra + list(cc)
+            got = _hoist_body(bg, nb, bc, nodes)
+            if got is not None:
+                bg, extra = got
+                bc = extra + list(bc)
+            if cg is not p["cond_graph"] or bg is not p["body_graph"]:
+                node = Node(node.prim, list(cc) + list(bc) + list(carry),
+                            p.replace(cond_graph=cg, body_graph=bg, cond_nconsts=len(cc), body_nconsts=len(bc)),
+                            node.outputs, node.loc, node.role)
+        nodes.append(node)
+    return graph.replace(nodes=nodes)
