@@ -37,6 +37,7 @@ class Ops:
     dot: Callable           # 1-d dot product
     softmax: Callable       # softmax(x, axis)
     zeros: Callable         # zeros(shape, like): zeros with like's dtype
+    lax: Any = None         # the framework's lax (control flow: scan, fori_loop, while_loop), None if it has none
 
 
 @dataclass(frozen=True)
@@ -173,13 +174,14 @@ class Ember(Framework):
 
     def __init__(self, backend: str):
         import ember
+        import ember.lax
         import ember.nn
         import ember.numpy as enp
 
         self.ember, self.backend, self.name = ember, backend, f"ember[{backend}]"
         self.ops = Ops(sum=enp.sum, sqrt=enp.sqrt, exp=enp.exp, tanh=enp.tanh, einsum=enp.einsum, dot=enp.dot,
                        softmax=lambda x, axis: ember.nn.softmax(x, axis=axis),
-                       zeros=lambda shape, like: enp.zeros(shape, dtype=like.dtype))
+                       zeros=lambda shape, like: enp.zeros(shape, dtype=like.dtype), lax=ember.lax)
 
     def grad(self, fn: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         """ember.grad."""
@@ -232,7 +234,7 @@ class Jax(Framework):
         self.jax, self.jnp = jax_module, jnp
         self.ops = Ops(sum=jnp.sum, sqrt=jnp.sqrt, exp=jnp.exp, tanh=jnp.tanh, einsum=jnp.einsum, dot=jnp.dot,
                        softmax=lambda x, axis: jax_module.nn.softmax(x, axis=axis),
-                       zeros=lambda shape, like: jnp.zeros(shape, dtype=like.dtype))
+                       zeros=lambda shape, like: jnp.zeros(shape, dtype=like.dtype), lax=jax_module.lax)
 
     def asarray(self, x: Any) -> Any:
         """A committed device array (passing NumPy arrays would add a transfer to every call)."""

@@ -16,6 +16,7 @@ from types import ModuleType
 
 from benchmarks.workloads import (
     blas_threads,
+    control_flow,
     cosine,
     dead_gradient,
     dense_bias_act,
@@ -28,4 +29,5 @@ from benchmarks.workloads import (
 )
 
 WORKLOADS: dict[str, ModuleType] = {m.NAME: m for m in (cosine, eam, per_sample, dead_gradient, dense_bias_act,
-                                                         dispatch, optimizer, blas_threads, threads, startup)}
+                                                         dispatch, optimizer, blas_threads, threads, startup,
+                                                         control_flow)}
