@@ -2,7 +2,9 @@
 user's line; inputs, consts and outputs as ovals. Annotated stages (autodiff) color nodes by role;
 with a memory plan each node also shows its values' buffer classes and sizes and what it frees.
 A fusion is a cluster labeled with its kind: its operands enter through input ports, its body's
-nodes sit inside, its results leave through output ports. Values the plan writes in place are marked
+nodes sit inside, its results leave through output ports. A cond, while or scan is a cluster holding
+its node and one nested cluster per body (each with its input and output ports; bodies nest again).
+Values the plan writes in place are marked
 on the edge that carries the overwritten operand (bold red, "in place")."""
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ember.tracer.ir import Graph, Literal, Namer, Node, Var, format_param
-from ember.viz.names import GraphNames, fusion_body
+from ember.viz.names import GraphNames, control_bodies, fusion_body
 
 ROLE_COLORS = {
     "active": "#f8cecc",    # forward values that depend on a differentiated input
@@ -35,6 +37,8 @@ def _short_params(node) -> str:
     for k, v in node.params.items():
         if isinstance(v, Graph):
             text = f"<graph: {len(v.nodes)} nodes>"
+        elif isinstance(v, tuple) and v and all(isinstance(g, Graph) for g in v):
+            text = f"<{len(v)} graphs: {', '.join(str(len(g.nodes)) for g in v)} nodes>"
         else:
             text = format_param(v)
         if len(text) > 40:
@@ -117,6 +121,40 @@ class _Dot:
         """A plain node as one box (and its incoming edges); a fusion as a cluster."""
         if fusion_body(node) is not None:
             return self.fusion(node, nid, step, pad, nested)
+        bodies = control_bodies(node)
+        box = self.box(node, nid, step, pad if not bodies else pad + "  ", nested)
+        return box if not bodies else self.control(node, nid, bodies, box, pad)
+
+    def control(self, node: Node, nid: str, bodies, box: list[str], pad: str) -> list[str]:
+        """A cluster around a control-flow node's box: one nested cluster per body, nodes inside."""
+        self.clusters += 1
+        lines = [f"{pad}subgraph cluster_{self.clusters} {{",
+                 f'{pad}  label="{_esc(node.prim.name)}"; style="rounded,dashed"; fontname="monospace"; fontsize=10;']
+        lines += [b for b in box if "->" not in b]
+        for b, (title, body) in enumerate(bodies):
+            self.clusters += 1
+            inner = f"{pad}    "
+            lines += [f"{pad}  subgraph cluster_{self.clusters} {{",
+                      f'{inner}label="{_esc(title)}"; style="rounded,filled"; fillcolor="#f5f5f5"; '
+                      'fontname="monospace"; fontsize=10;']
+            for i, v in enumerate(body.inputs):
+                port = f"{nid}_b{b}_in{i}"
+                label = _esc(self.names.typed(v))
+                lines.append(f'{inner}{port} [shape=invhouse, fillcolor="#ffffff", label="{label}"];')
+                self.where[v] = port
+            for k, sub in enumerate(body.nodes):
+                lines += self.node(sub, f"{nid}_b{b}_{k}", None, inner, True)
+            for i, v in enumerate(body.outputs):
+                port = f"{nid}_b{b}_out{i}"
+                lines.append(f'{inner}{port} [shape=house, fillcolor="#ffffff", label="out {i}"];')
+                if isinstance(v, Var):
+                    lines.append(f"{inner}{self.where[v]} -> {port};")
+            lines.append(f"{pad}  }}")
+        lines.append(f"{pad}}}")
+        return lines + [pad + b.lstrip() for b in box if "->" in b]
+
+    def box(self, node: Node, nid: str, step: int | None, pad: str, nested: bool) -> list[str]:
+        """One node as a box, and its incoming edges."""
         names = self.names
         for v in node.outputs:
             self.where[v] = nid

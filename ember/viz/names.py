@@ -4,6 +4,7 @@ so a report can say `exp c -> mul e` and mean the lines of the text."""
 
 from __future__ import annotations
 
+from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Namer, Node, Var
 from ember.tracer.prims.fusion import fusion_p
 
@@ -11,6 +12,18 @@ from ember.tracer.prims.fusion import fusion_p
 def fusion_body(node: Node) -> Graph | None:
     """The subgraph a fusion node computes in one kernel, or None for any other node."""
     return node.params["body"] if node.prim is fusion_p else None
+
+
+def control_bodies(node: Node) -> list[tuple[str, Graph]]:
+    """The titled bodies of a cond, while or scan node (empty for any other node)."""
+    p = node.params
+    if node.prim is P.scan_p:
+        return [("body", p["body"])]
+    if node.prim is P.while_p:
+        return [("cond_fun", p["cond_graph"]), ("body_fun", p["body_graph"])]
+    if node.prim is P.cond_p:
+        return [(f"branch {k}", g) for k, g in enumerate(p["branches"])]
+    return []
 
 
 class GraphNames(Namer):
@@ -48,6 +61,10 @@ class GraphNames(Namer):
                     if isinstance(v, Var) and v not in self.aliases:
                         self.aliases[v] = self(r)
                 self._name_nodes(body.nodes)
+            for _, sub in control_bodies(node):  # a body's values get names of their own, after the node's
+                for v in sub.inputs:
+                    self(v)
+                self._name_nodes(sub.nodes)
 
     def label(self, node: Node) -> str | None:
         """`prim name` for a node of this graph (`exp c`), None if the node is not in it."""
