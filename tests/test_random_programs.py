@@ -20,7 +20,9 @@ expand_dims, squeeze, swapaxes, moveaxis, flip, broadcast_to, concatenate, stack
 advanced indexing with concrete (negative) indices; indexing with traced argmax-derived (and
 negative) indices, scalar and arrays; `.at[].set/add` with concrete and traced keys; matmul (function,
 `@`, dot, against closed-over constants); one- and two-operand einsum; where; clip; linspace between
-traced (array) bounds.
+traced (array) bounds; control flow: `lax.fori_loop` (0-3 trips, a closed-over value in the body),
+`lax.scan` over a leading axis (forward or reverse, its carry or stacked outputs), `lax.cond` on a
+reduction of a value (its branches close over two values).
 
 Budget: max_examples per test is MAX_EXAMPLES (20 each for float32 and float64, about a minute on two
 cores in CI, where the tests/conftest.py profile derandomizes); run locally with many more, e.g.
@@ -64,8 +66,8 @@ def _ember_at(x):
     return x.at if isinstance(x, Tracer) else _indexing.at(x)
 
 
-EMBER = SimpleNamespace(np=enp, nn=ember.nn, at=_ember_at, name="ember")
-JAX = SimpleNamespace(np=jjnp, nn=SimpleNamespace(softmax=jax.nn.softmax, log_softmax=jax.nn.log_softmax,
+EMBER = SimpleNamespace(np=enp, nn=ember.nn, at=_ember_at, lax=ember.lax, name="ember")
+JAX = SimpleNamespace(np=jjnp, lax=jax.lax, nn=SimpleNamespace(softmax=jax.nn.softmax, log_softmax=jax.nn.log_softmax,
                                                   logsumexp=jax.nn.logsumexp, sigmoid=jax.nn.sigmoid,
                                                   gelu=jax.nn.gelu, relu=jax.nn.relu),
                       at=lambda x: jjnp.asarray(x).at, name="jax")
@@ -631,6 +633,58 @@ def _apply_linspace(L, xs, params):
     return L.np.linspace(xs[0], xs[1], num, endpoint=endpoint, axis=axis)
 
 
+def _gen_fori(draw, shapes):
+    i = _pick(draw, shapes)
+    j = _pick(draw, shapes, lambda s: _broadcast(shapes[i], s) == shapes[i])
+    return (i, j), (draw(st.integers(0, 3)), draw(st.sampled_from(["tanh", "sin"]))), shapes[i]
+
+
+def _apply_fori(L, xs, params):
+    trips, kind = params
+
+    def body(k, c):
+        if kind == "tanh":
+            return L.np.tanh(c * 0.7 + xs[1])
+        return L.np.sin(c) * 0.5 + xs[1] * 0.3 + k.astype(c.dtype) * 0.1
+
+    return L.lax.fori_loop(0, trips, body, xs[0])
+
+
+def _gen_scan(draw, shapes):
+    i = _pick(draw, shapes, lambda s: len(s) >= 1)
+    if i is None:
+        return None
+    s = shapes[i]
+    out = draw(st.sampled_from(["carry", "ys"]))
+    return (i,), (out, draw(st.booleans())), s[1:] if out == "carry" else s
+
+
+def _apply_scan(L, xs, params):
+    out, reverse = params
+
+    def step(c, x):
+        c = L.np.tanh(c * 0.8 + x)
+        return c, c * x
+
+    carry, ys = L.lax.scan(step, xs[0][0] * 0.5, xs[0], reverse=reverse)
+    return carry if out == "carry" else ys
+
+
+def _gen_cond(draw, shapes):
+    i = _pick(draw, shapes)
+    j = _pick(draw, shapes, lambda s: _size_ok(_broadcast(shapes[i], s)))
+    return (i, j), (draw(st.sampled_from([0.0, 0.5, -1.0])),), _broadcast(shapes[i], shapes[j])
+
+
+def _apply_cond(L, xs, params):
+    a, b = xs
+    return L.lax.cond(L.np.sum(a) > params[0], lambda u, v: L.np.sin(u) + v, lambda u, v: u * v - 1.0, a, b)
+
+
+def _guard_cond(xs, params):
+    return JUMP if _near(np.sum(np.asarray(xs[0], np.float64)) - params[0]) else SMOOTH
+
+
 OPS = {
     "unary": OpDef(_gen_unary, lambda L, xs, p: UNARY[p[0]](L, xs[0]), _guard_unary),
     "binary": OpDef(_gen_binary, lambda L, xs, p: BINARY[p[0]](L, *xs), _guard_binary),
@@ -647,6 +701,9 @@ OPS = {
     "where": OpDef(_gen_where, _apply_where, _guard_where),
     "clip": OpDef(_gen_clip, _apply_clip, _guard_clip),
     "linspace": OpDef(_gen_linspace, _apply_linspace),
+    "fori": OpDef(_gen_fori, _apply_fori),
+    "scan": OpDef(_gen_scan, _apply_scan),
+    "cond": OpDef(_gen_cond, _apply_cond, _guard_cond),
 }
 # How often each family is drawn: the ones that often do not apply to the drawn value count more.
 WEIGHTS = {"traced": 3, "index": 2, "reduce": 2, "binary": 2, "layout": 2, "matmul": 2}
