@@ -9,7 +9,7 @@
     ember.grad(loss)(w, x)
 """
 
-from ember import config, lax, nn, numpy, scipy, tree  # noqa: F401
+from ember import ad_checkpoint, config, lax, nn, numpy, scipy, tree  # noqa: F401
 from ember.api import (
     Compiled,
     Jitted,
@@ -48,7 +48,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "jit", "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "vmap", "jacrev", "jacobian", "hessian",
-    "custom_vjp", "checkpoint", "remat", "checkpoint_policies",
+    "custom_vjp", "checkpoint", "remat", "checkpoint_policies", "ad_checkpoint",
     "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend",
     "available_backends", "Graph",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",

@@ -7,7 +7,7 @@ Values are unchanged. Under grad the intermediates of the function are not kept 
 the backward pass recomputes them from the function's inputs, except the values the `policy` saves.
 The function is traced once into a `remat_call` node (ember/tracer/prims/remat.py) holding its body;
 policies follow JAX's protocol, `policy(prim, *avals, **params) -> bool`, and `checkpoint_policies`
-holds JAX's named ones.
+holds JAX's named ones. `checkpoint_name(x, name)` names a value for the policies that save by name.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ember.api.custom import closure_convert
 from ember.api.tracing import check_callable, fun_name, trace_pytree
 from ember.errors import ArgumentError, user_location
 from ember.tracer import prims as P
-from ember.tracer.prims.remat import remat_call_p
+from ember.tracer.prims.remat import checkpoint_name, checkpoint_name_p, remat_call_p
 from ember.tracer.trace import is_tracing
 from ember.tree import tree_unflatten
 
@@ -55,6 +55,48 @@ class DotsSaveable:
 dots_saveable = DotsSaveable(False)
 dots_with_no_batch_dims_saveable = DotsSaveable(True)
 
+
+@dataclass(frozen=True)
+class SaveOnlyTheseNames:
+    """Save only values named (checkpoint_name) with one of `names`."""
+
+    names: frozenset[str]
+
+    def __call__(self, prim, *_, **params) -> bool:
+        return prim is checkpoint_name_p and params["name"] in self.names
+
+
+@dataclass(frozen=True)
+class SaveAnyNamesButThese:
+    """Save only named values, except those named with one of `names`."""
+
+    names: frozenset[str]
+
+    def __call__(self, prim, *_, **params) -> bool:
+        return prim is checkpoint_name_p and params["name"] not in self.names
+
+
+@dataclass(frozen=True)
+class SaveAnythingExceptTheseNames:
+    """Save every value except those named with one of `names` (recomputed, whatever computes them)."""
+
+    names: frozenset[str]
+
+    def __call__(self, prim, *_, **params) -> bool:
+        return prim is not checkpoint_name_p or params["name"] not in self.names
+
+
+def save_only_these_names(*names: str) -> SaveOnlyTheseNames:
+    return SaveOnlyTheseNames(frozenset(names))
+
+
+def save_any_names_but_these(*names: str) -> SaveAnyNamesButThese:
+    return SaveAnyNamesButThese(frozenset(names))
+
+
+def save_anything_except_these_names(*names: str) -> SaveAnythingExceptTheseNames:
+    return SaveAnythingExceptTheseNames(frozenset(names))
+
 checkpoint_policies = types.SimpleNamespace(
     everything_saveable=everything_saveable,
     nothing_saveable=nothing_saveable,
@@ -62,6 +104,9 @@ checkpoint_policies = types.SimpleNamespace(
     checkpoint_dots=dots_saveable,
     dots_with_no_batch_dims_saveable=dots_with_no_batch_dims_saveable,
     checkpoint_dots_with_no_batch_dims=dots_with_no_batch_dims_saveable,
+    save_only_these_names=save_only_these_names,
+    save_any_names_but_these=save_any_names_but_these,
+    save_anything_except_these_names=save_anything_except_these_names,
 )
 
 
@@ -114,3 +159,4 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True, policy: Callable | No
 
 
 remat = checkpoint
+__all__ = ["checkpoint", "remat", "checkpoint_policies", "checkpoint_name"]

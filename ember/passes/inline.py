@@ -1,6 +1,7 @@
 """Inline custom_vjp_call and remat_call nodes: after differentiation their rules have done their work,
 so each call is replaced by its primal subgraph's (or body's) nodes (fresh Vars, the user's lines kept)
-and no backend ever sees one. Nested calls inside a body are inlined too."""
+and no backend ever sees one. Nested calls inside a body are inlined too; a checkpoint_name is replaced
+by the value it names."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ class _Inliner:
                 self.call(node, ins, env, node_role)
             elif node.prim is P.remat_call_p:  # undifferentiated, a checkpointed function is its body
                 self.body(node.params["body"], ins, node.outputs, env, node_role)
+            elif node.prim is P.checkpoint_name_p:  # a name is the value it names
+                env[node.outputs[0]] = ins[0]
             elif fresh:
                 outs = [env.setdefault(v, Var(v.aval)) for v in node.outputs]
                 self.nodes.append(Node(node.prim, ins, node.params, outs, node.loc, node_role))
@@ -52,9 +55,9 @@ class _Inliner:
 
 
 def inline(graph: Graph) -> Graph:
-    """`graph` with every custom_vjp_call (remat_call) replaced by its primal subgraph (body); unchanged if
-    it has none."""
-    if not any(n.prim in (P.custom_vjp_call_p, P.remat_call_p) for n in graph.nodes):
+    """`graph` with every custom_vjp_call (remat_call) replaced by its primal subgraph (body) and every
+    checkpoint_name by its operand; unchanged if it has none."""
+    if not any(n.prim in (P.custom_vjp_call_p, P.remat_call_p, P.checkpoint_name_p) for n in graph.nodes):
         return graph
     state = _Inliner(graph)
     env: dict = {}

@@ -186,6 +186,30 @@ def test_vmap_and_forward_mode_match_jax(mixed_args):
     np.testing.assert_allclose(got_j[1], want_j[1], rtol=1e-10)
 
 
+def named(np_, name, x):
+    """sin x named "a", x * x named "b", both needed by the backward pass (as are cos a and exp b)."""
+    a, b = name(np_.sin(x), "a"), name(x * x, "b")
+    return np_.sum(np_.cos(a) * np_.exp(b))
+
+
+@pytest.mark.parametrize("policy,args,recomputed", [
+    ("save_only_these_names", ("a",), {"mul", "cos", "exp"}),
+    ("save_any_names_but_these", ("a",), {"sin", "cos", "exp"}),
+    ("save_anything_except_these_names", ("a",), {"sin"})])
+def test_name_policies_match_jax_and_choose_what_is_recomputed(policy, args, recomputed, rng):
+    from jax.ad_checkpoint import checkpoint_name as jax_name
+
+    x = rng.normal(size=(5,))
+    ef = ember.checkpoint(lambda v: named(jnp, ember.ad_checkpoint.checkpoint_name, v),
+                          policy=getattr(ember.checkpoint_policies, policy)(*args))
+    jf = jax.checkpoint(lambda v: named(jjnp, jax_name, v), policy=getattr(jax.checkpoint_policies, policy)(*args))
+    with jax.enable_x64(True):
+        want = jax.grad(jf)(x)
+    np.testing.assert_allclose(ember.jit(ember.grad(ef))(x), want, rtol=1e-12)
+    graph = ember.make_graph(ember.grad(ef))(x)
+    assert {n.prim.name for n in graph.nodes if n.role == ROLE_RECOMPUTE} - {"checkpoint_name"} == recomputed
+
+
 # --- calling conventions ---------------------------------------------------------------------------
 
 def test_pytrees_static_arguments_keywords_and_closures(rng):

@@ -1,5 +1,6 @@
-"""remat_call (via ember.checkpoint): numpy reference, shape rule errors, VJP against finite
-differences and the un-checkpointed function, batching against a loop. Runs on both backends."""
+"""remat_call (via ember.checkpoint) and checkpoint_name: numpy reference, shape rule errors, VJP
+against finite differences and the un-checkpointed function, batching against a loop. Runs on both
+backends."""
 
 import numpy as np
 import pytest
@@ -83,4 +84,27 @@ def test_remat_call_batching(in_axes, out_axes, rng):
                          loop_vmap(per_example, in_axes, (w, x), out_axes), rtol=1e-12, atol=1e-12)
 
 
-COVERED = {name: {"remat_call"} for name in ("reference", "errors", "vjp", "batch")}
+# --- checkpoint_name -------------------------------------------------------------------------------
+
+def named(x):
+    return P.mul(P.checkpoint_name(P.sin(x), "s"), x)
+
+
+def test_checkpoint_name_reference_and_errors(rng):
+    x = rng.normal(size=(2, 3)).astype(F32)
+    np.testing.assert_allclose(ember.jit(named, optimize=False)(x), np.sin(x) * x, rtol=2e-6, atol=1e-7)
+    np.testing.assert_array_equal(P.checkpoint_name(x, "x"), x)
+    assert "checkpoint_name" in prim_names(named, x)
+    with pytest.raises(TypeError, match="the name must be a str, got int 3") as info:
+        ember.jit(lambda a: P.checkpoint_name(a, 3))(x)
+    assert THIS_FILE in str(info.value)
+
+
+def test_checkpoint_name_vjp_and_batching(rng):
+    x = rng.normal(size=(3, 4))
+    check_grads(lambda a: total(named(a)), (x,))
+    assert_tree_allclose(ember.vmap(named, 1, 1)(x), loop_vmap(named, 1, (x,), 1), rtol=1e-12, atol=1e-12)
+    assert "checkpoint_name" in prim_names(ember.vmap(named, 1, 1), x)
+
+
+COVERED = {name: {"remat_call", "checkpoint_name"} for name in ("reference", "errors", "vjp", "batch")}
