@@ -128,7 +128,8 @@ def _bind(fun: Callable, args: tuple, kwargs: dict, static: frozenset[int], poli
         it = iter(d)
         return fun(*[args[i] if i in static else next(it) for i in range(len(args))], **kw)
 
-    graph, leaves, _, out_tree = trace_pytree(with_static, dyn, kwargs, transform="checkpoint")
+    # Without static arguments fun itself is traced, so errors name its own parameters.
+    graph, leaves, _, out_tree = trace_pytree(with_static if static else fun, dyn, kwargs, transform="checkpoint")
     body, hoisted = closure_convert(graph)
     outs = remat_call_p.bind(*hoisted, *leaves, body=body, policy=policy, prevent_cse=prevent_cse, name=name)
     return tree_unflatten(out_tree, outs)

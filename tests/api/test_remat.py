@@ -46,8 +46,9 @@ def deep():
     return (rng.normal(size=(256, 256)) / 16).astype(np.float32), rng.normal(size=(256, 256)).astype(np.float32)
 
 
-def _lowered(wrap, per_block, w, x):
-    return ember.jit(ember.grad(lambda a, b: chain(jnp, a, b, wrap, per_block), argnums=(0, 1))).lower(w, x)
+def _lowered(wrap, per_block, w, x, disable_passes=()):
+    return ember.jit(ember.grad(lambda a, b: chain(jnp, a, b, wrap, per_block), argnums=(0, 1)),
+                     disable_passes=disable_passes).lower(w, x)
 
 
 def test_checkpoint_lowers_the_peak_of_a_deep_chain(deep):
@@ -63,6 +64,11 @@ def test_checkpoint_lowers_the_peak_of_a_deep_chain(deep):
     assert per_layer <= plain - 10 * activation, (plain, per_layer)
     assert blocks <= plain - 8 * activation, (plain, blocks)
     assert whole <= plain
+    # Without fusion (whose epilogue sums the 16 gradient terms of W in the last kernel, keeping them all
+    # alive) blocks of 4 show the square-root schedule: the peak halves.
+    unfused = [_lowered(wrap, k, w, x, ("fusion",)).memory().peak_bytes for wrap, k in ((lambda f: f, 1),
+                                                                                        (ember.checkpoint, 4))]
+    assert unfused[1] <= unfused[0] / 2, unfused
 
 
 def test_the_recomputation_survives_optimization_in_the_backward_part(deep):
