@@ -87,15 +87,19 @@ class SaveAnythingExceptTheseNames:
 
 
 def save_only_these_names(*names: str) -> SaveOnlyTheseNames:
+    """Save only the values named with one of `names`."""
     return SaveOnlyTheseNames(frozenset(names))
 
 
 def save_any_names_but_these(*names: str) -> SaveAnyNamesButThese:
+    """Save only named values, except those named with one of `names`."""
     return SaveAnyNamesButThese(frozenset(names))
 
 
 def save_anything_except_these_names(*names: str) -> SaveAnythingExceptTheseNames:
+    """Save everything but the values named with one of `names` (JAX's saves everything: a known gap)."""
     return SaveAnythingExceptTheseNames(frozenset(names))
+
 
 checkpoint_policies = types.SimpleNamespace(
     everything_saveable=everything_saveable,
