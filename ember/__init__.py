@@ -9,7 +9,7 @@
     ember.grad(loss)(w, x)
 """
 
-from ember import config, lax, nn, numpy, scipy, tree  # noqa: F401
+from ember import ad_checkpoint, config, lax, nn, numpy, scipy, tree  # noqa: F401
 from ember.api import (
     Compiled,
     Jitted,
@@ -30,6 +30,7 @@ from ember.api import (
     vjp,
     vmap,
 )
+from ember.api.remat import checkpoint, checkpoint_policies, remat
 from ember.backends import available_backends, default_backend
 from ember.errors import (
     ArgumentError,
@@ -47,7 +48,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "jit", "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "vmap", "jacrev", "jacobian", "hessian",
-    "custom_vjp",
+    "custom_vjp", "checkpoint", "remat", "checkpoint_policies", "ad_checkpoint",
     "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend",
     "available_backends", "Graph",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
@@ -59,8 +60,6 @@ __all__ = [
 _JAX_ONLY: dict[str, str] = {
     "random": "create random arrays with NumPy (np.random.default_rng) and pass them in as arguments",
     "pmap": "use ember.vmap on one device",
-    "checkpoint": "ember keeps every residual; remove the checkpoint/remat wrapper",
-    "remat": "ember keeps every residual; remove the checkpoint/remat wrapper",
     "custom_jvp": "use ember.custom_vjp",
     "make_jaxpr": "use ember.make_graph",
     "eval_shape": "use ember.make_graph(f)(*args) and read the output avals",

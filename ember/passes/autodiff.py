@@ -26,6 +26,10 @@ from ember.tracer.primitive import LazyCotangent, transform_rule, vjp_fwd_rules,
 from ember.tracer.trace import bind, current_builder, new_builder
 
 ROLE_ACTIVE, ROLE_INACTIVE, ROLE_BACKWARD = "active", "inactive", "backward"
+# Forward work that a rematerialized function's backward pass does again (passes/remat.py): CSE never
+# merges it into the forward's copy, which would undo the saving.
+ROLE_RECOMPUTE = "recompute"
+KEPT_ROLES = (ROLE_BACKWARD, ROLE_RECOMPUTE)
 
 
 def activity(graph: Graph, active_inputs: Sequence[bool]) -> set[Var]:
@@ -46,9 +50,12 @@ class _Record:
         self.node, self.ins, self.outs, self.act, self.saved = node, ins, outs, act, saved
 
 
-def linearize(graph: Graph, args: Sequence, active_inputs: Sequence[bool]):
+def linearize(graph: Graph, args: Sequence, active_inputs: Sequence[bool], known: dict | None = None,
+              forward_role: str | None = None):
     """Emit `graph`'s forward pass on `args`; return (outputs, pullback). `pullback(cts)` takes one
-    cotangent (or None) per output and returns one per input (None for inactive inputs)."""
+    cotangent (or None) per output and returns one per input (None for inactive inputs). `known` maps
+    Vars of `graph` to values already computed (a rematerialized function's saved values), which are
+    used instead of emitting their nodes again; `forward_role` overrides the forward nodes' role."""
     active = activity(graph, active_inputs)
     env: dict[Var, object] = dict(zip(graph.inputs, args))
     env.update(zip(graph.consts, graph.const_values))
@@ -58,11 +65,13 @@ def linearize(graph: Graph, args: Sequence, active_inputs: Sequence[bool]):
         ins = [env[a] if isinstance(a, Var) else (a if a.aval.weak_type else a.val) for a in node.inputs]
         act = tuple(isinstance(a, Var) and a in active for a in node.inputs)
         differentiated = any(act) and any(v in active for v in node.outputs)
-        # A node that was already backward (an inner gradient, grad of grad) stays backward.
-        role = ROLE_BACKWARD if node.role == ROLE_BACKWARD else ROLE_ACTIVE if differentiated else ROLE_INACTIVE
-        with b.at(node.loc, role):
+        # A node that was already backward (an inner gradient, grad of grad) or recompute stays so.
+        role = node.role if node.role in KEPT_ROLES else ROLE_ACTIVE if differentiated else ROLE_INACTIVE
+        with b.at(node.loc, forward_role or role):
             saved = None
-            if differentiated and node.prim in vjp_fwd_rules:
+            if known and node.outputs[0] in known:
+                outs = [known[v] for v in node.outputs] if node.prim.multiple_results else known[node.outputs[0]]
+            elif differentiated and node.prim in vjp_fwd_rules:
                 outs, saved = vjp_fwd_rules[node.prim](*ins, active=act, **node.params)
             else:
                 outs = bind(node.prim, ins, node.params)

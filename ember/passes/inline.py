@@ -1,6 +1,7 @@
-"""Inline custom_vjp_call nodes: after differentiation their rules have done their work, so each call
-is replaced by its primal subgraph's nodes (fresh Vars, the user's lines kept) and no backend ever
-sees a custom_vjp_call. Nested calls inside a primal body are inlined too."""
+"""Inline custom_vjp_call and remat_call nodes: after differentiation their rules have done their work,
+so each call is replaced by its primal subgraph's (or body's) nodes (fresh Vars, the user's lines kept)
+and no backend ever sees one. Nested calls inside a body are inlined too; a checkpoint_name is replaced
+by the value it names."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ class _Inliner:
             node_role = node.role or role
             if node.prim is P.custom_vjp_call_p:
                 self.call(node, ins, env, node_role)
+            elif node.prim is P.remat_call_p:  # undifferentiated, a checkpointed function is its body
+                self.body(node.params["body"], ins, node.outputs, env, node_role)
+            elif node.prim is P.checkpoint_name_p:  # a name is the value it names
+                env[node.outputs[0]] = ins[0]
             elif fresh:
                 outs = [env.setdefault(v, Var(v.aval)) for v in node.outputs]
                 self.nodes.append(Node(node.prim, ins, node.params, outs, node.loc, node_role))
@@ -35,20 +40,24 @@ class _Inliner:
     def call(self, node: Node, ins: list, env: dict, role: str | None) -> None:
         """Inline one custom_vjp_call: bind its primal body's inputs to the call's operands."""
         primal, (n_p, n_f, n_b) = node.params["primal"], node.params["num_consts"]
-        operands = ins[:n_p] + ins[n_p + n_f + n_b:]
-        inner: dict = dict(zip(primal.inputs, operands))
-        for v, val in zip(primal.consts, primal.const_values):
+        self.body(primal, ins[:n_p] + ins[n_p + n_f + n_b:], node.outputs, env, role)
+
+    def body(self, body: Graph, operands: list, outputs, env: dict, role: str | None) -> None:
+        """Emit `body` on `operands` with fresh Vars; the call's `outputs` become the body's results."""
+        inner: dict = dict(zip(body.inputs, operands))
+        for v, val in zip(body.consts, body.const_values):
             inner[v] = Var(v.aval)
             self.consts.append(inner[v])
             self.const_values.append(val)
-        self.emit(primal, inner, role, fresh=True)
-        for out, res in zip(node.outputs, primal.outputs):
+        self.emit(body, inner, role, fresh=True)
+        for out, res in zip(outputs, body.outputs):
             env[out] = inner.get(res, res) if isinstance(res, Var) else res
 
 
 def inline(graph: Graph) -> Graph:
-    """`graph` with every custom_vjp_call replaced by its primal subgraph (unchanged if it has none)."""
-    if not any(n.prim is P.custom_vjp_call_p for n in graph.nodes):
+    """`graph` with every custom_vjp_call (remat_call) replaced by its primal subgraph (body) and every
+    checkpoint_name by its operand; unchanged if it has none."""
+    if not any(n.prim in (P.custom_vjp_call_p, P.remat_call_p, P.checkpoint_name_p) for n in graph.nodes):
         return graph
     state = _Inliner(graph)
     env: dict = {}

@@ -104,3 +104,13 @@ def _custom_vjp_call_batch(args, dims, *, primal, fwd, bwd, num_consts, name, ca
     )
     outs = P.custom_vjp_call_p.bind(*args, num_consts=num_consts, name=name, caller_fwd=caller_fwd, **new)
     return outs, [0] * len(outs)
+
+
+@def_batch(P.remat_call_p)
+def _remat_call_batch(args, dims, *, body, policy, prevent_cse, name):
+    """vmap the body (unbatched operands stay unbatched, every output batched at axis 0) into a new
+    remat_call, so the batched function is still rematerialized. Registered here: it needs this transform."""
+    size = batch_size(args, dims)
+    batched = vmap_graph(body, dims, size, out_dims=0)
+    outs = P.remat_call_p.bind(*args, body=batched, policy=policy, prevent_cse=prevent_cse, name=name)
+    return outs, [0] * len(outs)

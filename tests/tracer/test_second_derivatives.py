@@ -164,6 +164,8 @@ CASES = [
     Case("scatter", lambda x, u: P.scatter(x, _IDX[:3:2], u), [(_rand(33, (5, 2)), _rand(34, (2, 2)))]),
     Case("stop_gradient", P.stop_gradient, [(_rand(35, (4,)),)], note="zero derivatives"),
     Case("custom_vjp_call", lambda x: _custom_sin(x), [(_rand(36, (4,)),), (_a(0.0, 1.0, _BIG),)]),
+    Case("remat_call", lambda x, y: _remat_sin_mul(x, y), [(_rand(37, (4,)), _rand(38, (4,)))]),
+    Case("checkpoint_name", lambda x: P.mul(P.checkpoint_name(P.sin(x), "s"), x), [(_rand(39, (4,)),)]),
 ]
 
 
@@ -173,6 +175,7 @@ def _custom_sin(x):
 
 
 _custom_sin.defvjp(lambda x: (enp.sin(x), x), lambda x, g: (g * enp.cos(x),))
+_remat_sin_mul = ember.checkpoint(lambda x, y: enp.sin(x * y) * x)
 
 EXCLUDED = {
     **{name: "boolean result: no derivative" for name in ("eq", "ne", "lt", "le", "gt", "ge", "is_finite")},

@@ -96,6 +96,7 @@ from ember.tracer.prims.reduce import (  # noqa: F401
     reduce_sum,
     reduce_sum_p,
 )
+from ember.tracer.prims.remat import checkpoint_name, checkpoint_name_p, remat_call_p  # noqa: F401
 from ember.tracer.prims.select import select, select_p  # noqa: F401
 from ember.tracer.prims.special import (  # noqa: F401
     digamma,
