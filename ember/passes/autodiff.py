@@ -189,11 +189,13 @@ def _traced_stage(fn, in_avals, source: Graph) -> Graph:
 
 def split_forward_backward(vjp: Graph, n_primals: int, n_outputs: int) -> tuple[Graph, Graph, int]:
     """Cut a vjp graph (primals + cts -> outs + grads) into forward (primals -> outs + residuals) and
-    backward (residuals + cts -> grads). Returns (forward, backward, number of residuals)."""
+    backward (residuals + cts -> grads). Returns (forward, backward, number of residuals). Recomputed
+    work (a checkpoint's, role "recompute") stays in the backward part, so the residuals are what the
+    checkpoint saved, not what it recomputes."""
     backward_vars: set[Var] = set(vjp.inputs[n_primals:])
     fwd_nodes, bwd_nodes = [], []
     for node in vjp.nodes:
-        if any(isinstance(a, Var) and a in backward_vars for a in node.inputs):
+        if node.role == ROLE_RECOMPUTE or any(isinstance(a, Var) and a in backward_vars for a in node.inputs):
             bwd_nodes.append(node)
             backward_vars.update(node.outputs)
         else:

@@ -2,7 +2,8 @@
 itself (a body is a graph), so they live beside the transforms rather than with the primitives.
 
 - scan VJP: the forward scan runs the body's forward part and stacks the residuals its backward part
-  needs (a residual that is a loop-invariant operand is passed once, not stacked); the pullback is a
+  needs (a residual that is a loop-invariant operand is passed once, a slice of an xs operand is read
+  from it: neither is stacked again); the pullback is a
   reverse scan of the body's backward part, carrying the carry's cotangent and the sum of the
   loop-invariant operands' cotangents. Which carries are active is a fixed point over the body.
 - cond VJP: each branch's forward also returns the residuals of every branch (zeros for the others',
@@ -98,9 +99,11 @@ def _scan_fwd(*ins, active, body, length, reverse, num_consts, num_carry, unroll
     fwd, bwd, _ = split_forward_backward(vjp_graph(body, body_active), n_in, n_out)
     residuals = list(fwd.outputs[n_out:])
     const_pos = {v: i for i, v in enumerate(fwd.inputs[:num_consts])}
-    # a residual that is a loop-invariant operand is read from it; the others are stacked by the scan
-    layout = [("const", const_pos[r]) if isinstance(r, Var) and r in const_pos else ("stacked", None)
-              for r in residuals]
+    xs_pos = {v: i for i, v in enumerate(fwd.inputs[num_consts + num_carry:n_in])}
+    # a residual that is a loop-invariant operand, or a slice of an xs operand, is read from that
+    # operand; the others are stacked by the forward scan
+    layout = [("const", const_pos[r]) if r in const_pos else ("xs", xs_pos[r]) if r in xs_pos
+              else ("stacked", None) for r in residuals]
     stacked = [r for r, (kind, _) in zip(residuals, layout) if kind == "stacked"]
     fwd, extra = close(fwd.replace(outputs=list(fwd.outputs[:n_out]) + stacked))
     consts, carry, xs = P.split_scan(list(ins), num_consts, num_carry)
@@ -110,6 +113,8 @@ def _scan_fwd(*ins, active, body, length, reverse, num_consts, num_carry, unroll
     for kind, i in layout:
         if kind == "const":
             values.append(consts[i])
+        elif kind == "xs":
+            values.append(xs[i])
         else:
             values.append(outs[k])
             k += 1
@@ -129,7 +134,7 @@ def _scan_vjp(cts, *ins, out, active, saved: _ScanResiduals, body, length, rever
     ct_carry = [cts[k] if cts[k] is not None else _zeros(out_avals[k]) for k in range(num_carry) if carry_act[k]]
     ct_ys = {k: cts[k] for k in range(num_carry, len(out_avals)) if k in float_outs and cts[k] is not None}
     invariant = [v for v, (kind, _) in zip(saved.values, saved.layout) if kind == "const"]
-    stacked = [v for v, (kind, _) in zip(saved.values, saved.layout) if kind == "stacked"]
+    stacked = [v for v, (kind, _) in zip(saved.values, saved.layout) if kind != "const"]
     ys_keys = sorted(ct_ys)
     n_acc = sum(a_c)
     acc0 = [_zeros(v.aval) for v, a in zip(body.inputs[:num_consts], a_c) if a]
