@@ -33,7 +33,7 @@ from ember.passes.inline import inline
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Node
 
-CONTROL_PRIMS = (P.cond_p, P.while_p, P.scan_p)
+CONTROL_PRIMS = P.CONTROL_PRIMS
 
 
 def body_graphs(node: Node) -> list[Graph]:
