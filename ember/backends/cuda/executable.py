@@ -181,6 +181,10 @@ class _Launches:
     def __init__(self, loaded: _Loaded, device, ws: _Workspace | None, base: int = 0):
         self.device, self.ws, self.base = device, ws, base
         self.program, self.fixed = loaded.program, loaded.fixed
+        self.copies = self.program.copies
+        graph = self.program.graph
+        self.n_in, self.n_out = len(graph.inputs), len(graph.outputs)
+        self.values: list = []  # every argument but the call's inputs and outputs, resolved once
         self.steps = []
         for run, bodies in zip(self.program.runs, loaded.bodies):
             if isinstance(run, ControlRun):
@@ -188,19 +192,24 @@ class _Launches:
             else:
                 self.steps.extend(self._kernels(run))
 
-    def _resolve(self, w: Where, shape, dtype, pos: int, slots: list):
-        """The array at `w` (a workspace view, a const or literal), or None with a slot recorded for the
-        call's input or output array."""
-        if w.kind in ("in", "out"):
-            slots.append((pos, w.kind == "out", w.at))
-            return None
+    def _index(self, w: Where, shape, dtype) -> int:
+        """Where a value is found in a call's `ins + outs + values`: the call's input or output array, or
+        a workspace view, const or literal added to `values`."""
+        if w.kind == "in":
+            return w.at
+        if w.kind == "out":
+            return self.n_in + w.at
         if w.kind == "ws":
-            return self.ws.view(self.base + w.at, shape, dtype)
-        return self.fixed[w.kind][w.at].reshape(shape)
+            return self._value(self.ws.view(self.base + w.at, shape, dtype))
+        return self._value(self.fixed[w.kind][w.at].reshape(shape))
+
+    def _value(self, value) -> int:
+        self.values.append(value)
+        return self.n_in + self.n_out + len(self.values) - 1
 
     def _kernels(self, run) -> list:
-        """The launches of one node as (kernel, grid, block, arguments, slots), every argument but the
-        call's inputs and outputs resolved once; a slot (position, is an output, index) is filled per call."""
+        """The launches of one node as (kernel, grid, block, argument indices into a call's
+        `ins + outs + values`)."""
         dev, steps = self.device, []
         for launch in run.launches:
             names: tuple = ()
@@ -212,44 +221,38 @@ class _Launches:
             if not names:
                 names, call = launch.args, dev.kernel(launch.kernel)
                 grid, block = (launch.grid,), (launch.block,)
-            args, slots = [], []
-            for pos, a in enumerate(names):
+            index = []
+            for a in names:
                 if isinstance(a, str):
-                    args.append(self._resolve(*run.where[a], pos, slots))
+                    index.append(self._index(*run.where[a]))
                 elif isinstance(a, Scratch):
-                    args.append(self.ws.view(self.base + run.scratch + a.offset, (a.count,), a.dtype))
+                    index.append(self._value(self.ws.view(self.base + run.scratch + a.offset, (a.count,), a.dtype)))
                 else:
-                    args.append(a)
-            steps.append((call, grid, block, args if slots else tuple(args), tuple(slots)))
+                    index.append(self._value(a))
+            steps.append((call, grid, block, tuple(index)))
         return steps
 
     def _control(self, run: ControlRun, bodies: list) -> tuple:
-        """A control node as one step: its runner called on its operands and results (resolved as a
-        kernel's arguments are), its argument lists prepared once here when none is per-call."""
+        """A control node as one step: its runner called on its operands and results (found as a
+        kernel's arguments are), its argument lists prepared once here when none is the call's own."""
         node, dev = run.node, self.device
         avals = [a.aval for a in node.inputs] + [v.aval for v in node.outputs]
-        args, slots = [], []
-        for pos, (w, a) in enumerate(zip(run.operands + run.results, avals)):
-            args.append(self._resolve(w, tuple(a.shape), np.dtype(a.dtype), pos, slots))
+        index = tuple(self._index(w, tuple(a.shape), np.dtype(a.dtype)) for w, a in zip(run.operands + run.results,
+                                                                                          avals))
         buffers = [self.ws.view(self.base + w.at, shape, dtype) for w, shape, dtype in run.buffers]
         bound = [_Launches(b, dev, self.ws, self.base + run.bodies_at) for b in bodies]
         loop = control.runner(node, bound, buffers, dev.xp)
-        if slots:
-            return (lambda grid, block, a: loop.run(loop.prepare(a))), None, None, args, tuple(slots)
-        prepared = loop.prepare(args)
-        return (lambda grid, block, a: loop.run(prepared)), None, None, (), ()
+        if any(i < self.n_in + self.n_out for i in index):
+            return (lambda grid, block, a: loop.run(loop.prepare(a))), None, None, index
+        prepared = loop.prepare([self.values[i - self.n_in - self.n_out] for i in index])
+        return (lambda grid, block, a: loop.run(prepared)), None, None, ()
 
     def run(self, ins: list, outs: list) -> None:
         """Every launch in order, then the outputs no kernel wrote into their own array."""
-        for call, grid, block, fixed, slots in self.steps:
-            if slots:
-                a = list(fixed)
-                for pos, is_out, k in slots:
-                    a[pos] = outs[k] if is_out else ins[k]
-                call(grid, block, tuple(a))
-            else:
-                call(grid, block, fixed)
-        if self.program.copies:
+        get = (ins + outs + self.values).__getitem__
+        for call, grid, block, index in self.steps:
+            call(grid, block, tuple(map(get, index)))
+        if self.copies:
             self._copy_outputs(ins, outs)
 
     def _copy_outputs(self, ins: list, outs: list) -> None:
