@@ -171,6 +171,14 @@ def test_control_nodes_are_host_runs_and_their_kernels_join_the_module(compiled)
     assert all(e.source is exe.source for e in compiled.values())
 
 
+def test_the_module_compiles_to_one_cubin(compiled):
+    """Every body's kernels, nested ones too, compile for a GPU through NVRTC (no device needed)."""
+    from ember.backends.cuda import nvrtc
+    from ember.backends.cuda.prelude import DEVICE_PRELUDE
+
+    assert nvrtc.compile_cubin(DEVICE_PRELUDE + compiled["nested-scan-cond"].source, "sm_90")
+
+
 def test_unaligned_slices_are_staged_and_aligned_ones_are_views(compiled):
     """A slice of 1027 float32 (large enough for vector accesses, not a multiple of 16 bytes) goes through a
     staging buffer, x and y alike; one of 1024 is a view (no loop buffer beyond the two carry sets)."""

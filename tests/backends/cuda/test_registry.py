@@ -29,10 +29,10 @@ from tests.backends.test_kernel import ONE_NODE, body, data
 
 def cuda_rule(prim) -> str | None:
     """How the CUDA renderer computes `prim`, or None when it cannot."""
-    if prim.name in NOT_COMPILED:
-        return NOT_COMPILED[prim.name]
     if prim in control.RUNNERS:
         return f"a host runner over device bodies ({control.RUNNERS[prim].__name__}, cuda/control.py)"
+    if prim.name in NOT_COMPILED:
+        return NOT_COMPILED[prim.name]
     if prim.kind == "elementwise":
         return "cuda scalar.OPS" if prim in scalar.OPS else None
     if prim in kernel._EMIT:
