@@ -19,7 +19,8 @@ trip; every buffer stays on the device, and bodies nest (a scan in a cond in a s
   results.
 
 Per trip the host only hands precomputed argument lists to the body (`prepare`: the carry buffers'
-rotation and the slices, made once per call, or once per executable when no argument is per-call).
+rotation and the slices, made once per call, or once per executable when no argument is the call's
+own; a scan longer than `KEPT_STEPS` makes each step's as it goes, so memory stays flat).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Node
 
 CONTROL_PRIMS = P.CONTROL_PRIMS
+KEPT_STEPS = 4096  # a scan of at most this many steps lists its steps' arguments at once; longer ones stream them
 
 
 def body_graphs(node: Node) -> list[Graph]:
@@ -86,34 +88,35 @@ class _Scan:
         self.copyto = xp.copyto
 
     def prepare(self, args: Sequence) -> tuple:
-        """Per step (i, ins, outs): the slice index and the body's inputs and outputs, the carry in its
+        """The node's arguments split (consts, initial carry, xs, carry results, ys) and, for a scan of
+        at most `KEPT_STEPS` steps, its steps listed (`_steps`); longer ones make them as they go."""
+        split = (list(args[:self.nc]), list(args[self.nc:self.nc + self.nk]), args[self.nc + self.nk:self.nops],
+                 list(args[self.nops:self.nops + self.nk]), args[self.nops + self.nk:])
+        return split, list(self._steps(*split)) if self.length <= KEPT_STEPS else None
+
+    def _steps(self, consts, init, xs, carry_out, ys):
+        """Per step (i, ins, outs): the slice index, the body's inputs and outputs: the carry in its
         rotation (initial, set 0, set 1, set 0, ...; the last step writes the results) and the slices as
-        views or staging buffers; and the initial carry with the results (copied for length 0)."""
-        consts = list(args[:self.nc])
-        init = list(args[self.nc:self.nc + self.nk])
-        xs = args[self.nc + self.nk:self.nops]
-        carry_out, ys = list(args[self.nops:self.nops + self.nk]), args[self.nops + self.nk:]
-        n = self.length
-        order = range(n - 1, -1, -1) if self.reverse else range(n)
-        steps, cur = [], init
-        for step, i in enumerate(order):
+        views or staging buffers."""
+        n, cur = self.length, init
+        for step, i in enumerate(range(n - 1, -1, -1) if self.reverse else range(n)):
             nxt = carry_out if step == n - 1 else self.sets[step % 2]
             x_in = [x[i, ...] if s is None else s for x, s in zip(xs, self.x_stage)]
             y_out = [y[i, ...] if s is None else s for y, s in zip(ys, self.y_stage)]
-            steps.append((i, consts + cur + x_in, nxt + y_out))
+            yield i, consts + cur + x_in, nxt + y_out
             cur = nxt
-        return steps, init, carry_out, xs, ys
 
     def run(self, prepared: tuple) -> None:
-        steps, init, carry_out, xs, ys = prepared
+        split, steps = prepared
+        _, init, xs, carry_out, ys = split
         copyto, body = self.copyto, self.body.run
-        if not steps:
+        if not self.length:
             for out, value in zip(carry_out, init):
                 copyto(out, value)
             return
         x_staged = [(k, s) for k, s in enumerate(self.x_stage) if s is not None]
         y_staged = [(k, s) for k, s in enumerate(self.y_stage) if s is not None]
-        for i, ins, outs in steps:
+        for i, ins, outs in self._steps(*split) if steps is None else steps:
             for k, s in x_staged:
                 copyto(s, xs[k][i, ...])
             body(ins, outs)

@@ -243,9 +243,9 @@ class _Launches:
         bound = [_Launches(b, dev, self.ws, self.base + run.bodies_at) for b in bodies]
         loop = control.runner(node, bound, buffers, dev.xp)
         if any(i < self.n_in + self.n_out for i in index):
-            return (lambda grid, block, a: loop.run(loop.prepare(a))), None, None, index
+            return _ControlStep(loop), None, None, index
         prepared = loop.prepare([self.values[i - self.n_in - self.n_out] for i in index])
-        return (lambda grid, block, a: loop.run(prepared)), None, None, ()
+        return _ControlStep(loop, prepared), None, None, ()
 
     def run(self, ins: list, outs: list) -> None:
         """Every launch in order, then the outputs no kernel wrote into their own array."""
@@ -264,6 +264,17 @@ class _Launches:
                 value = (self.ws.view(self.base + src.at, out.shape, out.dtype) if src.kind == "ws"
                          else arrays[src.kind][src.at])
                 self.device.xp.copyto(out, value.reshape(out.shape))
+
+
+class _ControlStep:
+    """A control node's runner as a step: called with the node's operands and results, or with none
+    when they were `prepared` once (every one in the workspace, a const or a literal)."""
+
+    def __init__(self, loop, prepared=None):
+        self.loop, self.prepared = loop, prepared
+
+    def __call__(self, grid, block, args) -> None:
+        self.loop.run(self.loop.prepare(args) if self.prepared is None else self.prepared)
 
 
 class CudaExecutable:

@@ -19,6 +19,7 @@ import ember.numpy as jnp
 from ember import lax
 from ember.backends.cuda import control
 from ember.backends.cuda.backend import compile_many
+from ember.backends.cuda.executable import _ControlStep
 from ember.backends.cuda.program import ControlRun
 from ember.backends.device_arrays import overlap, to_host
 from ember.passes.memory import plan_memory
@@ -185,6 +186,20 @@ def test_unaligned_slices_are_staged_and_aligned_ones_are_views(compiled):
     for name, extra in (("scan-staged", 2), ("scan-wide-views", 0)):
         (run,) = [r for r in compiled[name].program.runs if isinstance(r, ControlRun)]
         assert len(run.buffers) == 2 + extra, name
+
+
+def test_long_scans_make_their_steps_as_they_go(compiled, monkeypatch):
+    """Past `KEPT_STEPS` a scan streams its steps' argument lists (per call, and where they were
+    prepared once per executable); the results are the same. Fresh executables of the same module (no
+    compile) take the lowered limit when they bind their launches."""
+    monkeypatch.setattr(control, "KEPT_STEPS", 2)
+    fresh = _compiled("cuda-host")
+    for name in ("scan-rnn", "scan-in-workspace", "nested-scan-cond"):
+        assert fresh[name] is not compiled[name] and fresh[name].source == compiled[name].source
+        _check(name, fresh[name], _args(name, 0))
+    (step,) = [s[0] for s in fresh["scan-in-workspace"]._launches().steps if isinstance(s[0], _ControlStep)]
+    split, steps = step.prepared
+    assert steps is None and len(split) == 5  # prepared once, streamed
 
 
 def test_length_zero_returns_the_initial_carry_in_a_fresh_array(compiled):
