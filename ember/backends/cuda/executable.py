@@ -208,8 +208,8 @@ class _Launches:
         return self.n_in + self.n_out + len(self.values) - 1
 
     def _kernels(self, run) -> list:
-        """The launches of one node as (kernel, grid, block, argument indices into a call's
-        `ins + outs + values`)."""
+        """The launches of one node as steps (kernel, grid, block, argument indices into a call's
+        `ins + outs + values`, the arguments themselves where `_fixed`)."""
         dev, steps = self.device, []
         for launch in run.launches:
             names: tuple = ()
@@ -229,8 +229,13 @@ class _Launches:
                     index.append(self._value(self.ws.view(self.base + run.scratch + a.offset, (a.count,), a.dtype)))
                 else:
                     index.append(self._value(a))
-            steps.append((call, grid, block, tuple(index)))
+            steps.append((call, grid, block, tuple(index), self._fixed(index)))
         return steps
+
+    def _fixed(self, index) -> tuple | None:
+        """The arguments at `index` when none is the call's own input or output (resolved once), else None."""
+        first = self.n_in + self.n_out
+        return None if any(i < first for i in index) else tuple(self.values[i - first] for i in index)
 
     def _control(self, run: ControlRun, bodies: list) -> tuple:
         """A control node as one step: its runner called on its operands and results (found as a
@@ -242,16 +247,14 @@ class _Launches:
         buffers = [self.ws.view(self.base + w.at, shape, dtype) for w, shape, dtype in run.buffers]
         bound = [_Launches(b, dev, self.ws, self.base + run.bodies_at) for b in bodies]
         loop = control.runner(node, bound, buffers, dev.xp)
-        if any(i < self.n_in + self.n_out for i in index):
-            return _ControlStep(loop), None, None, index
-        prepared = loop.prepare([self.values[i - self.n_in - self.n_out] for i in index])
-        return _ControlStep(loop, prepared), None, None, ()
+        fixed = self._fixed(index)
+        return _ControlStep(loop, None if fixed is None else loop.prepare(fixed)), None, None, index, fixed
 
     def run(self, ins: list, outs: list) -> None:
         """Every launch in order, then the outputs no kernel wrote into their own array."""
         get = (ins + outs + self.values).__getitem__
-        for call, grid, block, index in self.steps:
-            call(grid, block, tuple(map(get, index)))
+        for call, grid, block, index, fixed in self.steps:
+            call(grid, block, tuple(map(get, index)) if fixed is None else fixed)
         if self.copies:
             self._copy_outputs(ins, outs)
 
