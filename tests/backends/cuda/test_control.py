@@ -1,11 +1,13 @@
 """Control flow on the CUDA backends: cond, while and scan run by the host over device bodies.
 
-Every program of tests/backends/control_cases.py, and a few here that reach the runners' other paths
+Every program of tests/backends/control_cases.py, a few here that reach the runners' other paths
 (slices staged where a view would misalign vector accesses, wide slices passed as views, loop
 operands and results all in the workspace so their argument lists are prepared once, a carry passed
-through, zero-trip loops, a scan of one step), is compiled with its plan into one module
-(`compile_many`: one g++ build) and checked against its Python-loop reference for a few seeds, its
-inputs unchanged and its outputs fresh arrays. The same runs on a GPU with CuPy arrays in and out.
+through, zero-trip loops, a scan of one step), and some under grad and vmap (lowered by jit: reverse
+scans over stacked residuals, a batched while), is compiled with its plan into one module
+(`compile_many`: one g++ build) and checked against its Python-loop reference (the transformed ones
+against the numpy backend) for a few seeds, its inputs unchanged and its outputs fresh arrays. The
+same runs on a GPU with CuPy arrays in and out.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import threading
 import numpy as np
 import pytest
 
+import ember
 import ember.numpy as jnp
 from ember import lax
 from ember.backends.cuda import control
@@ -81,7 +84,30 @@ EXTRA = {
     "scan-one-step": (_staged, (((3,), F), ((1, 3), F)), _staged_ref),
     "while-zero-trips": (_while_never, (((4,), F),), lambda x: x),
 }
-SEEDS = {"switch": range(4)}  # every branch, and an index clamped to the last one
+
+
+def _grad_rnn(w, h0, xs):
+    h, ys = C.PROGRAMS["scan-rnn"][0](h0, xs, w)
+    return jnp.sum(ys) + jnp.sum(h * h)
+
+
+def _newton(x):
+    return lax.while_loop(lambda c: jnp.abs(c[0] * c[0] - x) > 1e-4,
+                          lambda c: (c[0] - (c[0] * c[0] - x) / (2.0 * c[0]), c[1] + 1), (x, 0))
+
+
+# name -> (function, argument types): under transforms, lowered by jit (the optimized graph and its plan),
+# against the numpy backend's unoptimized run (control nodes by their numpy rules)
+TRANSFORMED = {
+    "grad-scan-rnn": (ember.grad(_grad_rnn, argnums=(0, 1)), (((4, 4), F), ((4,), F), ((6, 4), F))),
+    "grad-fori": (ember.grad(lambda x: jnp.sum(C.PROGRAMS["fori-static"][0](x))), (((3, 2), F),)),
+    "grad-cond": (ember.grad(lambda p, x, y: jnp.sum(C.PROGRAMS["cond"][0](p, x, y)), argnums=(1, 2)),
+                  (((), F), ((4,), F), ((4,), F))),
+    "vmap-while": (ember.vmap(_newton), (((3,), F),)),
+    "vmap-scan-reverse": (ember.vmap(C.PROGRAMS["scan-reverse"][0]), (((2, 3), F), ((2, 5, 3), F))),
+}
+# every branch, and an index clamped to the last one; the transformed programs (slow on the host) once
+SEEDS = {"switch": range(4), **{name: range(1) for name in TRANSFORMED}, "grad-cond": range(2)}
 DEFAULT_SEEDS = range(2)
 
 
@@ -96,27 +122,44 @@ def _traced(name: str):
     return trace_flat(flat, [ShapedArray(s, np.dtype(d)) for s, d in avals])
 
 
+def _lowered(name: str) -> tuple:
+    """(graph, plan): a program traced and planned, or a transformed one as jit optimizes it."""
+    if name in TRANSFORMED:
+        low = ember.jit(TRANSFORMED[name][0]).lower(*_args(name, 0))
+        return low.optimized, low.stages[-1].plan
+    g = _traced(name)
+    return g, plan_memory(g)
+
+
 def _args(name: str, seed: int) -> list[np.ndarray]:
     if name in C.PROGRAMS:
         return C.args_for(name, seed)
     rng = np.random.default_rng(seed)
-    return [(rng.standard_normal(s) * 0.5).astype(d) for s, d in EXTRA[name][1]]
+    avals = TRANSFORMED[name][1] if name in TRANSFORMED else EXTRA[name][1]
+    args = [(rng.standard_normal(s) * 0.5).astype(d) for s, d in avals]
+    if name == "vmap-while":
+        args[0] = np.abs(args[0]) * 10.0 + 1.0  # square roots of positive numbers
+    if name == "grad-cond":
+        args[0] = np.float32(1.0 if seed % 2 == 0 else -1.0)
+    return args
 
 
 def _reference(name: str, args) -> list[np.ndarray]:
     if name in C.PROGRAMS:
         return C.reference(name, args)
+    if name in TRANSFORMED:
+        out = ember.jit(TRANSFORMED[name][0], backend="numpy", optimize=False)(*[np.array(a) for a in args])
+        return [np.asarray(o) for o in tree_flatten(out)[0]]
     out = EXTRA[name][2](*[np.array(a) for a in args])
     return [np.asarray(o) for o in (out if isinstance(out, tuple) else (out,))]
 
 
-NAMES = sorted(C.PROGRAMS) + sorted(EXTRA)
+NAMES = sorted(C.PROGRAMS) + sorted(EXTRA) + sorted(TRANSFORMED)
 
 
 def _compiled(device: str) -> dict:
     """name -> executable, every program from one module for `device`."""
-    graphs = [_traced(name) for name in NAMES]
-    return dict(zip(NAMES, compile_many([(g, plan_memory(g)) for g in graphs], device=device)))
+    return dict(zip(NAMES, compile_many([_lowered(name) for name in NAMES], device=device)))
 
 
 @pytest.fixture(scope="module")
@@ -194,7 +237,7 @@ def test_long_scans_make_their_steps_as_they_go(compiled, monkeypatch):
     compile) take the lowered limit when they bind their launches."""
     monkeypatch.setattr(control, "KEPT_STEPS", 2)
     fresh = _compiled("cuda-host")
-    for name in ("scan-rnn", "scan-in-workspace", "nested-scan-cond"):
+    for name in ("scan-in-workspace", "nested-scan-cond"):
         assert fresh[name] is not compiled[name] and fresh[name].source == compiled[name].source
         _check(name, fresh[name], _args(name, 0))
     (step,) = [s[0] for s in fresh["scan-in-workspace"]._launches().steps if isinstance(s[0], _ControlStep)]
