@@ -107,6 +107,8 @@ class _Scan:
             cur = nxt
 
     def run(self, prepared: tuple) -> None:
+        """The body once per step (staged slices copied in and out around it), or for length 0 the
+        initial carry copied to the results."""
         split, steps = prepared
         _, init, xs, carry_out, ys = split
         copyto, body = self.copyto, self.body.run
@@ -149,6 +151,7 @@ class _While:
         return trips, places, list(args[self.nops:])
 
     def run(self, prepared: tuple) -> None:
+        """Trips until the predicate is false, then the carry (wherever it ended) copied out."""
         trips, places, results = prepared
         pred, cond, body = [self.pred], self.cond.run, self.body.run
         k = 0
@@ -172,9 +175,11 @@ class _Cond:
         self.nops = len(node.inputs)
 
     def prepare(self, args: Sequence) -> tuple:
+        """(the index array, the branches' operands, the results)."""
         return args[0], list(args[1:self.nops]), list(args[self.nops:])
 
     def run(self, prepared: tuple) -> None:
+        """The branch the index names (read back: a device sync), writing the results."""
         index, ops, results = prepared
         k = min(max(int(index.item()), 0), len(self.branches) - 1)
         self.branches[k].run(ops, results)
