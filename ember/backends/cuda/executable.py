@@ -5,7 +5,8 @@ kernels on CuPy's current stream, contractions of float32/float64 through cuBLAS
 (NumPy arrays, the same kernels compiled as host C++ by host.py, every block's threads as real
 threads). Calls on a GPU are asynchronous, as CuPy's own: the workspace belongs to one (thread,
 stream) pair, so two calls in flight on different streams never share one, and calls on one stream
-are ordered by it. Consts and literal operands are copied to the device once.
+are ordered by it. Consts and literal operands are copied to the device once. A control-flow node is
+one step whose runner (control.py) launches its bodies' programs, bound to the same workspace.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import threading
 
 import numpy as np
 
-from ember.backends.cuda.program import Program
+from ember.backends.cuda import control
+from ember.backends.cuda.program import ControlRun, Program, Where
 from ember.backends.cuda.render import Gemm, Scratch
 from ember.tracer.ir import Graph
 
@@ -146,7 +148,7 @@ class _Workspace:
     def __init__(self, xp, nbytes: int):
         self.raw = xp.empty(max(nbytes, 1), np.uint8)
         self.views: dict = {}
-        self.steps: list = []
+        self.launches = None
 
     def view(self, offset: int, shape, dtype):
         key = (offset, shape, dtype)
@@ -155,6 +157,127 @@ class _Workspace:
             n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
             got = self.views[key] = self.raw[offset:offset + n].view(dtype).reshape(shape)
         return got
+
+
+class _Loaded:
+    """A program's consts and literal operands on the device (uploaded once per executable), and the
+    bodies of its control-flow nodes loaded alike (`bodies[j]`: those of run j)."""
+
+    def __init__(self, program: Program, device):
+        g = program.graph
+        self.program = program
+        self.fixed = {"const": [device.upload(np.asarray(c, dtype=v.aval.dtype)) for v, c in zip(g.consts,
+                                                                                                g.const_values)],
+                      "literal": [device.upload(a) for a in program.literals]}
+        self.bodies = [[_Loaded(b, device) for b in run.bodies] if isinstance(run, ControlRun) else []
+                       for run in program.runs]
+
+
+class _Launches:
+    """A loaded program's launches resolved against one workspace (its values from byte `base` on):
+    `run(ins, outs)` launches them on the call's inputs and outputs. A body of a control-flow node is
+    one of these too, run by its node's runner (control.py) once per trip."""
+
+    def __init__(self, loaded: _Loaded, device, ws: _Workspace | None, base: int = 0):
+        self.device, self.ws, self.base = device, ws, base
+        self.program, self.fixed = loaded.program, loaded.fixed
+        self.copies = self.program.copies
+        graph = self.program.graph
+        self.n_in, self.n_out = len(graph.inputs), len(graph.outputs)
+        self.values: list = []  # every argument but the call's inputs and outputs, resolved once
+        self.steps = []
+        for run, bodies in zip(self.program.runs, loaded.bodies):
+            if isinstance(run, ControlRun):
+                self.steps.append(self._control(run, bodies))
+            else:
+                self.steps.extend(self._kernels(run))
+
+    def _index(self, w: Where, shape, dtype) -> int:
+        """Where a value is found in a call's `ins + outs + values`: the call's input or output array, or
+        a workspace view, const or literal added to `values`."""
+        if w.kind == "in":
+            return w.at
+        if w.kind == "out":
+            return self.n_in + w.at
+        if w.kind == "ws":
+            return self._value(self.ws.view(self.base + w.at, shape, dtype))
+        return self._value(self.fixed[w.kind][w.at].reshape(shape))
+
+    def _value(self, value) -> int:
+        self.values.append(value)
+        return self.n_in + self.n_out + len(self.values) - 1
+
+    def _kernels(self, run) -> list:
+        """The launches of one node as steps (kernel, grid, block, argument indices into a call's
+        `ins + outs + values`, the arguments themselves where `_fixed`)."""
+        dev, steps = self.device, []
+        for launch in run.launches:
+            names: tuple = ()
+            if isinstance(launch, Gemm):
+                if dev.can_gemm(launch):
+                    names, call = (launch.step.lhs, launch.step.rhs, launch.step.out), _gemm_call(dev, launch)
+                    grid = block = None
+                launch = launch.fallback
+            if not names:
+                names, call = launch.args, dev.kernel(launch.kernel)
+                grid, block = (launch.grid,), (launch.block,)
+            index = []
+            for a in names:
+                if isinstance(a, str):
+                    index.append(self._index(*run.where[a]))
+                elif isinstance(a, Scratch):
+                    index.append(self._value(self.ws.view(self.base + run.scratch + a.offset, (a.count,), a.dtype)))
+                else:
+                    index.append(self._value(a))
+            steps.append((call, grid, block, tuple(index), self._fixed(index)))
+        return steps
+
+    def _fixed(self, index) -> tuple | None:
+        """The arguments at `index` when none is the call's own input or output (resolved once), else None."""
+        first = self.n_in + self.n_out
+        return None if any(i < first for i in index) else tuple(self.values[i - first] for i in index)
+
+    def _control(self, run: ControlRun, bodies: list) -> tuple:
+        """A control node as one step: its runner called on its operands and results (found as a
+        kernel's arguments are), its argument lists prepared once here when none is the call's own."""
+        node, dev = run.node, self.device
+        avals = [a.aval for a in node.inputs] + [v.aval for v in node.outputs]
+        index = tuple(self._index(w, tuple(a.shape), np.dtype(a.dtype)) for w, a in zip(run.operands + run.results,
+                                                                                          avals))
+        buffers = [self.ws.view(self.base + w.at, shape, dtype) for w, shape, dtype in run.buffers]
+        bound = [_Launches(b, dev, self.ws, self.base + run.bodies_at) for b in bodies]
+        loop = control.runner(node, bound, buffers, dev.xp)
+        fixed = self._fixed(index)
+        return _ControlStep(loop, None if fixed is None else loop.prepare(fixed)), None, None, index, fixed
+
+    def run(self, ins: list, outs: list) -> None:
+        """Every launch in order, then the outputs no kernel wrote into their own array."""
+        get = (ins + outs + self.values).__getitem__
+        for call, grid, block, index, fixed in self.steps:
+            call(grid, block, tuple(map(get, index)) if fixed is None else fixed)
+        if self.copies:
+            self._copy_outputs(ins, outs)
+
+    def _copy_outputs(self, ins: list, outs: list) -> None:
+        """Outputs no kernel wrote into their own array: inputs, consts, literals, repeats."""
+        arrays = {"in": ins, "out": outs, **self.fixed}
+        for i, src in enumerate(self.program.outputs):
+            if src is not None:
+                out = outs[i]
+                value = (self.ws.view(self.base + src.at, out.shape, out.dtype) if src.kind == "ws"
+                         else arrays[src.kind][src.at])
+                self.device.xp.copyto(out, value.reshape(out.shape))
+
+
+class _ControlStep:
+    """A control node's runner as a step: called with the node's operands and results, or with none
+    when they were `prepared` once (every one in the workspace, a const or a literal)."""
+
+    def __init__(self, loop, prepared=None):
+        self.loop, self.prepared = loop, prepared
+
+    def __call__(self, grid, block, args) -> None:
+        self.loop.run(self.loop.prepare(args) if self.prepared is None else self.prepared)
 
 
 class CudaExecutable:
@@ -175,62 +298,27 @@ class CudaExecutable:
         self.compile_seconds, self.from_cache = compile_seconds, from_cache
         self._in_specs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in graph.inputs]
         self._outs = [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in graph.outputs]
-        self._consts = [device.upload(np.asarray(c, dtype=v.aval.dtype))
-                        for v, c in zip(graph.consts, graph.const_values)]
-        self._literals = [device.upload(a) for a in program.literals]
+        self._loaded = _Loaded(program, device)
         self._workspaces: dict = {}
         self._lock = threading.Lock()
         # a program without intermediates in memory has one launch plan for every thread and stream
-        self._shared_steps = None if program.workspace_bytes else self._steps(None)
+        self._shared = None if program.workspace_bytes else _Launches(self._loaded, device, None)
         self._empty = device.empty
 
     @property
     def kernels(self) -> list[str]:
         return [k.text for k in self.program.kernels.values()]
 
-    def _workspace(self) -> _Workspace:
+    def _launches(self) -> _Launches:
+        """This (thread, stream)'s launches, over its own workspace (made on its first call)."""
         key = self.device.key()
         ws = self._workspaces.get(key)
         if ws is None:
             with self._lock:
                 ws = _Workspace(self.device.xp, self.program.workspace_bytes)
-                ws.steps = self._steps(ws)
+                ws.launches = _Launches(self._loaded, self.device, ws)
                 self._workspaces[key] = ws
-        return ws
-
-    def _steps(self, ws: _Workspace | None) -> list:
-        """The launches as (kernel, grid, block, arguments, slots), every argument but the call's inputs
-        and outputs resolved against `ws` once; a slot (position, is an output, index) is filled per call."""
-        dev, fixed = self.device, {"const": self._consts, "literal": self._literals}
-        steps = []
-        for run in self.program.runs:
-            for launch in run.launches:
-                names: tuple = ()
-                if isinstance(launch, Gemm):
-                    if dev.can_gemm(launch):
-                        names, call = (launch.step.lhs, launch.step.rhs, launch.step.out), _gemm_call(dev, launch)
-                        grid = block = None
-                    launch = launch.fallback
-                if not names:
-                    names, call = launch.args, dev.kernel(launch.kernel)
-                    grid, block = (launch.grid,), (launch.block,)
-                args, slots = [], []
-                for pos, a in enumerate(names):
-                    if isinstance(a, str):
-                        w, shape, dtype = run.where[a]
-                        if w.kind in ("in", "out"):
-                            slots.append((pos, w.kind == "out", w.at))
-                            args.append(None)
-                        elif w.kind == "ws":
-                            args.append(ws.view(w.at, shape, dtype))
-                        else:
-                            args.append(fixed[w.kind][w.at].reshape(shape))
-                    elif isinstance(a, Scratch):
-                        args.append(ws.view(run.scratch + a.offset, (a.count,), a.dtype))
-                    else:
-                        args.append(a)
-                steps.append((call, grid, block, args if slots else tuple(args), tuple(slots)))
-        return steps
+        return ws.launches
 
     def __call__(self, *args, out=None) -> list:
         if len(args) != len(self._in_specs):
@@ -241,35 +329,13 @@ class CudaExecutable:
         empty = self._empty
         outs = [empty(s, d) for s, d in self._outs] if out is None else [
             o if dev.aligned(o) else empty(o.shape, o.dtype) for o in out]
-        steps, ws = self._shared_steps, None
-        if steps is None:
-            ws = self._workspace()
-            steps = ws.steps
-        for call, grid, block, fixed, slots in steps:
-            if slots:
-                a = list(fixed)
-                for pos, is_out, k in slots:
-                    a[pos] = outs[k] if is_out else ins[k]
-                call(grid, block, tuple(a))
-            else:
-                call(grid, block, fixed)
-        if self.program.copies:
-            self._copy_outputs(ins, outs, ws)
+        (self._shared or self._launches()).run(ins, outs)
         if out is not None:
             for given, o in zip(out, outs):
                 if o is not given:  # a misaligned out= array: the results went to an aligned one first
                     dev.xp.copyto(given, o)
             return list(out)
         return outs
-
-    def _copy_outputs(self, ins: list, outs: list, ws: _Workspace) -> None:
-        """Outputs no kernel wrote into their own array: inputs, consts, literals, repeats."""
-        arrays = {"in": ins, "out": outs, "const": self._consts, "literal": self._literals}
-        for i, src in enumerate(self.program.outputs):
-            if src is not None:
-                shape, dtype = self._outs[i]
-                value = ws.view(src.at, shape, dtype) if src.kind == "ws" else arrays[src.kind][src.at]
-                self.device.xp.copyto(outs[i], value.reshape(shape))
 
 
 def _gemm_call(dev, g: Gemm):

@@ -4,9 +4,12 @@
 descriptions once) and places every value as the plan says: an input's, const's or output's array, or
 a fixed offset of the workspace (one region per plan buffer id, so in-place writes and pooled reuse are
 the plan's); kernel temps and scratch share one region after the buffers, as on the CPU. Literal
-operands become small arrays made once per executable. `link(programs)` joins programs into one
-translation unit (equal kernels once: they are named by their text's hash), so a test can compile
-many graphs with one compiler call.
+operands become small arrays made once per executable. A control-flow node (cond, while, scan) is a
+`ControlRun`: its bodies are programs of their own, built by recursion under `plan_memory(body)`,
+their kernels part of this program's, and its loop buffers and its bodies' workspaces (one region for
+all of them: bodies never run at once) take the node's place in the shared region (cuda/control.py).
+`link(programs)` joins programs into one translation unit (equal kernels once: they are named by their
+text's hash), so a test can compile many graphs with one compiler call.
 """
 
 from __future__ import annotations
@@ -15,11 +18,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ember.backends.cuda import mathlib
+from ember.backends.cuda import control, mathlib
 from ember.backends.cuda.render import COMMON, CudaKernel, Gemm, Launch, Scratch, render_kernel
 from ember.backends.kernel import check_inplace, node_kernel
-from ember.passes.memory import OUTPUT, Plan
-from ember.tracer.ir import Graph, Literal, Var
+from ember.passes.memory import OUTPUT, Plan, plan_memory
+from ember.tracer.ir import Graph, Literal, Node, Var
 
 ALIGN = 256  # workspace regions start at this alignment (cudaMalloc's)
 
@@ -47,11 +50,25 @@ class NodeRun:
 
 
 @dataclass
+class ControlRun:
+    """A scheduled control-flow node, run by the host (cuda/control.py): where its operands and results
+    live, its bodies' programs, its loop buffers (`control.loop_buffers`: each a workspace Where, shape
+    and dtype) and the byte offset at which its bodies' workspace starts."""
+
+    node: Node
+    operands: list  # per node operand: its Where
+    results: list  # per node output: its Where
+    bodies: list  # Program per body, in `control.body_graphs` order
+    buffers: list  # (Where, shape, dtype) per loop buffer
+    bodies_at: int
+
+
+@dataclass
 class Program:
     graph: Graph
     kernels: dict[str, CudaKernel] = field(default_factory=dict)
     need: set = field(default_factory=set)
-    runs: list[NodeRun] = field(default_factory=list)
+    runs: list = field(default_factory=list)  # NodeRun or ControlRun per scheduled node
     literals: list[np.ndarray] = field(default_factory=list)
     outputs: list = field(default_factory=list)  # per graph output: None (a node wrote it) or its source Where
     workspace_bytes: int = 0
@@ -81,6 +98,11 @@ def build_program(graph: Graph, plan: Plan) -> Program:
     top = prog.workspace_bytes
     region = 0
     for node in plan.schedule:
+        if node.prim in control.CONTROL_PRIMS:
+            run, end = _control_run(prog, node, where, top, plan.reuse)
+            prog.runs.append(run)
+            region = max(region, end - top)
+            continue
         kernel, bound = node_kernel(node)
         check_inplace(node, kernel, bound, plan)
         aliased = frozenset((f"out{k}", f"in{j}") for k, v in enumerate(node.outputs) for j, a in enumerate(bound)
@@ -105,6 +127,23 @@ def build_program(graph: Graph, plan: Plan) -> Program:
         region = max(region, offset - top + _align(r.scratch_bytes))
     prog.workspace_bytes = top + region
     return prog
+
+
+def _control_run(prog: Program, node: Node, where: dict, top: int, reuse: bool) -> tuple[ControlRun, int]:
+    """Control node `node` placed at workspace offset `top` (its loop buffers, then its bodies' region),
+    its bodies built as programs (planned with in-place reuse as the graph's plan was) whose kernels
+    join `prog`'s; returns the run and the end of its region."""
+    operands = [_literal(prog, a) if isinstance(a, Literal) else where[a] for a in node.inputs]
+    offset, buffers = top, []
+    for shape, dtype in control.loop_buffers(node):
+        buffers.append((Where("ws", offset), shape, dtype))
+        offset += _align(max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1))
+    bodies = [build_program(g, plan_memory(g, inplace=reuse)) for g in control.body_graphs(node)]
+    for body in bodies:
+        prog.kernels.update(body.kernels)
+        prog.need |= body.need
+    end = offset + max((b.workspace_bytes for b in bodies), default=0)
+    return ControlRun(node, operands, [where[v] for v in node.outputs], bodies, buffers, offset), end
 
 
 def _literal(prog: Program, lit: Literal) -> Where:
@@ -150,4 +189,4 @@ def _place(graph: Graph, plan: Plan, prog: Program) -> dict:
     return where
 
 
-__all__ = ["Gemm", "Launch", "NodeRun", "Program", "Scratch", "Where", "build_program", "link"]
+__all__ = ["ControlRun", "Gemm", "Launch", "NodeRun", "Program", "Scratch", "Where", "build_program", "link"]

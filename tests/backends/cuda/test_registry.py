@@ -1,16 +1,18 @@
 """Every primitive has a CUDA rule: an elementwise primitive a C rule in cuda/scalar.py, a layout primitive
 the shared index map, a reduction the renderer's tree reduction, a contraction, arg-reduction or scatter a
-step rule of the renderer. A primitive added without one fails here; each one-node graph (at float32,
-float64 and float16 where the primitive takes floats, and at larger shapes that take the block-wide,
-chunked and warp reduction paths) runs as host C++ and matches its numpy rule, and all of them compile
-to one sm_90 cubin through NVRTC with no warning."""
+step rule of the renderer, a control-flow primitive a host runner over device bodies (cuda/control.py). A
+primitive added without one fails here; each one-node graph (at float32, float64 and float16 where the
+primitive takes floats, and at larger shapes that take the block-wide, chunked and warp reduction paths)
+runs as host C++ and matches its numpy rule, each control primitive's example (control_cases.py
+ONE_NODE_CONTROL) matches its Python loop, and all of them compile to one sm_90 cubin through NVRTC with
+no warning."""
 
 import numpy as np
 import pytest
 
 import ember.numpy as jnp
 from ember.backends import kernel
-from ember.backends.cuda import render, scalar
+from ember.backends.cuda import control, render, scalar
 from ember.backends.cuda.backend import compile_many
 from ember.backends.debug import ORACLE_RTOL
 from ember.backends.kernel import ArgReduce, Contraction, Loop, Scatter
@@ -20,12 +22,15 @@ from ember.tracer import prims as P
 from ember.tracer.ir import Graph
 from ember.tracer.primitive import Primitive, impl_rules, primitives
 from ember.tracer.prims.fusion import run_body
+from tests.backends import control_cases
 from tests.backends.llvm.test_registry import NOT_COMPILED
 from tests.backends.test_kernel import ONE_NODE, body, data
 
 
 def cuda_rule(prim) -> str | None:
     """How the CUDA renderer computes `prim`, or None when it cannot."""
+    if prim in control.RUNNERS:
+        return f"a host runner over device bodies ({control.RUNNERS[prim].__name__}, cuda/control.py)"
     if prim.name in NOT_COMPILED:
         return NOT_COMPILED[prim.name]
     if prim.kind == "elementwise":
@@ -64,6 +69,12 @@ def test_every_step_kind_has_a_rule():
     assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter}
 
 
+def test_every_control_primitive_has_a_runner_and_an_example():
+    names = {p.name for p in P.CONTROL_PRIMS}
+    assert {p.name for p in control.RUNNERS} == names
+    assert set(control_cases.ONE_NODE_CONTROL) == names
+
+
 # --- every primitive run as host C++ ----------------------------------------------------------------
 
 def _with_dtype(avals, dtype):
@@ -75,7 +86,7 @@ def _cases() -> dict:
     """name -> (graph, args): every ONE_NODE example at float32, float64 and float16, and reductions,
     arg reductions and contractions large enough for every thread mapping."""
     out = {}
-    for prim in sorted({p.name for p in impl_rules} - set(NOT_COMPILED)):
+    for prim in sorted({p.name for p in impl_rules} - set(NOT_COMPILED) - set(control_cases.ONE_NODE_CONTROL)):
         fn, avals = ONE_NODE[prim]
         for dtype in ("float32", "float64", "float16"):
             if dtype != "float32" and not any(np.dtype(d).kind == "f" for _, d in avals):
@@ -125,14 +136,33 @@ def _args(name, avals):
 
 
 def _compiled(device: str) -> dict:
-    """name -> (executable, (body, args)) for every case, from one module for `device`."""
+    """name -> (executable, (body, args)) for every case, and control primitive name -> its example's
+    executable, all from one module for `device`."""
     graphs, argss = [], []
     for name, (fn, avals) in CASES.items():
         g = body(lambda *a, fn=fn: [fn(*a)], *avals)
         graph = Graph(g.inputs, g.nodes, g.outputs)
         graphs.append((graph, plan_memory(graph)))
         argss.append((g, _args(name, avals)))
-    return dict(zip(CASES, zip(compile_many(graphs, device=device), argss)))
+    for example in control_cases.ONE_NODE_CONTROL.values():
+        graph = control_cases.traced(example)
+        graphs.append((graph, plan_memory(graph)))
+    exes = compile_many(graphs, device=device)
+    return {**dict(zip(CASES, zip(exes, argss))), **dict(zip(control_cases.ONE_NODE_CONTROL, exes[len(CASES):]))}
+
+
+def _control_matches_its_loop(prim: str, exe, to_device=np.asarray, to_host=np.asarray) -> None:
+    """Control primitive `prim`'s example run by `exe` matches its Python loop (a few seeds)."""
+    example = control_cases.ONE_NODE_CONTROL[prim]
+    assert [n.prim.name for n in control_cases.traced(example).nodes if n.prim.name in control_cases.ONE_NODE_CONTROL
+            ] == [prim], f"{example} is not an example of {prim}"
+    for seed in range(3):
+        args = control_cases.args_for(example, seed)
+        got = exe(*[to_device(a) for a in args])
+        for k, (g, w) in enumerate(zip(got, control_cases.reference(example, args), strict=True)):
+            g = to_host(g)
+            assert g.shape == w.shape and g.dtype == w.dtype, (prim, k)
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6, err_msg=f"{prim} ({example}) output {k}")
 
 
 def _matches_its_numpy_rule(name: str, got, g, args) -> None:
@@ -170,6 +200,11 @@ def _tolerance(name: str, dtype) -> float | None:
     return None
 
 
+@pytest.mark.parametrize("prim", sorted(control_cases.ONE_NODE_CONTROL))
+def test_control_primitive_runs_as_host_cpp_and_matches_its_loop(compiled, prim):
+    _control_matches_its_loop(prim, compiled[prim])
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_runs_as_host_cpp_and_matches_numpy(compiled, name):
     exe, (g, args) = compiled[name]
@@ -181,7 +216,7 @@ def test_all_compile_to_one_cubin(compiled):
     from ember.backends.cuda import nvrtc
     from ember.backends.cuda.prelude import DEVICE_PRELUDE
 
-    exes = [exe for exe, _ in compiled.values()]
+    exes = [c[0] if isinstance(c, tuple) else c for c in compiled.values()]
     source = exes[0].source
     assert all(e.source is source for e in exes)
     assert nvrtc.compile_cubin(DEVICE_PRELUDE + source, "sm_90")
@@ -194,6 +229,10 @@ def test_every_case_on_the_device():
 
     if not runtime.device_available():
         pytest.skip(f"no GPU: {runtime.missing_reason()}")
-    for name, (exe, (g, args)) in _compiled("cuda").items():
+    for name, case in _compiled("cuda").items():
+        if name in control_cases.ONE_NODE_CONTROL:
+            _control_matches_its_loop(name, case, runtime.cupy_module().asarray, runtime.cupy_module().asnumpy)
+            continue
+        exe, (g, args) = case
         (got,) = exe(*args)
         _matches_its_numpy_rule(name, got.get(), g, args)
