@@ -10,6 +10,11 @@ outputs that are inputs, consts, literals or repeats by copying, and returns 0. 
 runs as segment functions of `SEGMENT_NODES` nodes, each reading the data pointers it uses from the
 argument tuple again, so LLVM never sees one huge function.
 
+A control-flow node (cond, while, scan) runs natively in the function (control.py): each of its
+bodies becomes an internal function `void @body<k>(ptr ins, ptr outs, ptr ws)` emitted by the same
+builder under the body's own memory plan, its inputs read through `ins` (read-only, unchecked), its
+outputs written through `outs`, its values in `ws`, a part of the caller's scratch. Bodies nest.
+
 Memory follows the plan: a value lives in its input's, const's or output's array, or at a fixed
 offset of the workspace (one region per plan buffer id, so in-place writes and pooled reuse are the
 plan's); kernel temps and scratch share one region after the buffers. The one process address the
@@ -138,7 +143,8 @@ class _Builder:
     def data(self, where: tuple[str, int]) -> ir.Value:
         """The pointer at `where`: ("item", k), argument k's data; ("in", k) or ("out", k), pointer k of
         a body's `ins` or `outs`; ("ws", offset), into the workspace. Made once per function, on first
-        use (every use follows it in straight-line code)."""
+        use: every use follows it in straight-line code (control.py makes the pointers a loop or branch
+        uses before it, and its exit block dominates the rest)."""
         got = self.made.get(where)
         if got is None:
             kind, n = where
