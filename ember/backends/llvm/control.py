@@ -14,17 +14,36 @@ so they share it). Nothing calls back into Python: the whole loop runs in native
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from llvmlite import ir
 
 from ember.backends.llvm import types as T
 from ember.backends.llvm.entry import ALIGN
 from ember.tracer import prims as P
-from ember.tracer.ir import Node, Var
+from ember.tracer.ir import Graph, Literal, Node, Var
 
-if TYPE_CHECKING:
-    from ember.backends.llvm.graph import _Builder, _Pointers
+
+class _Builder(Protocol):
+    """What this module needs of the function builder (graph._Builder, which imports this module)."""
+
+    b: ir.IRBuilder
+    kernel_region: int  # where the nodes' scratch starts in the workspace
+
+    @property
+    def ws(self) -> ir.Value: ...
+
+    def literal_ptr(self, lit: Literal) -> ir.Value: ...
+
+    def memcpy(self, dst: ir.Value, src: ir.Value, nbytes: int) -> None: ...
+
+    def body_function(self, body: Graph, role: str) -> tuple[ir.Function, int]: ...
+
+
+class _Pointers(Protocol):
+    """Each graph value's data pointer in the function being emitted (graph._Pointers)."""
+
+    def __getitem__(self, v: Var) -> ir.Value: ...
 
 
 def _align(n: int) -> int:
