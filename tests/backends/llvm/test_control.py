@@ -1,8 +1,8 @@
 """cond, while and scan compiled natively by the llvm backend (llvm/control.py): every control-flow
-program of tests/backends/control_cases.py, unoptimized, with fused bodies and through jit, against its
-Python loop; loops
-that never call back into Python; inputs never written; empty scans, trivial and nested bodies, a big
-carry, bodies split into segments, concurrent calls; the plan and cache keys of control nodes."""
+program of tests/backends/control_cases.py, unoptimized, optimized (fused bodies) and through jit,
+against its Python loop; loops that never call back into Python; inputs never written; empty scans,
+trivial and nested bodies, a big carry, bodies split into segments, concurrent calls; the plan and
+cache keys of control nodes."""
 
 import threading
 
@@ -19,7 +19,6 @@ from ember.passes.memory import WORKSPACE, plan_memory
 from ember.passes.pipeline import optimize
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
-from ember.tracer.ir import Graph, Node
 from ember.tracer.trace import trace_flat
 from ember.tree import tree_flatten
 from tests.backends import control_cases as C
@@ -62,27 +61,14 @@ def test_each_program_through_jit_matches_its_python_loop(name):
         _close(list(out) if isinstance(out, tuple) else [out], C.reference(name, args))
 
 
-def _optimized_bodies(graph: Graph) -> Graph:
-    """`graph` with every body (recursively) through the optimizer, then the graph itself: bodies of
-    fusion nodes, as the pipeline will leave them."""
-    def optimized(v):
-        if isinstance(v, Graph):
-            return _optimized_bodies(v)
-        if isinstance(v, tuple) and v and all(isinstance(g, Graph) for g in v):
-            return tuple(map(_optimized_bodies, v))
-        return v
-
-    nodes = [Node(n.prim, n.inputs, n.params.replace(**{k: optimized(v) for k, v in n.params.items()}), n.outputs,
-                  n.loc) if n.prim in P.CONTROL_PRIMS else n for n in graph.nodes]
-    return optimize(graph.replace(nodes=nodes))[0]
-
-
 @pytest.mark.parametrize("name", sorted(C.PROGRAMS))
-def test_each_program_with_fused_bodies_matches_its_python_loop(name):
-    graph = _optimized_bodies(C.traced(name))
+def test_each_program_under_the_pipelines_plan_matches_its_python_loop(name):
+    """The optimizer's graph (bodies fused) under its own plan, as jit compiles it."""
+    graph, plan = optimize(C.traced(name))
     if name in ("scan-rnn", "nested-scan-cond"):
-        assert any(n.prim is P.fusion_p for n in graph.all_nodes())
-    executable = _compiled(graph)
+        assert any(n.prim is P.fusion_p for node in graph.nodes for body in node.subgraphs()
+                   for n in body.all_nodes())
+    executable = LLVMExecutable(graph, plan)
     for seed in SEEDS:
         args = C.args_for(name, seed)
         _close(executable(*args), C.reference(name, args))
