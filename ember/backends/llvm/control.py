@@ -198,8 +198,8 @@ def _while(bld: _Builder, node: Node, ptr: _Pointers) -> int:
 
 
 def _cond(bld: _Builder, node: Node, ptr: _Pointers) -> int:
-    """Switch on the index (clamped again: cheap, and safe against a bad operand) to the branch's
-    call, which writes the node's outputs directly."""
+    """Switch on the index (clamped again, as lax did: cheap, and safe against a bad operand; the last
+    branch is the switch's default) to the branch's call, which writes the node's outputs directly."""
     index, *ops = node.inputs
     branches = node.params["branches"]
     fns = [bld.body_function(g, f"branch {k} of {_where(node)}") for k, g in enumerate(branches)]
@@ -209,9 +209,7 @@ def _cond(bld: _Builder, node: Node, ptr: _Pointers) -> int:
     outs = [ptr[v] for v in node.outputs]
     b = bld.b
     k = b.load(_operand(bld, ptr, index), typ=T.I32)
-    last = ir.Constant(T.I32, len(branches) - 1)
     k = b.select(b.icmp_signed("<", k, ir.Constant(T.I32, 0)), ir.Constant(T.I32, 0), k)
-    k = b.select(b.icmp_signed(">", k, last), last, k)
     join = b.append_basic_block("cond.join")
     blocks = [b.append_basic_block(f"cond.branch{j}") for j in range(len(branches))]
     switch = b.switch(k, blocks[-1])

@@ -19,6 +19,7 @@ from ember.passes.memory import WORKSPACE, plan_memory
 from ember.passes.pipeline import optimize
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
+from ember.tracer.ir import Node
 from ember.tracer.trace import trace_flat
 from ember.tree import tree_flatten
 from tests.backends import control_cases as C
@@ -109,6 +110,20 @@ def test_inputs_are_never_written():
         _close(got, [np.asarray(o) for o in P.run_numpy(graph, kept)])
         for a, k in zip(args, kept):
             np.testing.assert_array_equal(a, k)
+
+
+def test_a_cond_index_out_of_range_is_clamped_natively():
+    """A cond node given an index lax did not clamp runs its first or last branch, as its numpy rule."""
+    traced = _graph(lambda i, x: lax.switch(i, [lambda a: a + 1.0, lambda a: a * 3.0, lambda a: -a], x),
+                    ((), "int32"), ((2,), "float32"))
+    (node,) = [n for n in traced.nodes if n.prim is P.cond_p]
+    bare = Node(P.cond_p, (traced.inputs[0], traced.inputs[1]), node.params, node.outputs)
+    graph = traced.replace(nodes=[bare])
+    executable = _compiled(graph)
+    x = np.array([1.5, -2.0], np.float32)
+    for i, want in [(-5, x + 1), (0, x + 1), (1, x * 3), (2, -x), (7, -x), (2**31 - 1, -x), (-2**31, x + 1)]:
+        (got,) = executable(np.int32(i), x)
+        np.testing.assert_array_equal(got, want)
 
 
 def test_a_scan_of_length_zero_returns_the_initial_carry_and_empty_stacks():
