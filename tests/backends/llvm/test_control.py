@@ -232,3 +232,6 @@ def test_the_code_signature_and_kernels_cover_bodies():
     module = build_module(g1, plan_memory(g1))
     assert any(k.startswith("body0: the scan body of scan") and "add" in k for k in module.kernels)
     assert 'define internal void @"body0"(ptr %"ins", ptr %"outs", ptr %"ws")' in module.ir
+    lowered = ember.jit(C.PROGRAMS["nested-scan-cond"][0], backend="llvm").lower(*C.args_for("nested-scan-cond"))
+    source = lowered.source()
+    assert all(f'define internal void @"body{k}"' in source for k in range(4))  # outer, inner, 2 branches
