@@ -10,6 +10,11 @@ outputs that are inputs, consts, literals or repeats by copying, and returns 0. 
 runs as segment functions of `SEGMENT_NODES` nodes, each reading the data pointers it uses from the
 argument tuple again, so LLVM never sees one huge function.
 
+A control-flow node (cond, while, scan) runs natively in the function (control.py): each of its
+bodies becomes an internal function `void @body<k>(ptr ins, ptr outs, ptr ws)` emitted by the same
+builder under the body's own memory plan, its inputs read through `ins` (read-only, unchecked), its
+outputs written through `outs`, its values in `ws`, a part of the caller's scratch. Bodies nest.
+
 Memory follows the plan: a value lives in its input's, const's or output's array, or at a fixed
 offset of the workspace (one region per plan buffer id, so in-place writes and pooled reuse are the
 plan's); kernel temps and scratch share one region after the buffers. The one process address the
@@ -27,7 +32,7 @@ import numpy as np
 from llvmlite import ir
 
 from ember.backends.kernel import Kernel, check_inplace, node_kernel
-from ember.backends.llvm import jit, loops
+from ember.backends.llvm import control, jit, loops
 from ember.backends.llvm import types as T
 from ember.backends.llvm.entry import (
     ALIGN,
@@ -46,8 +51,9 @@ from ember.backends.llvm.entry import (
     TUPLE_ITEMS,
 )
 from ember.backends.llvm.scalar import constant
-from ember.passes.memory import OUTPUT, WORKSPACE, Plan
+from ember.passes.memory import OUTPUT, WORKSPACE, Plan, plan_memory
 from ember.tracer.ir import Graph, Literal, Node, Var
+from ember.tracer.prims import CONTROL_PRIMS
 
 # a schedule longer than this is emitted as functions of this many nodes each, called in order: LLVM's
 # time on one function grows faster than its size (the naive-loop cosine gradient, 17,923 nodes: 25 s
@@ -88,42 +94,76 @@ class _Pointers:
         return self.builder.data(self.loc[v])
 
 
+@dataclass
+class _Shared:
+    """What the functions of one module share: the module, its kernel functions (one per distinct
+    kernel description) and its body functions (one per distinct body graph, by fingerprint)."""
+
+    module: ir.Module
+    kernel_fns: dict[tuple[Kernel, frozenset], ir.Function] = field(default_factory=dict)
+    bodies: dict[str, tuple[ir.Function, int]] = field(default_factory=dict)
+    body_texts: list[str] = field(default_factory=list)
+    has_control: bool = False
+
+
 class _Builder:
-    def __init__(self, graph: Graph, plan: Plan):
+    """Emits one function computing `graph` under `plan`: the entry (`body` None: arrays from the
+    argument tuple, inputs checked) or a body function `void @body(ptr ins, ptr outs, ptr ws)` of a
+    control-flow node (`ins`/`outs`: arrays of data pointers, trusted). One emitter for both: a
+    value's location names its source ("item" k, "in" k, "out" k or "ws" offset)."""
+
+    def __init__(self, graph: Graph, plan: Plan, shared: _Shared | None = None, body: str | None = None):
         self.graph, self.plan = graph, plan
-        self.module = ir.Module("ember")
-        self.fn = ir.Function(self.module, ir.FunctionType(T.I32, [T.PTR]), ENTRY)
-        self.fn.args[0].name = "args"
+        self.shared = shared or _Shared(ir.Module("ember"))
+        self.module = self.shared.module
+        self.kernel_fns = self.shared.kernel_fns
+        self.body = body
+        if body is None:
+            self.fn = ir.Function(self.module, ir.FunctionType(T.I32, [T.PTR]), ENTRY)
+            names = ("args",)
+        else:
+            self.fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [T.PTR] * 3), body)
+            self.fn.linkage = "internal"
+            names = ("ins", "outs", "ws")
+        for arg, name in zip(self.fn.args, names):
+            arg.name = name
         self.b = ir.IRBuilder(self.fn.append_basic_block("entry"))
-        self.kernel_fns: dict[tuple[Kernel, frozenset], ir.Function] = {}
         self.n_in, self.n_out = len(graph.inputs), len(graph.outputs)
         self.ws_index = self.n_in + self.n_out
         self.work_elements = 0
-        self.args = self.fn.args[0]  # the argument tuple, in the function being emitted
+        self.params = tuple(self.fn.args)  # the arguments of the function being emitted
         self.made: dict[tuple[str, int], ir.Value] = {}  # data pointers made in that function
         self.node_kernels: dict[int, tuple[Kernel, list]] = {}
 
-    # --- reading the argument tuple ---
+    # --- reading the argument tuple, or the pointer arrays of a body ---
     def item(self, k: int) -> ir.Value:
-        at = self.b.gep(self.args, [T.index(TUPLE_ITEMS + 8 * k)], inbounds=True, source_etype=T.I8)
+        at = self.b.gep(self.params[0], [T.index(TUPLE_ITEMS + 8 * k)], inbounds=True, source_etype=T.I8)
         return self.b.load(at, typ=T.PTR)
 
     def data(self, where: tuple[str, int]) -> ir.Value:
-        """The pointer at `where`, ("item", k): argument k's data, or ("ws", offset): into the
-        workspace; made once per function, on first use (every use follows it in straight-line code)."""
+        """The pointer at `where`: ("item", k), argument k's data; ("in", k) or ("out", k), pointer k of
+        a body's `ins` or `outs`; ("ws", offset), into the workspace. Made once per function, on first
+        use: every use follows it in straight-line code (control.py makes the pointers a loop or branch
+        uses before it, and its exit block dominates the rest)."""
         got = self.made.get(where)
         if got is None:
             kind, n = where
             if kind == "item":
                 got = self.field(self.item(n), ARRAY_DATA, T.PTR)
+            elif kind in ("in", "out"):
+                array = self.params[0 if kind == "in" else 1]
+                got = self.b.load(self.b.gep(array, [T.index(n)], inbounds=True, source_etype=T.PTR), typ=T.PTR)
             else:
                 got = self.b.gep(self.ws, [T.index(n)], inbounds=True, source_etype=T.I8)
             self.made[where] = got
         return got
 
+    def output_loc(self, i: int) -> tuple[str, int]:
+        return ("item", self.n_in + i) if self.body is None else ("out", i)
+
     @property
     def ws(self) -> ir.Value:
-        return self.data(("item", self.ws_index))
+        return self.data(("item", self.ws_index)) if self.body is None else self.params[2]
 
     def field(self, obj: ir.Value, offset: int, typ: ir.Type) -> ir.Value:
         return self.b.load(self.b.gep(obj, [T.index(offset)], inbounds=True, source_etype=T.I8), typ=typ)
@@ -174,18 +214,19 @@ class _Builder:
 
     # --- the plan's buffers ---
     def pointers(self) -> _Pointers:
-        """Where every graph value lives: its argument's array, or its workspace buffer (the inputs
-        are checked here, first)."""
+        """Where every graph value lives: its argument's array (the entry checks its inputs here,
+        first) or its pointer in a body's `ins`/`outs`, or its workspace buffer."""
         g, plan = self.graph, self.plan
         loc: dict[Var, tuple[str, int]] = {}
         by_buffer: dict[int, tuple[str, int]] = {}
         for k, v in enumerate(g.inputs):
-            self.check_input(k, v, self.item(k))
-            loc[v] = ("item", k)
+            if self.body is None:
+                self.check_input(k, v, self.item(k))
+            loc[v] = ("item", k) if self.body is None else ("in", k)
             by_buffer.setdefault(plan.buffer[v], loc[v])
         for i, v in enumerate(g.outputs):
             if isinstance(v, Var) and plan.buffer_class.get(v) == OUTPUT:
-                loc.setdefault(v, ("item", self.n_in + i))
+                loc.setdefault(v, self.output_loc(i))
         for k, v in enumerate(g.consts):
             loc[v] = ("item", self.ws_index + 1 + k)
             by_buffer.setdefault(plan.buffer[v], loc[v])
@@ -216,6 +257,8 @@ class _Builder:
         owners = Counter(plan.buffer.values())
         hosted: dict[Var, tuple[str, int]] = {}
         for node in plan.schedule:
+            if node.prim in CONTROL_PRIMS:  # no kernel: its bodies read the operands while it writes
+                continue
             kernel, bound = self.kernel_of(node)
             for k, v in enumerate(node.outputs):
                 if plan.buffer_class.get(v) != OUTPUT or v in plan.inplace:  # an output: its own fresh array
@@ -257,7 +300,11 @@ class _Builder:
         return fn
 
     def run_node(self, node: Node, ptr: _Pointers) -> int:
-        """Call `node`'s kernel; the bytes of workspace its temps and scratch need."""
+        """Call `node`'s kernel, or run its loop or branch; the bytes of workspace its temps and
+        scratch need."""
+        if node.prim in CONTROL_PRIMS:
+            self.shared.has_control = True
+            return control.run_control(self, node, ptr)
         kernel, bound = self.kernel_of(node)
         args = [ptr[a] if isinstance(a, Var) else self.literal_ptr(a) for a in bound]
         offset = self.kernel_region
@@ -276,19 +323,32 @@ class _Builder:
         return offset - self.kernel_region
 
     def segment(self, k: int, nodes, ptr: _Pointers) -> int:
-        """Emit `nodes` as function `segment<k>(args)`, called from the entry here; its scratch bytes."""
-        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [T.PTR]), f"segment{k}")
+        """Emit `nodes` as function `<fn>.segment<k>`, taking the arguments of the function being
+        emitted and called from it here; its scratch bytes."""
+        fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), [T.PTR] * len(self.params)),
+                         f"{self.fn.name}.segment{k}" if self.body else f"segment{k}")
         fn.linkage = "internal"
         fn.attributes.add("noinline")
-        self.b.call(fn, [self.args])
-        outer = (self.b, self.args, self.made)
-        self.b, self.args, self.made = ir.IRBuilder(fn.append_basic_block("entry")), fn.args[0], {}
+        self.b.call(fn, list(self.params))
+        outer = (self.b, self.params, self.made)
+        self.b, self.params, self.made = ir.IRBuilder(fn.append_basic_block("entry")), tuple(fn.args), {}
         try:
             scratch = max(self.run_node(node, ptr) for node in nodes)
             self.b.ret_void()
         finally:
-            self.b, self.args, self.made = outer
+            self.b, self.params, self.made = outer
         return scratch
+
+    def body_function(self, body: Graph, role: str) -> tuple[ir.Function, int]:
+        """The function computing `body` (a control-flow node's subgraph) under its own memory plan,
+        and the workspace bytes it needs; made once per distinct body in the module."""
+        key = body.fingerprint()
+        found = self.shared.bodies.get(key)
+        if found is None:
+            name = f"body{len(self.shared.body_texts)}"  # numbered before the bodies nested in it
+            self.shared.body_texts.append(f"{name}: {role}\n{body}")
+            found = self.shared.bodies[key] = _Builder(body, plan_memory(body), self.shared, name).emit()
+        return found
 
     def memcpy(self, dst: ir.Value, src: ir.Value, nbytes: int) -> None:
         if nbytes:
@@ -299,7 +359,7 @@ class _Builder:
         """Outputs no node wrote into their own array: copies of inputs, consts and repeats; literals."""
         written: set[Var] = set()
         for i, v in enumerate(self.graph.outputs):
-            dst = self.data(("item", self.n_in + i))
+            dst = self.data(self.output_loc(i))
             if isinstance(v, Literal):
                 T.store(self.b, constant(v.val, v.dtype), dst, T.index(0), v.dtype)
                 continue
@@ -308,7 +368,9 @@ class _Builder:
                 continue
             self.memcpy(dst, ptr[v], v.aval.size * v.aval.dtype.itemsize)
 
-    def build(self) -> GraphModule:
+    def emit(self) -> tuple[ir.Function, int]:
+        """Emit the function: every node of the schedule, then the outputs no node wrote; the
+        function and the workspace bytes it needs."""
         ptr = self.pointers()
         schedule = self.plan.schedule
         if len(schedule) <= SEGMENT_NODES:
@@ -317,9 +379,20 @@ class _Builder:
             scratch = max(self.segment(k, schedule[start:start + SEGMENT_NODES], ptr)
                           for k, start in enumerate(range(0, len(schedule), SEGMENT_NODES)))
         self.copy_outputs(ptr)
-        self.b.ret(ir.Constant(T.I32, 0))
-        return GraphModule(_prefer_wide_vectors(str(self.module)), self.kernel_region + scratch,
-                           self.work_elements >= GIL_RELEASE_ELEMENTS, [str(k) for k, _ in self.kernel_fns])
+        if self.body is None:
+            self.b.ret(ir.Constant(T.I32, 0))
+        else:
+            self.b.ret_void()
+        return self.fn, self.kernel_region + scratch
+
+    def build(self) -> GraphModule:
+        """The entry's module (with every kernel and body function it calls)."""
+        _, workspace = self.emit()
+        shared = self.shared
+        # a loop's work is unknown when compiling: a graph with one releases the GIL
+        release = self.work_elements >= GIL_RELEASE_ELEMENTS or shared.has_control
+        return GraphModule(_prefer_wide_vectors(str(self.module)), workspace, release,
+                           [str(k) for k, _ in shared.kernel_fns] + shared.body_texts)
 
 
 _DEFINE = re.compile(r'^(define .*\))$', re.MULTILINE)

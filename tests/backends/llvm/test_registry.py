@@ -1,20 +1,23 @@
 """Every primitive has an LLVM lowering: an elementwise primitive a scalar op rule, a layout primitive
 an index map, a reduction a combine op, a contraction, arg-reduction or scatter a kernel step the
-renderer dispatches; a fusion is a kernel of its body; custom_vjp_call never reaches a backend (the
+renderer dispatches; a fusion is a kernel of its body; cond, while and scan are native branches and
+loops around their bodies' functions (llvm/control.py); custom_vjp_call never reaches a backend (the
 pipeline inlines it). A primitive added without one fails here, and each one-node graph compiles
-through the whole backend (entry, kernel, call) and matches its numpy rule."""
+through the whole backend (entry, kernel, call) and matches its numpy rule (control flow: its example
+program of tests/backends/control_cases.py against its Python-loop reference)."""
 
 import numpy as np
 import pytest
 
 from ember.backends import kernel
-from ember.backends.llvm import scalar
+from ember.backends.llvm import control, scalar
 from ember.backends.llvm.executable import LLVMExecutable
 from ember.passes.memory import plan_memory
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph
 from ember.tracer.primitive import Primitive, impl_rules, primitives
 from ember.tracer.prims.fusion import run_body
+from tests.backends import control_cases
 from tests.backends.test_kernel import ONE_NODE, body, data
 
 NOT_COMPILED = {"custom_vjp_call": "inlined by the pipeline (passes/inline.py) before any backend",
@@ -27,6 +30,8 @@ def llvm_lowering(prim) -> str | None:
     """How the llvm backend computes `prim`, or None when it cannot."""
     if prim.name in NOT_COMPILED:
         return NOT_COMPILED[prim.name]
+    if prim in control._EMIT:
+        return "a native loop or branch (llvm/control.py)"
     if prim.kind == "elementwise":
         return "scalar.OPS" if prim in scalar.OPS else None
     if prim in kernel._EMIT:
@@ -86,7 +91,23 @@ def test_the_pipeline_inlines_custom_vjp_call():
     assert not any(n.prim is P.custom_vjp_call_p for n in low.optimized.all_nodes())
 
 
-@pytest.mark.parametrize("prim", sorted({p.name for p in impl_rules} - set(NOT_COMPILED)))
+CONTROL = set(control_cases.ONE_NODE_CONTROL)
+
+
+@pytest.mark.parametrize("prim", sorted(CONTROL))
+def test_each_control_primitive_compiles_and_matches_its_reference(prim):
+    """The example program of `prim` is one node of it, compiled natively, and matches its Python loop."""
+    name = control_cases.ONE_NODE_CONTROL[prim]
+    graph = control_cases.traced(name)
+    assert [n.prim.name for n in graph.nodes if n.prim.name in CONTROL] == [prim]
+    executable = LLVMExecutable(graph, plan_memory(graph))
+    for seed in range(3):
+        args = control_cases.args_for(name, seed)
+        for got, want in zip(executable(*args), control_cases.reference(name, args), strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("prim", sorted({p.name for p in impl_rules} - set(NOT_COMPILED) - CONTROL))
 def test_each_primitive_compiles_and_matches_its_numpy_rule(prim):
     fn, avals = ONE_NODE[prim]
     g = body(lambda *a: [fn(*a)], *avals)
