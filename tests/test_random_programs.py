@@ -913,6 +913,10 @@ FOUND = {
         inputs=((), ()), ops=(("binary", (1, 0), ("maximum",)), ("reduce", (2,), ("std", None, False)))),
     "in-place-output-of-an-earlier-loop": Program(
         inputs=((2,), ()), ops=(("linspace", (1, 0), (2, False, 0)), ("softmax", (0,), ("softmax", 0)))),
+    "scan-second-result-read-after-a-merge": Program(
+        inputs=((4, 3, 1), (4, 3, 1)),
+        ops=(("clip", (0,), (-0.5, 0.5)), ("fori", (1, 0), (2, "tanh")), ("layout", (0,), ("swapaxes", -2, -2)),
+             ("fori", (3, 2), (2, "sin")), ("fori", (1, 4), (0, "sin")))),
     "noalias-in-place-pair": Program(
         inputs=((2, 4), (4,)),
         ops=(("binary", (1, 0), ("*",)), ("binary", (2, 2), ("*",)), ("traced", (3, 3), ("add", 0, 2, 0, False, 1.5)),
@@ -949,6 +953,14 @@ def test_found_in_place_pair_marked_noalias(dtype):
     storing the output (`where` then read the new value); kernels called with one buffer for an
     (output, input) pair now get a variant without noalias on the pair (loops.no_alias)."""
     check_program(FOUND["noalias-in-place-pair"], 0, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float64])
+def test_found_fusion_keeps_the_readers_of_a_scans_later_results_after_it(dtype):
+    """Found by the generator (on a GPU run of tests/backends/cuda): fusion's group order followed only
+    the first result of each node, so merging two groups placed the reverse scan that reads the
+    forward scan's stacked residuals (its later results) before that scan; fixed (_Fuser.succ)."""
+    check_program(FOUND["scan-second-result-read-after-a-merge"], 6, dtype)
 
 
 def test_checks_catch_a_wrong_vjp_and_batching_rule(monkeypatch):

@@ -92,11 +92,13 @@ class _Fuser:
         return list(dict.fromkeys(a for n in body for a in n.inputs if isinstance(a, Var) and a not in inside))
 
     def succ(self, g: _Group):
-        """The groups reading `g`'s values (lazily, with repeats)."""
+        """The groups reading `g`'s values (lazily, with repeats): every result of a node with several
+        (a scan's), not only its first, or a merge could reorder a reader before it."""
         for n in g.members:
-            for h in self.reads.get(n.outputs[0], ()):
-                if h is not g and not h.has(n):
-                    yield h
+            for v in n.outputs:
+                for h in self.reads.get(v, ()):
+                    if h is not g and not h.has(n):
+                        yield h
 
     def pred(self, g: _Group) -> list[_Group]:
         body = g.body(self.pos)
@@ -262,7 +264,7 @@ class _Fuser:
     def siblings(self) -> bool:
         """Merge groups that read one input over the same iteration space (multi-output fusion)."""
         changed = False
-        values = [*self.graph.inputs, *self.graph.consts, *(n.outputs[0] for n in self.live())]
+        values = [*self.graph.inputs, *self.graph.consts, *(v for n in self.live() for v in n.outputs)]
         for v in values:
             if v.aval.size <= 1:
                 continue
