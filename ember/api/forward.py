@@ -1,11 +1,11 @@
-"""Forward mode: `jvp`, `linearize` and `jacfwd`, as JAX defines them, on the JVP transform.
+"""Forward mode: `jvp`, `linearize`, `jacfwd` and `hessian`, as JAX defines them, on the JVP transform.
 
 Each traces the user's function once and transforms the graph with ember.passes.forward (a JVP
 interpreter: one forward pass computes outputs and tangents together). `jvp` runs that graph: inlined
 into the current trace, or compiled at top level. `linearize` cuts it, as reverse mode cuts a vjp
 graph, into the forward part (run now; it keeps the residuals) and the tangent part, which f_jvp
-runs for each tangent. `jacfwd` batches f_jvp over the input basis with vmap. Forward mode meeting
-a custom_vjp function raises JAX's TypeError (custom_vjp_call's JVP rule).
+runs for each tangent. `jacfwd` batches f_jvp over the input basis with vmap; `hessian` is jacfwd of
+jacrev. Forward mode meeting a custom_vjp function raises JAX's TypeError (custom_vjp_call's JVP rule).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember.api.autodiff import _argnums, _differentiate, of_argnums, unit_basis
+from ember.api.autodiff import _argnums, _differentiate, jacrev, of_argnums, unit_basis
 from ember.api.custom import closure_convert
 from ember.api.tracing import check_callable, fun_name, to_array, trace_for_call
 from ember.errors import ArgumentError, TransformError, user_location
@@ -197,6 +197,13 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         return (jac, aux) if has_aux else jac
 
     return Transformed(impl, fun, "jacfwd", (argnums, has_aux), recipe=(jacfwd, (fun, argnums, has_aux)))
+
+
+def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """Second derivatives of `fun` as JAX defines them, forward over reverse: jacfwd(jacrev(fun)). Each
+    entry has shape out.shape + arg_i.shape + arg_j.shape (with has_aux, (hessian, aux))."""
+    check_callable(fun, "hessian")
+    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
 
 
 def _columns_last(c, in_shape: tuple):

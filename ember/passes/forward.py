@@ -258,7 +258,9 @@ def _stop_gradient_jvp(primals, tangents):
 
 
 @def_jvp(P.custom_vjp_call_p)
-def _custom_vjp_call_jvp(primals, tangents, **params):
-    """JAX's rule: a custom_vjp function has a backward rule only, which forward mode cannot use."""
-    raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+def _custom_vjp_call_jvp(primals, tangents, *, name, **params):
+    """JAX's error: a custom_vjp function has a backward rule only, which forward mode cannot use."""
+    raise TypeError(f"can't apply forward-mode autodiff (jvp) to a custom_vjp function. (ember: {name} has a "
+                    "custom_vjp rule; differentiate it in reverse mode only: jacrev instead of jacfwd, "
+                    "jacrev(jacrev(f)) instead of hessian(f), which is jacfwd(jacrev(f)) as in JAX)")
 
