@@ -14,6 +14,7 @@ from ember.api import (
     Compiled,
     Jitted,
     Lowered,
+    custom_jvp,
     custom_vjp,
     dump,
     grad,
@@ -47,7 +48,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "jit", "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "vmap", "jacrev", "jacobian", "hessian",
-    "custom_vjp",
+    "custom_vjp", "custom_jvp",
     "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend",
     "available_backends", "Graph",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
@@ -61,7 +62,6 @@ _JAX_ONLY: dict[str, str] = {
     "pmap": "use ember.vmap on one device",
     "checkpoint": "ember keeps every residual; remove the checkpoint/remat wrapper",
     "remat": "ember keeps every residual; remove the checkpoint/remat wrapper",
-    "custom_jvp": "use ember.custom_vjp",
     "make_jaxpr": "use ember.make_graph",
     "eval_shape": "use ember.make_graph(f)(*args) and read the output avals",
     "device_put": "arrays are NumPy arrays; pass them directly",

@@ -10,6 +10,7 @@ forward mode costs one pass over the active part of the graph. `jvp_graph` wraps
 The explicit rules here serve the common primitives whose tangent is cheap to state (a linear
 primitive's tangent is the primitive applied to the tangents); the default serves every other
 primitive from the VJP rule it already has, so no second table of derivatives must be kept in step.
+custom_jvp_call's reverse mode (its user's rule transposed) is registered here too: it needs autodiff.
 """
 
 from __future__ import annotations
@@ -31,11 +32,14 @@ from ember.tracer.primitive import (
     LazyCotangent,
     Primitive,
     def_jvp,
+    def_vjp,
     jvp_rules,
     shape_rules,
     transform_rule,
+    vjp_fwd_rules,
     vjp_rules,
 )
+from ember.tracer.prims.custom_jvp import check_consts_inactive, split_operands, with_recursion
 from ember.tracer.trace import bind, current_builder, new_builder
 
 ROLE_TANGENT = "tangent"  # the nodes a JVP rule emits (its primal and its tangent)
@@ -264,3 +268,35 @@ def _custom_vjp_call_jvp(primals, tangents, *, name, **params):
                     "custom_vjp rule; differentiate it in reverse mode only: jacrev instead of jacfwd, "
                     "jacrev(jacrev(f)) instead of hessian(f), which is jacfwd(jacrev(f)) as in JAX)")
 
+
+
+# --- custom_jvp_call in reverse mode -------------------------------------------------------------
+
+def _custom_jvp_fwd(*ins, active, primal, jvp, num_consts, name):
+    """Reverse mode of a custom_jvp function, as JAX: the user's rule linearized in its tangents (at
+    zero; its tangent outputs are linear in them). Its primal outputs are the call's; the pullback it
+    returns, saved for the VJP rule, transposes the rule."""
+    check_consts_inactive(active, num_consts, name)
+    _, consts_j, args = split_operands(ins, num_consts)
+    _, _, args_active = split_operands(active, num_consts)
+    floats = [k for k, a in enumerate(args) if dtypes.is_float(_aval(a).dtype)]
+    zeros = [_zeros_like(args[k]) for k in floats]
+    mask = [False] * (len(consts_j) + len(args)) + [args_active[k] for k in floats]
+    outs, pullback = autodiff.linearize(with_recursion(jvp), list(consts_j) + list(args) + zeros, mask)
+    return outs[:len(primal.outputs)], (pullback, floats)
+
+
+@def_vjp(P.custom_jvp_call_p)
+def _custom_jvp_vjp(cts, *ins, out, active, saved, primal, jvp, num_consts, name):
+    pullback, floats = saved
+    n_out = len(primal.outputs)
+    float_outs = [i for i, v in enumerate(primal.outputs) if dtypes.is_float(v.aval.dtype)]
+    in_cts = pullback([None] * n_out + [cts[i] for i in float_outs])
+    tangent_cts = in_cts[len(in_cts) - len(floats):]
+    arg_cts: list = [None] * (len(ins) - sum(num_consts))
+    for k, c in zip(floats, tangent_cts):
+        arg_cts[k] = c
+    return (None,) * sum(num_consts) + tuple(arg_cts)
+
+
+vjp_fwd_rules[P.custom_jvp_call_p] = _custom_jvp_fwd

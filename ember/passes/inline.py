@@ -1,11 +1,14 @@
-"""Inline custom_vjp_call nodes: after differentiation their rules have done their work, so each call
-is replaced by its primal subgraph's nodes (fresh Vars, the user's lines kept) and no backend ever
-sees a custom_vjp_call. Nested calls inside a primal body are inlined too."""
+"""Inline custom_vjp_call and custom_jvp_call nodes: after differentiation their rules have done their
+work, so each call is replaced by its primal subgraph's nodes (fresh Vars, the user's lines kept) and
+no backend ever sees one. Nested calls inside a primal body are inlined too."""
 
 from __future__ import annotations
 
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Node, Var
+
+# Both hold `primal` (their first num_consts[0] operands and their arguments, the last ones, -> outs).
+CUSTOM_CALLS = (P.custom_vjp_call_p, P.custom_jvp_call_p)
 
 
 class _Inliner:
@@ -22,7 +25,7 @@ class _Inliner:
         for node in graph.nodes:
             ins = [env.get(a, a) if isinstance(a, Var) else a for a in node.inputs]
             node_role = node.role or role
-            if node.prim is P.custom_vjp_call_p:
+            if node.prim in CUSTOM_CALLS:
                 self.call(node, ins, env, node_role)
             elif fresh:
                 outs = [env.setdefault(v, Var(v.aval)) for v in node.outputs]
@@ -33,9 +36,9 @@ class _Inliner:
                 self.nodes.append(node)
 
     def call(self, node: Node, ins: list, env: dict, role: str | None) -> None:
-        """Inline one custom_vjp_call: bind its primal body's inputs to the call's operands."""
-        primal, (n_p, n_f, n_b) = node.params["primal"], node.params["num_consts"]
-        operands = ins[:n_p] + ins[n_p + n_f + n_b:]
+        """Inline one custom call: bind its primal body's inputs to the call's operands."""
+        primal, num_consts = node.params["primal"], node.params["num_consts"]
+        operands = ins[:num_consts[0]] + ins[sum(num_consts):]
         inner: dict = dict(zip(primal.inputs, operands))
         for v, val in zip(primal.consts, primal.const_values):
             inner[v] = Var(v.aval)
@@ -47,8 +50,8 @@ class _Inliner:
 
 
 def inline(graph: Graph) -> Graph:
-    """`graph` with every custom_vjp_call replaced by its primal subgraph (unchanged if it has none)."""
-    if not any(n.prim is P.custom_vjp_call_p for n in graph.nodes):
+    """`graph` with every custom call replaced by its primal subgraph (unchanged if it has none)."""
+    if not any(n.prim in CUSTOM_CALLS for n in graph.nodes):
         return graph
     state = _Inliner(graph)
     env: dict = {}
