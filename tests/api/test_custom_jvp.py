@@ -129,14 +129,12 @@ def test_defjvps_and_nondiff_argnums_match_jax(x64):
         app.defjvp(lambda f, primals, tangents: (app(f, *primals), 2.0 * tangents[0]))
         return app
 
-    y = np.cos(X)
-    for e, np_, cj in ((ember, jnp, ember.custom_jvp), (jax, jjnp, jax.custom_jvp)):
-        f, app = with_defjvps(cj, np_), app_of(cj)
-        got = (e.jvp(f, (X, y), (np.ones(4), np.ones(4))), e.grad(lambda x: np_.sum(app(np_.tanh, x) * x))(X),
-               e.jacfwd(lambda x: app(np_.sin, x))(X))
-        if e is ember:
-            ours = got
-    _close(ours, got)
+    def results(e, np_, custom_jvp):
+        f, app = with_defjvps(custom_jvp, np_), app_of(custom_jvp)
+        return (e.jvp(f, (X, np.cos(X)), (np.ones(4), np.ones(4))),
+                e.grad(lambda x: np_.sum(app(np_.tanh, x) * x))(X), e.jacfwd(lambda x: app(np_.sin, x))(X))
+
+    _close(results(ember, jnp, ember.custom_jvp), results(jax, jjnp, jax.custom_jvp))
 
 
 def test_int_arguments_and_pytrees():
