@@ -262,7 +262,7 @@ COVERED = {
 }
 # Primitives whose shape rule cannot fail (it returns its operand's aval unchanged).
 NO_RULE_ERRORS = {"stop_gradient"}
-FAMILY_MODULES = ["elementwise", "layout", "reduce", "dot", "indexing", "custom", "fusion"]
+FAMILY_MODULES = ["elementwise", "layout", "reduce", "dot", "indexing", "custom", "custom_jvp", "fusion"]
 
 
 def _covered(aspect: str) -> set:

@@ -164,6 +164,7 @@ CASES = [
     Case("scatter", lambda x, u: P.scatter(x, _IDX[:3:2], u), [(_rand(33, (5, 2)), _rand(34, (2, 2)))]),
     Case("stop_gradient", P.stop_gradient, [(_rand(35, (4,)),)], note="zero derivatives"),
     Case("custom_vjp_call", lambda x: _custom_sin(x), [(_rand(36, (4,)),), (_a(0.0, 1.0, _BIG),)]),
+    Case("custom_jvp_call", lambda x: _custom_jvp_sin(x), [(_rand(37, (4,)),), (_a(0.0, 1.0, _BIG),)]),
 ]
 
 
@@ -173,6 +174,14 @@ def _custom_sin(x):
 
 
 _custom_sin.defvjp(lambda x: (enp.sin(x), x), lambda x, g: (g * enp.cos(x),))
+
+
+@ember.custom_jvp
+def _custom_jvp_sin(x):
+    return enp.sin(x)
+
+
+_custom_jvp_sin.defjvp(lambda primals, tangents: (_custom_jvp_sin(*primals), enp.cos(primals[0]) * tangents[0]))
 
 EXCLUDED = {
     **{name: "boolean result: no derivative" for name in ("eq", "ne", "lt", "le", "gt", "ge", "is_finite")},
