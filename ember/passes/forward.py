@@ -127,11 +127,17 @@ def _zeros_like(x):
 def transposed_vjp(prim: Primitive, primals: Sequence, tangents: Sequence, **params):
     """The default JVP rule. The VJP rule is ct -> (J_i^T ct)_i, linear in ct; traced as a small graph
     of ct (the primals closed over), reverse mode through it (autodiff.linearize) maps the tangents
-    t_i to sum_i J_i t_i. DCE then keeps only what the tangents need."""
-    out = bind(prim, primals, params)
-    outs = list(out) if prim.multiple_results else [out]
-    diff = [i for i, o in enumerate(outs) if dtypes.is_float(o.dtype)]
+    t_i to sum_i J_i t_i. DCE then keeps only what the tangents need. A primitive whose forward runs
+    differently when differentiated (`vjp_fwd_rules`) runs that way, its VJP rule given what it saved."""
     active = tuple(t is not None for t in tangents)
+    extra = {}
+    if prim in vjp_fwd_rules:
+        out, extra["saved"] = vjp_fwd_rules[prim](*primals, active=active, **params)
+    else:
+        out = bind(prim, primals, params)
+    outs = list(out) if prim.multiple_results else [out]
+    out = tuple(outs) if prim.multiple_results else out
+    diff = [i for i, o in enumerate(outs) if dtypes.is_float(o.dtype)]
     kept: list[int] = []  # the operands whose cotangent the VJP rule gives (not None)
 
     def cotangents(*cts):
@@ -139,7 +145,7 @@ def transposed_vjp(prim: Primitive, primals: Sequence, tangents: Sequence, **par
         for i, c in zip(diff, cts):
             full[i] = c
         ct = tuple(full) if prim.multiple_results else full[0]
-        in_cts = vjp_rules[prim](ct, *primals, out=out, active=active, **params)
+        in_cts = vjp_rules[prim](ct, *primals, out=out, active=active, **params, **extra)
         dense = []
         for k, (c, p, a) in enumerate(zip(in_cts, primals, active)):
             if a and c is not None:

@@ -192,3 +192,19 @@ def test_hessian_is_forward_over_reverse_with_argnums_and_aux():
     f = lambda x, y: (jnp.sum(jnp.sin(x) * y ** 2), x * 2.0)  # noqa: E731
     g = lambda x, y: (jjnp.sum(jjnp.sin(x) * y ** 2), x * 2.0)  # noqa: E731
     _close(ember.hessian(f, (0, 1), has_aux=True)(X, Y), jax.hessian(g, (0, 1), has_aux=True)(X, Y))
+
+
+def test_the_default_rule_transposes_a_vjp_that_runs_its_own_forward(monkeypatch):
+    """Without its JVP rule, custom_jvp_call's forward mode is its VJP transposed locally: a VJP that runs
+    its own forward rule (vjp_fwd_rules: the user's rule linearized) and reads what it saved. Transposed,
+    it gives back the user's rule (here 3x the true derivative)."""
+    from ember.tracer.primitive import jvp_rules
+
+    @ember.custom_jvp
+    def f(x):
+        return jnp.sin(x)
+
+    f.defjvp(lambda primals, tangents: (f(*primals), 3.0 * jnp.cos(primals[0]) * tangents[0]))
+    monkeypatch.delitem(jvp_rules, P.custom_jvp_call_p)
+    t = RNG.standard_normal(5)
+    _close(ember.jvp(f, (X,), (t,)), (np.sin(X), 3.0 * np.cos(X) * t))
