@@ -277,7 +277,7 @@ ONE_NODE = {
     "argmax": (lambda x: P.argmax(x, 0, np.int32), (((3, 4), F),)),
     "argmin": (lambda x: P.argmin(x, 1, np.int64), (((3, 4), F),)),
 }
-NOT_IN_KERNELS = {"fusion", "custom_vjp_call", "custom_jvp_call"}  # the pipeline inlines custom calls; fusions never nest
+NOT_IN_KERNELS = {"fusion", "custom_vjp_call", "custom_jvp_call"}  # custom calls are inlined; fusions never nest
 
 
 @pytest.mark.parametrize("prim", sorted(p.name for p in impl_rules if p.name not in NOT_IN_KERNELS))
