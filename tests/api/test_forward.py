@@ -210,3 +210,25 @@ def test_the_default_rule_transposes_a_vjp_that_runs_its_own_forward(monkeypatch
     monkeypatch.delitem(jvp_rules, P.custom_jvp_call_p)
     t = RNG.standard_normal(5)
     _close(ember.jvp(f, (X,), (t,)), (np.sin(X), 3.0 * np.cos(X) * t))
+
+
+def test_a_primitive_with_a_jvp_rule_and_no_vjp_rule_has_forward_mode():
+    """What a while_loop needs: forward mode from its JVP rule alone (no VJP rule to transpose), while
+    reverse mode names the primitive it cannot transform."""
+    from ember.tracer.primitive import Primitive, impl_rules, jvp_rules, primitives, shape_rules
+
+    cube = Primitive("test_forward_cube", kind="opaque", expensive=False)
+    try:
+        shape_rules[cube] = lambda x: x
+        impl_rules[cube] = lambda x: x ** 3
+        jvp_rules[cube] = lambda primals, tangents: (cube.bind(primals[0]), 3.0 * primals[0] ** 2 * tangents[0])
+        f = lambda x: cube.bind(jnp.sin(x))  # noqa: E731
+        run = lambda g: ember.jit(g, backend="numpy")  # noqa: E731
+        _close(run(lambda x, t: ember.jvp(f, (x,), (t,)))(X, Y), (np.sin(X) ** 3, 3 * np.sin(X) ** 2 * np.cos(X) * Y))
+        _close(run(ember.jacfwd(lambda x: jnp.sum(f(x))))(X), 3 * np.sin(X) ** 2 * np.cos(X))
+        with pytest.raises(ember.TransformError, match="grad cannot transform primitive test_forward_cube"):
+            run(ember.grad(lambda x: jnp.sum(f(x))))(X)
+    finally:
+        del primitives[cube.name]
+        for table in (shape_rules, impl_rules, jvp_rules):
+            table.pop(cube, None)
