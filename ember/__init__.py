@@ -14,6 +14,7 @@ from ember.api import (
     Compiled,
     Jitted,
     Lowered,
+    custom_jvp,
     custom_vjp,
     dump,
     grad,
@@ -48,7 +49,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "jit", "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "vmap", "jacrev", "jacobian", "hessian",
-    "custom_vjp", "checkpoint", "remat", "checkpoint_policies", "ad_checkpoint",
+    "custom_vjp", "custom_jvp", "checkpoint", "remat", "checkpoint_policies", "ad_checkpoint",
     "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend",
     "available_backends", "Graph",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
@@ -60,7 +61,6 @@ __all__ = [
 _JAX_ONLY: dict[str, str] = {
     "random": "create random arrays with NumPy (np.random.default_rng) and pass them in as arguments",
     "pmap": "use ember.vmap on one device",
-    "custom_jvp": "use ember.custom_vjp",
     "make_jaxpr": "use ember.make_graph",
     "eval_shape": "use ember.make_graph(f)(*args) and read the output avals",
     "device_put": "arrays are NumPy arrays; pass them directly",

@@ -1,4 +1,4 @@
-"""grad, value_and_grad, vjp, jacrev, hessian and stop_gradient.
+"""grad, value_and_grad, vjp, jacrev and stop_gradient (hessian, forward over reverse, is in forward.py).
 
 Each traces the user's function to a Graph, transforms it with ember.passes.autodiff and evaluates
 the result on the arguments: inlined into the current trace, or (at top level) through an implicit,
@@ -343,13 +343,6 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
 
 
 jacobian = jacrev
-
-
-def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
-    """Second derivatives of `fun`: the Jacobian of its Jacobian, each entry of shape
-    out.shape + arg_i.shape + arg_j.shape (with has_aux, (hessian, aux))."""
-    check_callable(fun, "hessian")
-    return jacrev(jacrev(fun, argnums, has_aux), argnums, has_aux)
 
 
 def stop_gradient(x):

@@ -1,12 +1,11 @@
-"""Forward mode: `jvp`, `linearize` and `jacfwd`, as JAX defines them, by transposing reverse mode.
+"""Forward mode: `jvp`, `linearize`, `jacfwd` and `hessian`, as JAX defines them, on the JVP transform.
 
-A pullback ct -> J^T ct is linear in ct, so its own pullback is ct-independent and maps t -> J t: the
-Jacobian-vector product is the vjp of the vjp, evaluated at a zero cotangent (any would do). So every
-primitive's forward behaviour follows from its VJP rule, whose own VJP the second-derivative tests
-already check for every primitive (tests/tracer/test_second_derivatives.py): no second table of rules
-to keep in step. The cost is two reverse passes where a JVP rule would take one forward pass; under
-`jit` the optimizer fuses and simplifies both. A `custom_vjp` function has no forward rule to transpose
-(its backward rule need not be linear-correct in that sense), so JAX's TypeError is raised for it.
+Each traces the user's function once and transforms the graph with ember.passes.forward (a JVP
+interpreter: one forward pass computes outputs and tangents together). `jvp` runs that graph: inlined
+into the current trace, or compiled at top level. `linearize` cuts it, as reverse mode cuts a vjp
+graph, into the forward part (run now; it keeps the residuals) and the tangent part, which f_jvp
+runs for each tangent. `jacfwd` batches f_jvp over the input basis with vmap; `hessian` is jacfwd of
+jacrev. Forward mode meeting a custom_vjp function raises JAX's TypeError (custom_vjp_call's JVP rule).
 """
 
 from __future__ import annotations
@@ -15,13 +14,17 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ember.api.autodiff import _argnums, of_argnums, unit_basis, vjp
-from ember.api.tracing import check_callable, fun_name, trace_for_call
-from ember.errors import ArgumentError, user_location
+from ember.api.autodiff import _argnums, _differentiate, jacrev, of_argnums, unit_basis
+from ember.api.custom import closure_convert
+from ember.api.tracing import check_callable, fun_name, to_array, trace_for_call
+from ember.errors import ArgumentError, TransformError, user_location
+from ember.passes.autodiff import split_forward_backward
+from ember.passes.forward import jvp_graph
 from ember.tracer import dtypes
 from ember.tracer import prims as P
-from ember.tracer.prims.custom import custom_vjp_call_p
-from ember.tree import tree_flatten, tree_map, tree_unflatten
+from ember.tracer.ir import Graph
+from ember.tracer.trace import Tracer, eval_graph, is_tracing
+from ember.tree import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 
 
 def _dtype_of(x) -> np.dtype:
@@ -33,9 +36,9 @@ def _zeros_like(x):
     return P.full(np.shape(x), 0, x.dtype)
 
 
-def _check(fun: Callable, primals, tangents, name: str) -> None:
+def _check(primals, tangents, name: str) -> None:
     """JAX's argument rules: tuples of equal length and structure, tangents of the primals' shapes and
-    dtypes; no custom_vjp function inside (TypeError, as JAX)."""
+    dtypes."""
     if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
         raise ArgumentError(f"{name}: primals and tangents must be tuples, got {type(primals).__name__} and "
                             f"{type(tangents).__name__}", user_location())
@@ -51,40 +54,100 @@ def _check(fun: Callable, primals, tangents, name: str) -> None:
             raise ArgumentError(f"{name}: tangent {k} is {_dtype_of(t)}{list(np.shape(t))}, its primal "
                                 f"{_dtype_of(p)}{list(np.shape(p))}: a tangent has its primal's shape and "
                                 "dtype", user_location())
-    graph = trace_for_call(fun, tuple(primals), transform="jvp")[0]
-    if any(n.prim is custom_vjp_call_p for n in graph.all_nodes()):
-        raise TypeError("can't apply forward-mode autodiff (jvp) to a custom_vjp function.")
+
+
+class _Staged:
+    """A transformed graph run as vjp runs its pullback: inlined while tracing, on the numpy reference
+    for a call with values known (`compiled` false), else compiled once, on its first call."""
+
+    def __init__(self, graph: Graph, compiled: bool):
+        self.graph, self.compiled = graph, compiled
+        self._executable = None
+
+    def __call__(self, args: Sequence) -> list:
+        if is_tracing() or not self.compiled:
+            return eval_graph(self.graph, list(args))
+        if self._executable is None:
+            from ember.api.compile import compile_graph
+
+            self._executable = compile_graph(self.graph, donate=())[0]
+        return self._executable(*[a if isinstance(a, np.ndarray) else to_array(a) for a in args])
+
+
+def _tangent_leaves(tangents, graph: Graph, mask: Sequence[bool]) -> list:
+    """The tangents of the float primals, in their avals' dtypes (the others are ignored: zero)."""
+    leaves = tree_flatten(tuple(tangents))[0]
+    return [t if isinstance(t, Tracer) else np.asarray(t, dtype=a.dtype)
+            for t, a, m in zip(leaves, graph.in_avals, mask) if m]
+
+
+def _out_tangents(graph: Graph, tangents: Sequence, n_main: int) -> list:
+    """One tangent per main output: the graph's, for float outputs; zeros for integer ones."""
+    it = iter(tangents)
+    zeros = (lambda a: P.full(a.shape, 0, a.dtype)) if is_tracing() else (lambda a: np.zeros(a.shape, a.dtype))
+    return [next(it) if dtypes.is_float(v.aval.dtype) else zeros(v.aval) for v in graph.outputs[:n_main]]
+
+
+def _trace(fun: Callable, primals: tuple, has_aux: bool, name: str):
+    """fun traced on the primals, and the number of its main (non-aux) outputs."""
+    graph, leaves, _, out_tree, known = trace_for_call(fun, tuple(primals), transform="jvp")
+    if has_aux and (out_tree.node is not tuple or len(out_tree.children) != 2):
+        raise TransformError(f"{name}(has_aux=True) needs {fun_name(fun)} to return a pair (out, aux), got "
+                             f"{out_tree}", user_location())
+    main_tree = out_tree.children[0] if has_aux else out_tree
+    return graph, leaves, out_tree, main_tree, known
 
 
 def jvp(fun: Callable, primals, tangents, has_aux: bool = False):
-    """(fun(*primals), J·tangents), with has_aux (out, J·tangents, aux): JAX's `jvp`. Tangents of
-    integer primals are ignored (their derivative is zero)."""
+    """(fun(*primals), J·tangents), with has_aux (out, J·tangents, aux): JAX's `jvp`, one forward
+    pass computing both. Tangents of integer primals are ignored (their derivative is zero)."""
     check_callable(fun, "jvp")
-    _check(fun, primals, tangents, "jvp")
-    out, f_jvp, *aux = linearize(fun, *primals, has_aux=has_aux, _checked=True)
-    return (out, f_jvp(*tangents), aux[0]) if has_aux else (out, f_jvp(*tangents))
+    _check(primals, tangents, "jvp")
+    graph, leaves, out_tree, main_tree, known = _trace(fun, primals, has_aux, "jvp")
+    mask = [dtypes.is_float(a.dtype) for a in graph.in_avals]
+    n_out = len(graph.outputs)
+    results = _Staged(_differentiate(jvp_graph, graph, mask), not known)(
+        list(leaves) + _tangent_leaves(tangents, graph, mask))
+    out = tree_unflatten(out_tree, results[:n_out])
+    t_out = tree_unflatten(main_tree, _out_tangents(graph, results[n_out:], main_tree.num_leaves))
+    return (out[0], t_out, out[1]) if has_aux else (out, t_out)
 
 
-def linearize(fun: Callable, *primals, has_aux: bool = False, _checked: bool = False):
-    """(fun(*primals), f_jvp) where f_jvp(*tangents) = J·tangents, reusing the forward pass: JAX's
-    `linearize` (with has_aux: (out, f_jvp, aux))."""
+class _JVPFunction:
+    """The f_jvp that `linearize` returns: the tangent part of the JVP graph with its residuals."""
+
+    def __init__(self, tangent: _Staged, residuals: list, graph: Graph, mask: list, primal_tree: PyTreeDef,
+                 main_tree: PyTreeDef, name: str):
+        self._tangent, self._residuals, self._graph, self._mask = tangent, residuals, graph, mask
+        self._primal_tree, self._main_tree = primal_tree, main_tree
+        self.__name__ = f"jvp of {name}"
+
+    def __call__(self, *tangents):
+        t_tree = tree_flatten(tuple(tangents))[1]
+        if t_tree != self._primal_tree:
+            raise ArgumentError(f"{self.__name__} takes tangents structured like the primals {self._primal_tree}, "
+                                f"got {t_tree}", user_location())
+        touts = self._tangent(self._residuals + _tangent_leaves(tangents, self._graph, self._mask))
+        return tree_unflatten(self._main_tree, _out_tangents(self._graph, touts, self._main_tree.num_leaves))
+
+    def __repr__(self):
+        return f"<{self.__name__}>"
+
+
+def linearize(fun: Callable, *primals, has_aux: bool = False):
+    """(fun(*primals), f_jvp) where f_jvp(*tangents) = J·tangents: JAX's `linearize` (with has_aux:
+    (out, f_jvp, aux)). The forward part runs now; f_jvp runs only the tangent part, from its residuals."""
     check_callable(fun, "linearize")
-    if not _checked:
-        _check(fun, primals, primals, "linearize")
-    if has_aux:
-        out, pullback, aux = vjp(fun, *primals, has_aux=True)
-    else:
-        out, pullback = vjp(fun, *primals)
-    _, transposed = vjp(pullback, tree_map(_zeros_like, out))
-    int_primal = [not dtypes.is_float(_dtype_of(p)) for p in tree_flatten(tuple(primals))[0]]
-
-    def f_jvp(*tangents):
-        leaves, tree = tree_flatten(tuple(tangents))
-        leaves = [_zeros_like(t) if skip else t for t, skip in zip(leaves, int_primal)]
-        (jt,) = transposed(tree_unflatten(tree, leaves))
-        return jt
-
-    return (out, f_jvp, aux) if has_aux else (out, f_jvp)
+    graph, leaves, out_tree, main_tree, known = _trace(fun, primals, has_aux, "linearize")
+    mask = [dtypes.is_float(a.dtype) for a in graph.in_avals]
+    n_out = len(graph.outputs)
+    forward, tangent, _ = split_forward_backward(_differentiate(jvp_graph, graph, mask), len(leaves), n_out)
+    fwd_out = _Staged(forward, not known)(leaves)
+    tangent, hoisted = closure_convert(tangent)  # values of this trace become residuals
+    f_jvp = _JVPFunction(_Staged(tangent, not known), hoisted + list(fwd_out[n_out:]), graph, mask,
+                         tree_flatten(tuple(primals))[1], main_tree, fun_name(fun))
+    out = tree_unflatten(out_tree, fwd_out[:n_out])
+    return (out[0], f_jvp, out[1]) if has_aux else (out, f_jvp)
 
 
 def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
@@ -106,11 +169,10 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
                 if not dtypes.is_float(_dtype_of(leaf)):
                     raise TypeError(f"jacfwd of {name} needs float arguments at argnums; argument {i} holds "
                                     f"{_dtype_of(leaf)}")
-        _check(partial, dyn, dyn, "jacfwd")
         if has_aux:
-            out, f_jvp, aux = linearize(partial, *dyn, has_aux=True, _checked=True)
+            out, f_jvp, aux = linearize(partial, *dyn, has_aux=True)
         else:
-            out, f_jvp = linearize(partial, *dyn, _checked=True)
+            out, f_jvp = linearize(partial, *dyn)
         out_leaves, out_tree = tree_flatten(out)
         per_arg = []  # per argnum: per output leaf, the entry structured like that argument
         for k, d in enumerate(dyn):
@@ -135,6 +197,13 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         return (jac, aux) if has_aux else jac
 
     return Transformed(impl, fun, "jacfwd", (argnums, has_aux), recipe=(jacfwd, (fun, argnums, has_aux)))
+
+
+def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """Second derivatives of `fun` as JAX defines them, forward over reverse: jacfwd(jacrev(fun)). Each
+    entry has shape out.shape + arg_i.shape + arg_j.shape (with has_aux, (hessian, aux))."""
+    check_callable(fun, "hessian")
+    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
 
 
 def _columns_last(c, in_shape: tuple):

@@ -1,12 +1,16 @@
-"""Inline custom_vjp_call and remat_call nodes: after differentiation their rules have done their work,
-so each call is replaced by its primal subgraph's (or body's) nodes (fresh Vars, the user's lines kept)
-and no backend ever sees one. Nested calls inside a body are inlined too; a checkpoint_name is replaced
-by the value it names."""
+"""Inline custom_vjp_call, custom_jvp_call and remat_call nodes: after differentiation their rules have
+done their work, so each call is replaced by its primal subgraph's (or body's) nodes (fresh Vars, the
+user's lines kept) and no backend ever sees one. Nested calls inside a body are inlined too; a
+checkpoint_name is replaced by the value it names."""
 
 from __future__ import annotations
 
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Node, Var
+
+# Both hold `primal` (their first num_consts[0] operands and their arguments, the last ones, -> outs).
+CUSTOM_CALLS = (P.custom_vjp_call_p, P.custom_jvp_call_p)
+INLINED = (*CUSTOM_CALLS, P.remat_call_p, P.checkpoint_name_p)
 
 
 class _Inliner:
@@ -23,7 +27,7 @@ class _Inliner:
         for node in graph.nodes:
             ins = [env.get(a, a) if isinstance(a, Var) else a for a in node.inputs]
             node_role = node.role or role
-            if node.prim is P.custom_vjp_call_p:
+            if node.prim in CUSTOM_CALLS:
                 self.call(node, ins, env, node_role)
             elif node.prim is P.remat_call_p:  # undifferentiated, a checkpointed function is its body
                 self.body(node.params["body"], ins, node.outputs, env, node_role)
@@ -38,9 +42,9 @@ class _Inliner:
                 self.nodes.append(node)
 
     def call(self, node: Node, ins: list, env: dict, role: str | None) -> None:
-        """Inline one custom_vjp_call: bind its primal body's inputs to the call's operands."""
-        primal, (n_p, n_f, n_b) = node.params["primal"], node.params["num_consts"]
-        self.body(primal, ins[:n_p] + ins[n_p + n_f + n_b:], node.outputs, env, role)
+        """Inline one custom call: bind its primal body's inputs to the call's operands."""
+        primal, num_consts = node.params["primal"], node.params["num_consts"]
+        self.body(primal, ins[:num_consts[0]] + ins[sum(num_consts):], node.outputs, env, role)
 
     def body(self, body: Graph, operands: list, outputs, env: dict, role: str | None) -> None:
         """Emit `body` on `operands` with fresh Vars; the call's `outputs` become the body's results."""
@@ -55,9 +59,9 @@ class _Inliner:
 
 
 def inline(graph: Graph) -> Graph:
-    """`graph` with every custom_vjp_call (remat_call) replaced by its primal subgraph (body) and every
+    """`graph` with every custom call (remat_call) replaced by its primal subgraph (body) and every
     checkpoint_name by its operand; unchanged if it has none."""
-    if not any(n.prim in (P.custom_vjp_call_p, P.remat_call_p, P.checkpoint_name_p) for n in graph.nodes):
+    if not any(n.prim in INLINED for n in graph.nodes):
         return graph
     state = _Inliner(graph)
     env: dict = {}

@@ -114,3 +114,16 @@ def _remat_call_batch(args, dims, *, body, policy, prevent_cse, name):
     batched = vmap_graph(body, dims, size, out_dims=0)
     outs = P.remat_call_p.bind(*args, body=batched, policy=policy, prevent_cse=prevent_cse, name=name)
     return outs, [0] * len(outs)
+
+
+@def_batch(P.custom_jvp_call_p)
+def _custom_jvp_call_batch(args, dims, *, primal, jvp, num_consts, name):
+    """Batch every operand at axis 0 (unbatched ones broadcast) and vmap both subgraphs: the rule's
+    tangent inputs are batched like their arguments. Registered here: it needs this transform."""
+    size = batch_size(args, dims)
+    args = [bdim_at_front(a, d, size) for a, d in zip(args, dims)]
+    zeros = lambda g: (0,) * len(g.inputs)  # noqa: E731
+    rule = None if jvp is None else vmap_graph(jvp, zeros(jvp), size, out_dims=0)  # None: a recursive call
+    outs = P.custom_jvp_call_p.bind(*args, primal=vmap_graph(primal, zeros(primal), size, out_dims=0), jvp=rule,
+                                    num_consts=num_consts, name=name)
+    return outs, [0] * len(outs)

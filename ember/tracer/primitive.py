@@ -17,6 +17,9 @@ Rule signatures (`*ins` are the operands, Literals arrive as NumPy scalars):
   forward output, so rules like exp/tanh can use it instead of the input.
 - batch rule:  ``rule(args, dims, **params) -> (out, out_dim)``; `dims[i]` is the batch axis of
   operand i or None when it is not batched.
+- JVP rule:    ``rule(primals, tangents, **params) -> (outs, out_tangents)``, a tangent None where it
+  is zero (lists for multiple_results). Optional: forward mode (ember/passes/forward.py) transposes
+  the VJP rule of a primitive without one; the registry test requires one or the other.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ batch_rules: dict[Primitive, Callable] = {}
 # Optional: how a primitive's forward runs when it is differentiated, ``rule(*ins, active, **params)
 # -> (outs, saved)``; `saved` reaches its VJP rule as the keyword `saved` (custom_vjp_call uses it).
 vjp_fwd_rules: dict[Primitive, Callable] = {}
+jvp_rules: dict[Primitive, Callable] = {}
 
 
 def ufunc_of(prim: Primitive) -> np.ufunc | None:
@@ -169,3 +173,7 @@ def def_vjp(prim: Primitive):
 
 def def_batch(prim: Primitive):
     return _register(batch_rules, prim)
+
+
+def def_jvp(prim: Primitive):
+    return _register(jvp_rules, prim)

@@ -117,7 +117,7 @@ def test_nondiff_function_argument_under_jit_vmap_and_hessian(x):
     np.testing.assert_allclose(ember.vmap(lambda a: sum2(rho, a))(xs), np.sum(np.exp(-3 * (xs + 1)), axis=1))
     g = ember.vmap(ember.grad(lambda a: sum2(rho, a)))(xs)
     np.testing.assert_allclose(g, -3 * np.exp(-3 * (xs + 1)), rtol=1e-12)
-    H = ember.hessian(lambda a: sum2(rho, a))(x[:4])
+    H = ember.jacrev(ember.jacrev(lambda a: sum2(rho, a)))(x[:4])
     np.testing.assert_allclose(H, np.diag(9 * np.exp(-3 * (x[:4] + 1))), rtol=1e-12)
 
 
@@ -144,13 +144,18 @@ def test_custom_vjp_under_vmap(x):
 
 
 def test_custom_vjp_hessian(x):
-    """grad of grad differentiates the backward rule itself."""
+    """grad of grad differentiates the backward rule itself. hessian is jacfwd(jacrev) as in JAX, and
+    this fwd rule calls the function itself, so forward mode meets it and raises JAX's TypeError: the
+    reverse-over-reverse Hessian is jacrev(jacrev)."""
     sum2 = _make_sum2()
     xs = x[:5]
-    H = ember.hessian(_eam(sum2))(xs)
+    hessian = lambda f: ember.jacrev(ember.jacrev(f))  # noqa: E731
+    H = hessian(_eam(sum2))(xs)
     H_plain = ember.hessian(_eam(lambda x: jnp.sum(rho(x))))(xs)
     np.testing.assert_allclose(H, H_plain, rtol=1e-10)
-    np.testing.assert_allclose(ember.hessian(sum2)(xs), np.diag(9 * np.exp(-3 * (xs + 1))), rtol=1e-12)
+    np.testing.assert_allclose(hessian(sum2)(xs), np.diag(9 * np.exp(-3 * (xs + 1))), rtol=1e-12)
+    with pytest.raises(TypeError, match=r"can't apply forward-mode autodiff \(jvp\) to a custom_vjp function"):
+        ember.hessian(sum2)(xs)
 
 
 def test_bwd_none_means_zero_cotangent(x):

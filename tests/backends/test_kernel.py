@@ -279,7 +279,8 @@ ONE_NODE = {
 }
 # the pipeline inlines the calls and drops the names; fusions never nest; control flow is run by the
 # backend around its bodies, never a kernel
-NOT_IN_KERNELS = {"fusion", "custom_vjp_call", "remat_call", "checkpoint_name", "cond", "while", "scan"}
+NOT_IN_KERNELS = {"fusion", "custom_vjp_call", "custom_jvp_call", "remat_call", "checkpoint_name", "cond", "while",
+                  "scan"}
 
 
 @pytest.mark.parametrize("prim", sorted(p.name for p in impl_rules if p.name not in NOT_IN_KERNELS))

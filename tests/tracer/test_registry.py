@@ -1,5 +1,6 @@
 """Every primitive has every rule it needs: a shape/dtype rule and a numpy reference always, a VJP
-rule and a batching rule when it is transformable; a kind from the closed set; and every fact
+rule and a batching rule when it is transformable, and a forward rule (a JVP rule, or a VJP rule to
+transpose); a kind from the closed set; and every fact
 decided (a cost class always, a ufunc or the reason for none when elementwise). Every ember.numpy
 function taking arrays checks them (ARRAY_PARAMS). The LLVM lowerings are checked in
 tests/backends/llvm/test_registry.py."""
@@ -14,6 +15,7 @@ from ember.tracer.primitive import (
     Primitive,
     batch_rules,
     impl_rules,
+    jvp_rules,
     primitives,
     shape_rules,
     ufunc_of,
@@ -52,6 +54,28 @@ def test_every_primitive_has_the_rule(table):
     assert not gaps, f"primitives without a {table}: {gaps}"
 
 
+def missing_forward_rule() -> list[str]:
+    """The transformable primitives forward mode cannot differentiate: no JVP rule (ember/passes/forward.py
+    registers the explicit ones) and no VJP rule for it to transpose (a while_loop has none)."""
+    import ember.passes.forward  # noqa: F401
+
+    return sorted(name for name, p in primitives.items()
+                  if p.transformable and p not in jvp_rules and p not in vjp_rules)
+
+
+def test_every_primitive_has_a_forward_rule():
+    gaps = missing_forward_rule()
+    assert not gaps, f"primitives with neither a JVP rule nor a VJP rule to transpose: {gaps}"
+
+
+def test_a_primitive_without_a_vjp_rule_needs_a_jvp_rule():
+    with _temporary(Primitive("test_registry_loop", kind="opaque", expensive=False)) as p:
+        shape_rules[p] = impl_rules[p] = lambda x: x
+        assert missing_forward_rule() == ["test_registry_loop"]
+        jvp_rules[p] = lambda primals, tangents: (primals[0], tangents[0])
+        assert missing_forward_rule() == []
+
+
 @pytest.mark.parametrize("fact", sorted(FACTS))
 def test_every_primitive_decides_the_fact(fact):
     gaps = missing(fact)
@@ -88,7 +112,7 @@ def _temporary(prim: Primitive):
         yield prim
     finally:
         del primitives[prim.name]
-        for table in TABLES.values():
+        for table in (*TABLES.values(), jvp_rules):
             table.pop(prim, None)
 
 

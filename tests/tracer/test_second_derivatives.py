@@ -166,6 +166,7 @@ CASES = [
     Case("custom_vjp_call", lambda x: _custom_sin(x), [(_rand(36, (4,)),), (_a(0.0, 1.0, _BIG),)]),
     Case("remat_call", lambda x, y: _remat_sin_mul(x, y), [(_rand(37, (4,)), _rand(38, (4,)))]),
     Case("checkpoint_name", lambda x: P.mul(P.checkpoint_name(P.sin(x), "s"), x), [(_rand(39, (4,)),)]),
+    Case("custom_jvp_call", lambda x: _custom_jvp_sin(x), [(_rand(37, (4,)),), (_a(0.0, 1.0, _BIG),)]),
 ]
 
 
@@ -176,6 +177,14 @@ def _custom_sin(x):
 
 _custom_sin.defvjp(lambda x: (enp.sin(x), x), lambda x, g: (g * enp.cos(x),))
 _remat_sin_mul = ember.checkpoint(lambda x, y: enp.sin(x * y) * x)
+
+
+@ember.custom_jvp
+def _custom_jvp_sin(x):
+    return enp.sin(x)
+
+
+_custom_jvp_sin.defjvp(lambda primals, tangents: (_custom_jvp_sin(*primals), enp.cos(primals[0]) * tangents[0]))
 
 EXCLUDED = {
     **{name: "boolean result: no derivative" for name in ("eq", "ne", "lt", "le", "gt", "ge", "is_finite")},

@@ -51,6 +51,7 @@ from ember.tracer.prims.binary import (  # noqa: F401
 from ember.tracer.prims.control import CONTROL_PRIMS, cond_p, run_numpy, scan_p, split_scan, while_p  # noqa: F401
 from ember.tracer.prims.convert import convert_element_type, convert_element_type_p  # noqa: F401
 from ember.tracer.prims.custom import custom_vjp_call_p, stop_gradient, stop_gradient_p  # noqa: F401
+from ember.tracer.prims.custom_jvp import custom_jvp_call_p  # noqa: F401
 from ember.tracer.prims.dot import dot_general, dot_general_p  # noqa: F401
 from ember.tracer.prims.fusion import FUSION_KINDS, fusion_p  # noqa: F401
 from ember.tracer.prims.indexing import (  # noqa: F401

@@ -23,6 +23,7 @@ from tests.backends.test_kernel import ONE_NODE, body, data
 NOT_COMPILED = {"custom_vjp_call": "inlined by the pipeline (passes/inline.py) before any backend",
                 "remat_call": "inlined by the pipeline (passes/inline.py) before any backend",
                 "checkpoint_name": "replaced by its operand in the pipeline (passes/inline.py) before any backend",
+                "custom_jvp_call": "inlined by the pipeline (passes/inline.py) before any backend",
                 "fusion": "a kernel of its body (kernel.lower_kernel)"}
 
 
