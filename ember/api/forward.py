@@ -17,12 +17,13 @@ import numpy as np
 from ember.api.autodiff import _argnums, _differentiate, jacrev, of_argnums, unit_basis
 from ember.api.custom import closure_convert
 from ember.api.tracing import check_callable, fun_name, to_array, trace_for_call
-from ember.errors import ArgumentError, TransformError, user_location
+from ember.errors import ArgumentError, GraphError, TransformError, user_location
 from ember.passes.autodiff import split_forward_backward
+from ember.passes.dce import dce
 from ember.passes.forward import jvp_graph
 from ember.tracer import dtypes
 from ember.tracer import prims as P
-from ember.tracer.ir import Graph
+from ember.tracer.ir import Graph, verified
 from ember.tracer.trace import Tracer, eval_graph, is_tracing
 from ember.tree import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 
@@ -141,13 +142,26 @@ def linearize(fun: Callable, *primals, has_aux: bool = False):
     graph, leaves, out_tree, main_tree, known = _trace(fun, primals, has_aux, "linearize")
     mask = [dtypes.is_float(a.dtype) for a in graph.in_avals]
     n_out = len(graph.outputs)
-    forward, tangent, _ = split_forward_backward(_differentiate(jvp_graph, graph, mask), len(leaves), n_out)
+    forward, tangent = _cut(_differentiate(jvp_graph, graph, mask), graph, len(leaves), n_out)
     fwd_out = _Staged(forward, not known)(leaves)
     tangent, hoisted = closure_convert(tangent)  # values of this trace become residuals
     f_jvp = _JVPFunction(_Staged(tangent, not known), hoisted + list(fwd_out[n_out:]), graph, mask,
                          tree_flatten(tuple(primals))[1], main_tree, fun_name(fun))
     out = tree_unflatten(out_tree, fwd_out[:n_out])
     return (out[0], f_jvp, out[1]) if has_aux else (out, f_jvp)
+
+
+def _cut(jvp: Graph, graph: Graph, n_primals: int, n_out: int) -> tuple[Graph, Graph]:
+    """The JVP graph cut into its primal part (outputs + residuals) and its tangent part (residuals +
+    tangents -> tangents). A node that computes values and tangents together (a while_loop carrying its
+    tangents) cannot be cut: then the primal part is `graph` itself, its inputs the residuals, and the
+    tangent part runs the whole JVP graph again (as JAX's partial evaluation of a while_loop does)."""
+    try:
+        forward, tangent, _ = split_forward_backward(jvp, n_primals, n_out)
+        return forward, tangent
+    except GraphError:
+        forward = graph.replace(outputs=list(graph.outputs) + list(graph.inputs))
+        return verified(forward), verified(dce(jvp.replace(outputs=jvp.outputs[n_out:])))
 
 
 def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:

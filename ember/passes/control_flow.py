@@ -9,6 +9,7 @@ itself (a body is a graph), so they live beside the transforms rather than with 
 - cond VJP: each branch's forward also returns the residuals of every branch (zeros for the others',
   as JAX joins them); the pullback is a cond over the branches' backward parts.
 - while VJP: none, as in JAX (the trip count is not known to a reverse pass): a clear error.
+- forward mode: loops carry their tangents beside their values (a while too), branches compute theirs.
 - batching: a carry is batched when its initial value or what the body makes of it is (a fixed point);
   a cond whose index is batched becomes a select of every branch's batched result; a while whose
   predicate is batched runs until every lane is done, finished lanes frozen by a select.
@@ -22,12 +23,13 @@ import numpy as np
 
 from ember.errors import ArgumentValueError
 from ember.passes.autodiff import activity, differentiable_outputs, split_forward_backward, vjp_graph
+from ember.passes.forward import jvp_eval
 from ember.passes.vmap import vmap_graph
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph, Var
-from ember.tracer.primitive import def_batch, def_vjp, vjp_fwd_rules
+from ember.tracer.primitive import def_batch, def_jvp, def_vjp, vjp_fwd_rules
 from ember.tracer.prims.util import batch_size, move_bdim, shape_of
 from ember.tracer.trace import eval_graph, new_builder
 
@@ -351,3 +353,109 @@ def _while_batch(args, dims, *, cond_graph, body_graph, cond_nconsts, body_ncons
     outs = P.while_p.bind(*ce, *cc, *be, *cc, *bc, *carry, cond_graph=cg, body_graph=bg,
                           cond_nconsts=len(ce) + nc, body_nconsts=len(be) + nc + nb)
     return list(outs), [0] * len(outs)
+
+
+# --- forward mode ---------------------------------------------------------------------------------
+# Each loop carries its tangents beside its values (a while too: forward mode needs no trip count),
+# and each branch computes its tangents; which values get one is a fixed point over the body, as
+# for activity.
+
+def _tangent_outputs(graph: Graph, active: list[bool]) -> list[bool]:
+    return [d and dtypes.is_float(v.aval.dtype) for d, v in zip(depends(graph, active), graph.outputs)]
+
+
+def _zeros_for(tangents: list, values: list, which: list[bool]) -> list:
+    """The tangents of the values marked in `which`, zeros where a tangent is None."""
+    return [t if t is not None else _zeros(_aval_of(v)) for t, v, w in zip(tangents, values, which) if w]
+
+
+def _jvp_body(body: Graph, active: list[bool], tangent_out: list[bool]) -> Callable:
+    """fn(*body_inputs, *tangents of the active ones) -> body outputs + tangents of the marked outputs."""
+    n = len(body.inputs)
+
+    def fn(*args):
+        it = iter(args[n:])
+        outs, tans = jvp_eval(body, list(args[:n]), [next(it) if a else None for a in active])
+        return list(outs) + _zeros_for(tans, outs, tangent_out)
+
+    return fn
+
+
+def _active(values: Sequence, tangents: Sequence) -> list[bool]:
+    return [t is not None and dtypes.is_float(_aval_of(v).dtype) for v, t in zip(values, tangents)]
+
+
+@def_jvp(P.scan_p)
+def _scan_jvp(primals, tangents, *, body, length, reverse, num_consts, num_carry, unroll):
+    consts, carry, xs = P.split_scan(list(primals), num_consts, num_carry)
+    t_c, t_carry, t_x = P.split_scan(list(tangents), num_consts, num_carry)
+    a_c, a_x = _active(consts, t_c), _active(xs, t_x)
+    a_carry = carry_fixed_point(body, a_c, _active(carry, t_carry), a_x, _tangent_outputs)
+    out_t = _tangent_outputs(body, a_c + a_carry + a_x)
+    out_t[:num_carry] = a_carry
+    ys_t = out_t[num_carry:]
+    inner = _jvp_body(body, a_c + a_carry + a_x, out_t)
+    n_c, n_carry, n_x = len(consts), len(carry), len(xs)
+    tc, tcarry, tx = _zeros_for(t_c, consts, a_c), _zeros_for(t_carry, carry, a_carry), _zeros_for(t_x, xs, a_x)
+
+    def step(*args):  # consts, const tangents, carry, carry tangents, xs, xs tangents (the scan's layout)
+        k = [0, n_c, len(tc), n_carry, len(tcarry), n_x, len(tx)]
+        at = np.cumsum(k)
+        c, dc, h, dh, x, dx = (list(args[at[i]:at[i + 1]]) for i in range(6))
+        outs = inner(*c, *h, *x, *dc, *dh, *dx)
+        vals, tans = outs[:len(body.outputs)], outs[len(body.outputs):]
+        return vals[:num_carry] + tans[:len(tcarry)] + vals[num_carry:] + tans[len(tcarry):]
+
+    avals = [_aval_of(v) for v in (*consts, *tc, *carry, *tcarry)] + [
+        _aval_of(v).update(shape=_aval_of(v).shape[1:]) for v in (*xs, *tx)]
+    graph, extra = trace_closed(step, avals)
+    outs = P.scan_p.bind(*extra, *consts, *tc, *carry, *tcarry, *xs, *tx, body=graph, length=length, reverse=reverse,
+                         num_consts=len(extra) + n_c + len(tc), num_carry=n_carry + len(tcarry), unroll=unroll)
+    n_ys = len(body.outputs) - num_carry
+    carry_out, carry_t = outs[:n_carry], iter(outs[n_carry:n_carry + len(tcarry)])
+    ys, ys_tans = outs[n_carry + len(tcarry):n_carry + len(tcarry) + n_ys], iter(outs[n_carry + len(tcarry) + n_ys:])
+    return (list(carry_out) + list(ys),
+            [next(carry_t) if a else None for a in a_carry] + [next(ys_tans) if a else None for a in ys_t])
+
+
+@def_jvp(P.while_p)
+def _while_jvp(primals, tangents, *, cond_graph, body_graph, cond_nconsts, body_nconsts):
+    nc, nb = cond_nconsts, body_nconsts
+    cc, bc, carry = list(primals[:nc]), list(primals[nc:nc + nb]), list(primals[nc + nb:])
+    t_bc, t_carry = list(tangents[nc:nc + nb]), list(tangents[nc + nb:])
+    a_bc = _active(bc, t_bc)
+    a_carry = carry_fixed_point(body_graph, a_bc, _active(carry, t_carry), [], _tangent_outputs)
+    tb, tcarry = _zeros_for(t_bc, bc, a_bc), _zeros_for(t_carry, carry, a_carry)
+    inner = _jvp_body(body_graph, a_bc + a_carry, a_carry)
+    n_carry = len(carry)
+
+    def cond(*args):  # cond consts, carry, carry tangents (ignored)
+        return eval_graph(cond_graph, list(args[:nc + n_carry]))
+
+    def body(*args):  # body consts, their tangents, carry, carry tangents
+        b, db = list(args[:nb]), list(args[nb:nb + len(tb)])
+        h, dh = list(args[nb + len(tb):nb + len(tb) + n_carry]), list(args[nb + len(tb) + n_carry:])
+        return inner(*b, *h, *db, *dh)
+
+    carry_avals = [_aval_of(v) for v in (*carry, *tcarry)]
+    cg, ce = trace_closed(cond, [_aval_of(v) for v in cc] + carry_avals)
+    bg, be = trace_closed(body, [_aval_of(v) for v in (*bc, *tb)] + carry_avals)
+    outs = P.while_p.bind(*ce, *cc, *be, *bc, *tb, *carry, *tcarry, cond_graph=cg, body_graph=bg,
+                          cond_nconsts=len(ce) + nc, body_nconsts=len(be) + nb + len(tb))
+    tans = iter(outs[n_carry:])
+    return list(outs[:n_carry]), [next(tans) if a else None for a in a_carry]
+
+
+@def_jvp(P.cond_p)
+def _cond_jvp(primals, tangents, *, branches):
+    index, ops, t_ops = primals[0], list(primals[1:]), list(tangents[1:])
+    a_ops = _active(ops, t_ops)
+    out_t = [any(ts) for ts in zip(*(_tangent_outputs(g, a_ops) for g in branches))]
+    tops = _zeros_for(t_ops, ops, a_ops)
+    avals = [_aval_of(v) for v in (*ops, *tops)]
+    traced = [trace_closed(_jvp_body(g, a_ops, out_t), avals) for g in branches]
+    extra = [x for _, e in traced for x in e]
+    outs = P.cond_p.bind(index, *extra, *ops, *tops, branches=tuple(_share_leading(traced)))
+    n = len(branches[0].outputs)
+    tans = iter(outs[n:])
+    return list(outs[:n]), [next(tans) if a else None for a in out_t]

@@ -8,13 +8,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ember.passes.explain import Refusal
+from ember.passes.pipeline import PASSES
 from ember.passes.stages import Stage
 from ember.tracer.ir import Graph, Node, Var
 from ember.viz.names import GraphNames, fusion_body
 
 # What a pass's refusals are called in the report; other passes get "declined by <pass>".
 HEADINGS = {"fusion": "not fused", "inplace": "not in place"}
-GRAPH_PASSES = ("simplify", "cse", "dce", "fusion")  # the optional passes recorded as stages
+GRAPH_PASSES = tuple(name for name, _ in PASSES)  # the optional passes recorded as stages
 
 
 def compact_lines(locs: Iterable[str | None]) -> str:

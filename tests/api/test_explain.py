@@ -176,7 +176,7 @@ def test_no_refusals_says_so():
     ex = low.explain()
     assert len(ex) == 0 and ex.refusals == []
     lines = str(ex).splitlines()
-    assert lines[0].startswith("explain <lambda>: passes run: simplify, cse, dce")
+    assert lines[0].startswith("explain <lambda>: passes run: simplify, cse, hoist, dce")
     fusion_ran = "after fusion" in low.stage_names
     assert ("not fused: nothing refused" if fusion_ran else "not fused: fusion did not run") in lines
     inplace_ran = getattr(low.stages[-1].plan, "inplace", None) is not None
@@ -194,7 +194,7 @@ def test_optimize_false_says_no_optimization_ran():
 def test_disabled_passes_are_named():
     ex = _lowered(disable_passes=("fusion", "cse")).explain()
     lines = str(ex).splitlines()
-    assert lines[0].startswith("explain dense: passes run: simplify, dce")
+    assert lines[0].startswith("explain dense: passes run: simplify, hoist, dce")
     assert "disabled: fusion, cse" in lines[0] and lines[0].endswith("Names are those of lowered.text().")
     assert "not fused: fusion is disabled" in lines
 

@@ -44,8 +44,8 @@ double.defvjp(lambda x: (double(x), None), lambda _, ct: (ct * 2.0,))
 def test_compile_graph_runs_the_pipeline_and_returns_its_stages(recording):
     g = trace_flat(lambda x: [double(x) * 1.0], [ShapedArray((3,), np.float64)])
     exe, stages = compile_graph(g, donate=(0,), backend="recording")
-    assert [s.name for s in stages] == ["after inline", "after simplify", "after cse", "after dce", "after fusion",
-                                        "after memory"]
+    assert [s.name for s in stages] == ["after inline", "after simplify", "after cse", "after hoist", "after dce",
+                                        "after fusion", "after memory"]
     (graph, plan), = recording.calls
     assert graph is stages[-1].graph and plan is stages[-1].plan and plan.donated == (0,)
     assert [n.prim.name for n in graph.nodes] == ["mul"]

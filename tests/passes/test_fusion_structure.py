@@ -17,6 +17,7 @@ import ember
 import ember.nn as nn
 import ember.numpy as jnp
 from ember.passes import fusion_rules as R
+from ember.passes.bodies import recursive
 from ember.passes.fusion import fusion
 from tests.helpers import eam
 
@@ -138,6 +139,6 @@ def test_random_programs_fuse_legally():
         for fn in (lambda *xs: run(EMBER, prog, xs), ember.grad(loss, argnums=tuple(range(len(inputs))))):
             before, after = _stages(fn, *inputs)
             check_fused(before, after)
-            assert fusion(before).fingerprint() == after.fingerprint()  # deterministic
+            assert recursive(fusion)(before).fingerprint() == after.fingerprint()  # deterministic (bodies too)
 
     check()

@@ -199,6 +199,35 @@ def test_forward_mode_of_scan_and_cond():
     np.testing.assert_allclose(t, ember.grad(f)(x), rtol=1e-12)
 
 
+def test_forward_mode_of_while_loop_carries_tangents():
+    def f(x, n):
+        return lax.fori_loop(0, n, lambda i, v: jnp.sin(v) * 1.5 + v * 0.1, x)
+
+    x, n = np.array([0.3, -0.8]), np.int32(4)
+    _, t = ember.jvp(lambda v: f(v, n), (x,), (np.ones(2),))
+    d = 1e-6
+    np.testing.assert_allclose(t, (f(x + d, n) - f(x - d, n)) / (2 * d), rtol=1e-6)
+    jac = ember.jacfwd(lambda v: f(v, n))(x)
+    np.testing.assert_allclose(jac, np.diag(t), atol=1e-12)
+    newton = lambda a: lax.while_loop(lambda c: jnp.abs(c * c - a) > 1e-12 * a,  # noqa: E731
+                                      lambda c: (c + a / c) * 0.5, a)
+    a = np.array([2.0, 9.0])
+    _, ta = ember.jvp(ember.vmap(newton), (a,), (np.ones(2),))
+    np.testing.assert_allclose(ta, 0.5 / np.sqrt(a), rtol=1e-8)  # d sqrt(a) / da, through the iteration
+
+
+def test_jacfwd_and_hessian_through_scan_and_cond(rng):
+    args = (rng.normal(size=(3, 3)) * 0.5, rng.normal(size=3), rng.normal(size=(4, 3)))
+    fwd = ember.jacfwd(rnn_loss, argnums=1)(*args)
+    np.testing.assert_allclose(fwd, ember.grad(rnn_loss, argnums=1)(*args), rtol=1e-10)
+    h = ember.hessian(rnn_loss, argnums=1)(*args)
+    h_rev = ember.jacrev(ember.grad(rnn_loss, argnums=1), argnums=1)(*args)
+    np.testing.assert_allclose(h, h_rev, rtol=1e-8, atol=1e-12)
+    c = lambda x: lax.cond(jnp.sum(x) > 0, lambda v: jnp.sum(v ** 3), lambda v: jnp.sum(jnp.sin(v)), x)  # noqa: E731
+    x = np.array([0.5, 0.2])
+    np.testing.assert_allclose(ember.hessian(c)(x), np.diag(6 * x), rtol=1e-12)
+
+
 # --- batching -------------------------------------------------------------------------------------
 
 def test_vmap_of_scan_over_each_operand(rng):
