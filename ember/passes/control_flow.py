@@ -64,6 +64,29 @@ def depends(graph: Graph, marked: Sequence[bool]) -> list[bool]:
     return [isinstance(v, Var) and v in hit for v in graph.outputs]
 
 
+def varying_vars(graph: Graph, marked: Sequence[bool]) -> set[Var]:
+    """The Vars of `graph` that depend on an input marked True."""
+    hit = {v for v, m in zip(graph.inputs, marked) if m}
+    for node in graph.nodes:
+        if any(isinstance(a, Var) and a in hit for a in node.inputs):
+            hit.update(node.outputs)
+    return hit
+
+
+def _invariant_values(fwd: Graph, num_consts: int, wanted: list[Var], consts: list) -> list:
+    """The values of `wanted` (Vars of `fwd` computed from its first `num_consts` inputs alone), emitted
+    in the current trace on the loop's invariant operands `consts`: once, not once per step."""
+    if not wanted:
+        return []
+    needed, nodes = set(wanted), []
+    for node in reversed(fwd.nodes):
+        if any(v in needed for v in node.outputs):
+            nodes.append(node)
+            needed.update(a for a in node.inputs if isinstance(a, Var))
+    g = Graph(fwd.inputs[:num_consts], nodes[::-1], wanted, fwd.consts, fwd.const_values)
+    return eval_graph(g, consts)
+
+
 def carry_fixed_point(body: Graph, before: Sequence[bool], carry: Sequence[bool], after: Sequence[bool],
                       test: Callable[[Graph, list[bool]], list[bool]]) -> list[bool]:
     """Which carries are marked once the body has run any number of times: marked initially, or made
@@ -99,16 +122,21 @@ def _scan_fwd(*ins, active, body, length, reverse, num_consts, num_carry, unroll
     body_active = a_c + carry_act + a_x
     n_in, n_out = len(body.inputs), len(body.outputs)
     fwd, bwd, _ = split_forward_backward(vjp_graph(body, body_active), n_in, n_out)
+    fwd_full = fwd
     residuals = list(fwd.outputs[n_out:])
     const_pos = {v: i for i, v in enumerate(fwd.inputs[:num_consts])}
     xs_pos = {v: i for i, v in enumerate(fwd.inputs[num_consts + num_carry:n_in])}
+    varying = varying_vars(fwd, [i >= num_consts for i in range(n_in)])
     # a residual that is a loop-invariant operand, or a slice of an xs operand, is read from that
-    # operand; the others are stacked by the forward scan
+    # operand; one computed from the invariant operands alone is computed once, before the loop; the
+    # others are stacked by the forward scan
     layout = [("const", const_pos[r]) if r in const_pos else ("xs", xs_pos[r]) if r in xs_pos
-              else ("stacked", None) for r in residuals]
+              else ("stacked", None) if r in varying else ("invariant", None) for r in residuals]
     stacked = [r for r, (kind, _) in zip(residuals, layout) if kind == "stacked"]
     fwd, extra = close(fwd.replace(outputs=list(fwd.outputs[:n_out]) + stacked))
     consts, carry, xs = P.split_scan(list(ins), num_consts, num_carry)
+    invariant = iter(_invariant_values(fwd_full, num_consts, [r for r, (kind, _) in zip(residuals, layout)
+                                                               if kind == "invariant"], consts))
     outs = P.scan_p.bind(*extra, *consts, *carry, *xs, body=fwd, length=length, reverse=reverse,
                          num_consts=len(extra) + num_consts, num_carry=num_carry, unroll=unroll)
     values, k = [], n_out
@@ -117,6 +145,8 @@ def _scan_fwd(*ins, active, body, length, reverse, num_consts, num_carry, unroll
             values.append(consts[i])
         elif kind == "xs":
             values.append(xs[i])
+        elif kind == "invariant":
+            values.append(next(invariant))
         else:
             values.append(outs[k])
             k += 1
@@ -135,8 +165,9 @@ def _scan_vjp(cts, *ins, out, active, saved: _ScanResiduals, body, length, rever
     float_outs = differentiable_outputs(body)
     ct_carry = [cts[k] if cts[k] is not None else _zeros(out_avals[k]) for k in range(num_carry) if carry_act[k]]
     ct_ys = {k: cts[k] for k in range(num_carry, len(out_avals)) if k in float_outs and cts[k] is not None}
-    invariant = [v for v, (kind, _) in zip(saved.values, saved.layout) if kind == "const"]
-    stacked = [v for v, (kind, _) in zip(saved.values, saved.layout) if kind != "const"]
+    once = ("const", "invariant")  # residuals read whole by every step; the others one slice per step
+    invariant = [v for v, (kind, _) in zip(saved.values, saved.layout) if kind in once]
+    stacked = [v for v, (kind, _) in zip(saved.values, saved.layout) if kind not in once]
     ys_keys = sorted(ct_ys)
     n_acc = sum(a_c)
     acc0 = [_zeros(v.aval) for v, a in zip(body.inputs[:num_consts], a_c) if a]
@@ -147,7 +178,7 @@ def _scan_vjp(cts, *ins, out, active, saved: _ScanResiduals, body, length, rever
         ct_c, acc = list(rest[:len(ct_carry)]), list(rest[len(ct_carry):len(ct_carry) + n_acc])
         rest = rest[len(ct_carry) + n_acc:]
         res_t, ct_y_t = list(rest[:len(stacked)]), dict(zip(ys_keys, rest[len(stacked):]))
-        res = [inv.pop(0) if kind == "const" else res_t.pop(0) for kind, _ in saved.layout]
+        res = [inv.pop(0) if kind in once else res_t.pop(0) for kind, _ in saved.layout]
         carry_cts = iter(ct_c)
         body_cts = []
         for k in float_outs:

@@ -111,6 +111,24 @@ def _binary_identity(left_units, right_units):
     return rule
 
 
+_add_identity = _binary_identity(_ZEROS, _ZEROS)
+
+
+def _add_rule(node, ins, ctx):
+    """x + 0 is x; x + scatter_add(0, i, u), the scatter read only here, is scatter_add(x, i, u): a
+    cotangent accumulated into (a gather's, summed over a loop's steps) touches only the scattered
+    region instead of adding a whole array of zeros."""
+    same = _add_identity(node, ins, ctx)
+    if same is not None:
+        return same
+    for x, y in (ins, ins[::-1]):
+        s = ctx.producer(y)
+        if (s is not None and s.prim is P.scatter_add_p and ctx.uses.get(y, 0) == 1 and isinstance(x, Var)
+                and _same_type(x, node) and _same_type(y, node) and _is_splat(s.inputs[0], _ZEROS, ctx)):
+            return ctx.emit(P.scatter_add_p, (x, *s.inputs[1:]), s.params, node)
+    return None
+
+
 def _pow_rule(node, ins, ctx):
     x, y = ins
     if _is_lit(y, 1) and _same_type(x, node):
@@ -294,7 +312,7 @@ def _select_rule(node, ins, ctx):
 
 RULES: dict = {
     P.mul_p: _binary_identity((1,), (1,)),
-    P.add_p: _binary_identity(_ZEROS, _ZEROS),
+    P.add_p: _add_rule,
     P.sub_p: _binary_identity(None, _ZEROS),
     P.div_p: _binary_identity(None, (1,)),
     P.pow_p: _pow_rule,
