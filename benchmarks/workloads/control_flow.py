@@ -27,10 +27,10 @@ NAME = "control_flow"
 TITLE = "loops as values: scan, fori_loop, while_loop (issue 26)"
 MEASURE_MEMORY = False
 DESCRIPTION = """\
-*rnn scan*: `lax.scan` of `h = tanh(h @ W + x @ U + b)`, hidden 128, input 32, T=1000 (`--quick`: 100),
+*rnn scan*: `lax.scan` of `h = tanh(h @ W + x @ U + b)`, hidden 128, input 32, T=1000 (`--quick`: 20),
 float32; the gradient of `sum over t of sum(h_t**2) / 2` w.r.t. (W, U, b) (hand-written NumPy:
 backpropagation through time). *cosine fori_loop*: seed 000's naive cosine loops (B=16, R=4, N=16, W=64;
-`--quick`: B=2) as three nested `fori_loop`s with `r.at[k, i, j].set(...)`, gradient of the weighted sum;
+`--quick`: B=1, R=2, N=4, W=8) as three nested `fori_loop`s with `r.at[k, i, j].set(...)`, gradient of the weighted sum;
 *ember unrolled* is the same loops in Python, traced into one 17.9k-node graph (full run only). *newton while*:
 `vmap` of a `while_loop` Newton square root to relative tolerance 1e-6 on 10**5 float32 scalars in
 [1e-3, 1e3] (`--quick`: 10**3). Peers: jax.jit of the same code (PyTorch has no traced loops)."""
@@ -39,6 +39,7 @@ backpropagation through time). *cosine fori_loop*: seed 000's naive cosine loops
 # --- the RNN --------------------------------------------------------------------------------------
 
 HIDDEN, INPUT = 128, 32
+QUICK_COSINE = dict(B=1, R=2, N=4, W=8)  # a smoke run: three nested loops all the same, 8 updates
 
 
 def rnn_inputs(steps: int, seed: int = 0) -> tuple[np.ndarray, ...]:
@@ -140,13 +141,13 @@ def _loopers(cfg: RunConfig) -> list[Framework]:
 
 def cases(cfg: RunConfig) -> Iterator[Case]:
     base = cfg.baseline
-    steps = 100 if cfg.quick else 1000
+    steps = 20 if cfg.quick else 1000
     args = rnn_inputs(steps)
     yield Case(NAME, "rnn scan: grad", [base.impl(lambda fw: numpy_rnn_grad, args)]
                + [fw.impl(lambda fw: fw.grad(rnn_loss(fw), argnums=(0, 1, 2)), args) for fw in _loopers(cfg)],
                {"T": steps, "hidden": HIDDEN, "input": INPUT}, rtol=2e-3, atol=2e-4)
 
-    shape = cosine.QUICK_SHAPE if cfg.quick else cosine.FULL_SHAPE
+    shape = QUICK_COSINE if cfg.quick else cosine.FULL_SHAPE
     a, b, weights = cosine.inputs(shape)
 
     def fori_grad(fw):
