@@ -22,8 +22,13 @@ VERIFY = False
 
 
 def verified(graph: Graph) -> Graph:
-    """`graph`, checked by `Graph.verify` when VERIFY is set; tracing and transforms return through it."""
-    return graph.verify() if VERIFY else graph
+    """`graph`, checked by `Graph.verify` when VERIFY is set; tracing and transforms return through it.
+    A graph checked once is not checked again (graphs are immutable; a pass that changes nothing
+    returns the graph it was given)."""
+    if VERIFY and not graph._verified:
+        graph.verify()
+        graph._verified = True
+    return graph
 
 
 class Var:
@@ -176,7 +181,7 @@ class Graph:
     when the graph was built inside one (they are bound again when the graph is evaluated there).
     """
 
-    __slots__ = ("inputs", "nodes", "outputs", "consts", "const_values", "_fingerprint", "__weakref__")
+    __slots__ = ("inputs", "nodes", "outputs", "consts", "const_values", "_fingerprint", "_verified", "__weakref__")
 
     def __init__(self, inputs, nodes, outputs, consts=(), const_values=()):
         self.inputs = tuple(inputs)
@@ -185,6 +190,7 @@ class Graph:
         self.consts = tuple(consts)
         self.const_values = tuple(const_values)
         self._fingerprint = None
+        self._verified = False
 
     @property
     def in_avals(self) -> list[ShapedArray]:
