@@ -24,7 +24,7 @@ traced (array) bounds; control flow: `lax.fori_loop` (0-3 trips, a closed-over v
 `lax.scan` over a leading axis (forward or reverse, its carry or stacked outputs), `lax.cond` on a
 reduction of a value (its branches close over two values).
 
-Budget: max_examples per test is MAX_EXAMPLES (20 each for float32 and float64, about a minute on two
+Budget: max_examples per test is MAX_EXAMPLES (15 each for float32 and float64, about a minute on two
 cores in CI, where the tests/conftest.py profile derandomizes); run locally with many more, e.g.
 `RANDPROG_EXAMPLES=2000 python -m pytest tests/test_random_programs.py --hypothesis-seed=N`.
 """
@@ -50,7 +50,7 @@ from ember.tracer.trace import Tracer
 jax = pytest.importorskip("jax")
 import jax.numpy as jjnp  # noqa: E402
 
-MAX_EXAMPLES = int(os.environ.get("RANDPROG_EXAMPLES", "20"))
+MAX_EXAMPLES = int(os.environ.get("RANDPROG_EXAMPLES", "15"))
 MAX_SIZE = 256  # elements in any value, so programs stay fast
 MAX_RANK = 4
 

@@ -266,12 +266,13 @@ def test_scatter_batching(name, case, rng):
     f = lambda a, i, u: wrapper(a, i, u, nb)  # noqa: E731
     repeated = repeated and name == "scatter_add"
     upd_shape = lead + op_shape[nb + k:]
-    for axes in SCATTER_AXES:
+    for n, axes in enumerate(SCATTER_AXES):
         op = _stack(rng, lambda: rng.normal(size=op_shape), axes[0])
         idx = _stack(rng, lambda: _indices(rng, op_shape, lead, nb, k, repeated).astype(I32), axes[1])
         upd = _stack(rng, lambda: rng.normal(size=upd_shape), axes[2])
         check_vmap(f, axes, (op, idx, upd), 0)
-        check_vmap(f, axes, (op, idx, upd), len(op_shape))
+        if n % 3 == 0:  # the last output axis for a third of the combinations (the suite's time budget)
+            check_vmap(f, axes, (op, idx, upd), len(op_shape))
     assert name in prim_names(ember.vmap(f, axes), op, idx, upd)
 
 

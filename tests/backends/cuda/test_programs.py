@@ -29,7 +29,7 @@ from ember.tree import tree_flatten
 from tests.test_random_programs import EMBER, GENERATED, JUMP, Program, _Guard, _inputs, _losses, programs, run
 
 OPS = Ember("numpy").ops
-RANDOM_PROGRAMS = 40  # the sample of random programs (each run forward and as a gradient)
+RANDOM_PROGRAMS = 34  # the sample of random programs (each run forward and as a gradient)
 DTYPES = (np.float64, np.float32)
 
 
