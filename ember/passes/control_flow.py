@@ -23,6 +23,7 @@ import numpy as np
 
 from ember.errors import ArgumentValueError
 from ember.passes.autodiff import activity, differentiable_outputs, split_forward_backward, vjp_graph
+from ember.passes.dce import dce
 from ember.passes.forward import jvp_eval
 from ember.passes.vmap import vmap_graph
 from ember.tracer import dtypes
@@ -156,6 +157,26 @@ def _scan_fwd(*ins, active, body, length, reverse, num_consts, num_carry, unroll
 vjp_fwd_rules[P.scan_p] = _scan_fwd
 
 
+def _outer_products(bwd: Graph, n_consts: int) -> tuple[Graph, list[int]]:
+    """The backward body with each loop-invariant operand's per-step cotangent that is an outer product
+    x_t (x) y_t (a dot_general contracting nothing: a weight's, in an RNN) replaced by x_t and y_t as
+    extra last outputs, and the positions (among the first `n_consts` outputs) so replaced. The scan
+    stacks the factors and one contraction over the steps sums them afterwards (a GEMM), instead of
+    adding a whole weight-sized product into an accumulator at every step."""
+    producer = {v: n for n in bwd.nodes for v in n.outputs}
+    outer, factors = [], []
+    for j, v in enumerate(bwd.outputs[:n_consts]):
+        n = producer.get(v) if isinstance(v, Var) else None
+        if (n is not None and n.prim is P.dot_general_p and n.params["dimension_numbers"] == (((), ()), ((), ()))
+                and all(isinstance(a, Var) for a in n.inputs) and sum(a.aval.size for a in n.inputs) < v.aval.size):
+            outer.append(j)
+            factors += list(n.inputs)
+    if not outer:
+        return bwd, []
+    kept = [v for j, v in enumerate(bwd.outputs) if j not in outer]
+    return dce(bwd.replace(outputs=kept + factors)), outer
+
+
 @def_vjp(P.scan_p)
 def _scan_vjp(cts, *ins, out, active, saved: _ScanResiduals, body, length, reverse, num_consts, num_carry, unroll):
     consts, carry, xs = P.split_scan(list(ins), num_consts, num_carry)
@@ -169,8 +190,12 @@ def _scan_vjp(cts, *ins, out, active, saved: _ScanResiduals, body, length, rever
     invariant = [v for v, (kind, _) in zip(saved.values, saved.layout) if kind in once]
     stacked = [v for v, (kind, _) in zip(saved.values, saved.layout) if kind not in once]
     ys_keys = sorted(ct_ys)
-    n_acc = sum(a_c)
-    acc0 = [_zeros(v.aval) for v, a in zip(body.inputs[:num_consts], a_c) if a]
+    n_active = sum(a_c)
+    bwd, outer = _outer_products(saved.bwd, n_active)
+    active_consts = [v for v, a in zip(body.inputs[:num_consts], a_c) if a]
+    # the active consts whose cotangent the scan carries (an outer product's factors are stacked instead)
+    acc0 = [_zeros(v.aval) for j, v in enumerate(active_consts) if j not in outer]
+    n_acc = len(acc0)
 
     def step(*args):
         inv = list(args[:len(invariant)])
@@ -188,11 +213,14 @@ def _scan_vjp(cts, *ins, out, active, saved: _ScanResiduals, body, length, rever
                 body_cts.append(ct_y_t.get(k, None))
                 if body_cts[-1] is None:
                     body_cts[-1] = _zeros(out_avals[k])
-        grads = iter(eval_graph(saved.bwd, res + body_cts))
-        g = [next(grads) if a else None for a in saved.body_active]
+        got = eval_graph(bwd, res + body_cts)
+        grads, factors = iter(got[:len(got) - 2 * len(outer)]), got[len(got) - 2 * len(outer):]
+        active_c = iter(range(n_active))
+        g = [(None if next(active_c) in outer else next(grads)) if a and i < num_consts else next(grads) if a
+             else None for i, a in enumerate(saved.body_active)]
         g_c, g_carry, g_x = P.split_scan(g, num_consts, num_carry)
         new_acc = [P.add(s, d) for s, d in zip(acc, (x for x in g_c if x is not None))]
-        return [x for x in g_carry if x is not None] + new_acc + [x for x in g_x if x is not None]
+        return [x for x in g_carry if x is not None] + new_acc + [x for x in g_x if x is not None] + factors
 
     def sl(v):
         a = _aval_of(v)
@@ -205,9 +233,15 @@ def _scan_vjp(cts, *ins, out, active, saved: _ScanResiduals, body, length, rever
     outs = P.scan_p.bind(*extra, *invariant, *ct_carry, *acc0, *stacked, *(ct_ys[k] for k in ys_keys), body=graph,
                          length=length, reverse=not reverse, num_consts=n_consts,
                          num_carry=len(ct_carry) + n_acc, unroll=unroll)
+    n_xs = sum(a_x)
+    ys = outs[len(ct_carry) + n_acc:]
     g_carry, g_acc, g_xs = (iter(outs[:len(ct_carry)]), iter(outs[len(ct_carry):len(ct_carry) + n_acc]),
-                            iter(outs[len(ct_carry) + n_acc:]))
-    result = [next(g_acc) if a else None for a in a_c]
+                            iter(ys[:n_xs]))
+    stacked_factors = ys[n_xs:]
+    summed_outer = {j: P.dot_general(stacked_factors[2 * k], stacked_factors[2 * k + 1], (((0,), (0,)), ((), ())))
+                    for k, j in enumerate(outer)}
+    active_c = iter(range(n_active))
+    result = [None if not a else summed_outer[j] if (j := next(active_c)) in outer else next(g_acc) for a in a_c]
     result += [next(g_carry) if a else None for a in carry_act]
     result += [next(g_xs) if a else None for a in a_x]
     return tuple(r if act else None for r, act in zip(result, active))

@@ -154,6 +154,19 @@ def test_grad_of_scan_matches_finite_differences_and_the_unrolled_loop(rng):
     assert_tree_allclose(got, want, rtol=1e-10, atol=1e-12)
 
 
+def test_a_weights_outer_product_cotangents_are_stacked_and_summed_by_one_contraction(rng):
+    """The reverse scan carries no weight-sized accumulator: it stacks each step's factors (h_t, the
+    step's cotangent) and one dot_general over the steps sums them after the loop."""
+    args = (rng.normal(size=(4, 4)) * 0.5, rng.normal(size=4), rng.normal(size=(6, 4)))
+    g = ember.make_graph(ember.grad(rnn_loss))(*args)
+    (back,) = [n for n in g.nodes if n.prim.name == "scan" and n.params["reverse"]]
+    carried = [v.aval.shape for v in back.outputs[:back.params["num_carry"]]]
+    assert (4, 4) not in carried, carried
+    users = [n for n in g.nodes if n.prim.name == "dot_general" and any(a in back.outputs for a in n.inputs)]
+    assert any(n.params["dimension_numbers"] == (((0,), (0,)), ((), ())) for n in users)
+    np.testing.assert_allclose(ember.grad(rnn_loss)(*args), ember.grad(rnn_loss_unrolled)(*args), rtol=1e-10)
+
+
 def test_grad_of_reverse_scan_with_int_carry_and_unused_outputs(rng):
     def f(x, xs):
         def step(c, v):
