@@ -51,14 +51,19 @@ def _split(ins, num_consts):
     return ins[:n_p], ins[n_p:n_p + n_f], ins[n_p + n_f:n_p + n_f + n_b], ins[n_p + n_f + n_b:]
 
 
+def checked_primal(what: str, primal, operands) -> tuple:
+    """The avals of `primal`'s outputs, once the operands it is called on are checked against the
+    avals it was traced for (the shape rule of a call holding a traced function)."""
+    for i, (a, v) in enumerate(zip(operands, primal.inputs)):
+        if not a.same_type(v.aval):
+            raise ShapeError(f"{what}: operand {i} is {a.str_short()}, traced as {v.aval.str_short()}")
+    return tuple(v.aval for v in primal.outputs)
+
+
 @def_shape(custom_vjp_call_p)
 def _custom_shape(*avals, primal, fwd, bwd, num_consts, name, caller_fwd=False):
     consts_p, _, _, args = _split(avals, num_consts)
-    for i, (a, v) in enumerate(zip(list(consts_p) + list(args), primal.inputs)):
-        if not a.same_type(v.aval):
-            raise ShapeError(f"custom_vjp function {name}: operand {i} is {a.str_short()}, traced as "
-                             f"{v.aval.str_short()}")
-    return tuple(v.aval for v in primal.outputs)
+    return checked_primal(f"custom_vjp function {name}", primal, list(consts_p) + list(args))
 
 
 @def_impl(custom_vjp_call_p)

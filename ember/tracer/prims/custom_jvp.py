@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.errors import ShapeError, TransformError
+from ember.errors import TransformError
 from ember.tracer import dtypes
 from ember.tracer.ir import Graph, Node
 from ember.tracer.primitive import Primitive, def_impl, def_jvp, def_shape
+from ember.tracer.prims.custom import checked_primal
 from ember.tracer.trace import eval_graph
 
 custom_jvp_call_p = Primitive("custom_jvp_call", multiple_results=True, kind="opaque", expensive=False)
@@ -33,11 +34,7 @@ def split_operands(ins, num_consts: tuple[int, int]):
 @def_shape(custom_jvp_call_p)
 def _custom_jvp_shape(*avals, primal, jvp, num_consts, name):
     consts_p, _, args = split_operands(avals, num_consts)
-    for i, (a, v) in enumerate(zip(list(consts_p) + list(args), primal.inputs)):
-        if not a.same_type(v.aval):
-            raise ShapeError(f"custom_jvp function {name}: operand {i} is {a.str_short()}, traced as "
-                             f"{v.aval.str_short()}")
-    return tuple(v.aval for v in primal.outputs)
+    return checked_primal(f"custom_jvp function {name}", primal, list(consts_p) + list(args))
 
 
 @def_impl(custom_jvp_call_p)
