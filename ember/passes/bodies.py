@@ -6,7 +6,8 @@ may give a body consts (simplify folds constants into arrays): they become opera
 body stays closed. `hoist` moves the nodes of a scan or while body that depend only on the loop's
 invariant operands out in front of the loop (XLA's while-loop-invariant code motion): computed once,
 not once per trip. A node whose result is larger than what it reads (a broadcast, an iota) stays in
-the loop, where fusion makes it free, rather than becoming a large buffer.
+the loop, where fusion makes it free, rather than becoming a large buffer. `prune_loops` (part of the
+dce pass) drops loop state nobody reads: carries and stacked outputs, and the operands only they read.
 """
 
 from __future__ import annotations
@@ -164,4 +165,79 @@ def hoist(graph: Graph) -> Graph:
                             p.replace(cond_graph=cg, body_graph=bg, cond_nconsts=len(cc), body_nconsts=len(bc)),
                             node.outputs, node.loc, node.role)
         nodes.append(node)
+    return graph.replace(nodes=nodes)
+
+
+# --- dead loop state ------------------------------------------------------------------------------
+
+def _needed_inputs(body: Graph, live_outputs: Sequence[bool]) -> list[bool]:
+    """Which inputs of `body` the outputs marked live read (directly or through its nodes)."""
+    need = {v for v, live in zip(body.outputs, live_outputs) if live and isinstance(v, Var)}
+    for node in reversed(body.nodes):
+        if any(v in need for v in node.outputs):
+            need.update(a for a in node.inputs if isinstance(a, Var))
+    return [v in need for v in body.inputs]
+
+
+def _live_carries(body: Graph, before: int, live: list[bool], extra_live: Sequence[bool] = ()) -> list[bool]:
+    """The carries a loop must keep: those marked `live` and those its body needs to compute them (a
+    fixed point). The body's inputs hold `before` others ahead of the carries; its outputs are the
+    carries followed by `extra_live`'s (a scan's stacked outputs)."""
+    while True:
+        need = _needed_inputs(body, list(live) + list(extra_live))
+        new = [a or b for a, b in zip(live, need[before:before + len(live)])]
+        if new == live:
+            return live
+        live = new
+
+
+def _keep(body: Graph, keep_in: Sequence[bool], keep_out: Sequence[bool]) -> Graph:
+    from ember.passes.dce import dce
+
+    return dce(Graph([v for v, k in zip(body.inputs, keep_in) if k], body.nodes,
+                     [v for v, k in zip(body.outputs, keep_out) if k]))
+
+
+def _prune_scan(node: Node, used: set) -> Node:
+    p = node.params
+    nc, nk, body = p["num_consts"], p["num_carry"], p["body"]
+    live_ys = [v in used for v in node.outputs[nk:]]
+    carry = _live_carries(body, nc, [v in used for v in node.outputs[:nk]], live_ys)
+    need = _needed_inputs(body, carry + live_ys)
+    keep_in = need[:nc] + carry + need[nc + nk:]
+    keep_out = carry + live_ys
+    if all(keep_in) and all(keep_out):
+        return node
+    params = p.replace(body=_keep(body, keep_in, keep_out), num_consts=sum(need[:nc]), num_carry=sum(carry))
+    return Node(node.prim, [a for a, k in zip(node.inputs, keep_in) if k], params,
+                [v for v, k in zip(node.outputs, keep_out) if k], node.loc, node.role)
+
+
+def _prune_while(node: Node, used: set) -> Node:
+    p = node.params
+    nc, nb, cg, bg = p["cond_nconsts"], p["body_nconsts"], p["cond_graph"], p["body_graph"]
+    by_cond = _needed_inputs(cg, [True])
+    carry = _live_carries(bg, nb, [v in used or c for v, c in zip(node.outputs, by_cond[nc:])])
+    keep_cond = by_cond[:nc] + carry
+    need_body = _needed_inputs(bg, carry)
+    keep_body = need_body[:nb] + carry
+    if all(keep_cond) and all(keep_body):
+        return node
+    params = p.replace(cond_graph=_keep(cg, keep_cond, [True]), body_graph=_keep(bg, keep_body, carry),
+                       cond_nconsts=sum(by_cond[:nc]), body_nconsts=sum(need_body[:nb]))
+    keep = by_cond[:nc] + need_body[:nb] + carry
+    operands = [a for a, k in zip(node.inputs, keep) if k]
+    return Node(node.prim, operands, params, [v for v, k in zip(node.outputs, carry) if k], node.loc, node.role)
+
+
+def prune_loops(graph: Graph) -> Graph:
+    """`graph` with the loop state nobody reads removed: a scan's or while's carries (and a scan's
+    stacked outputs) that are neither read after the loop nor needed to compute what is, and the
+    operands only they read (XLA's while-loop simplifier removes dead tuple elements the same way)."""
+    if not any(n.prim in (P.scan_p, P.while_p) for n in graph.nodes):
+        return graph
+    used = {a for n in graph.nodes for a in n.inputs if isinstance(a, Var)}
+    used |= {v for v in graph.outputs if isinstance(v, Var)}
+    nodes = [(_prune_scan(n, used) if n.prim is P.scan_p else _prune_while(n, used) if n.prim is P.while_p else n)
+             for n in graph.nodes]
     return graph.replace(nodes=nodes)

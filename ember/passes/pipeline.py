@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 
-from ember.passes.bodies import hoist, recursive
+from ember.passes.bodies import hoist, prune_loops, recursive
 from ember.passes.cse import cse
 from ember.passes.dce import dce
 from ember.passes.explain import collecting
@@ -32,7 +32,7 @@ PASSES: list[tuple[str, Callable[[Graph], Graph]]] = [
     ("simplify", recursive(simplify)),
     ("cse", recursive(cse)),
     ("hoist", recursive(hoist)),
-    ("dce", recursive(dce)),
+    ("dce", recursive(lambda g: dce(prune_loops(dce(g))))),
     ("fusion", recursive(fusion)),
 ]
 OPTIONAL = ("simplify", "cse", "hoist", "dce", "fusion", "inplace")

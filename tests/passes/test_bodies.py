@@ -102,3 +102,31 @@ def test_hoist_can_be_disabled_by_name():
     assert "after hoist" not in low.stage_names
     (loop,) = _loops(low.optimized)
     assert "tanh" in {n.prim.name for n in loop.params["body"].all_nodes()}
+
+
+def test_dead_loop_state_is_pruned(rng):
+    """A carry nobody reads after the loop (a counter, here) and a stacked output nobody reads leave
+    the loop, with the work only they needed; a carry another live carry needs stays."""
+    def newton(a):
+        return lax.while_loop(lambda c: jnp.abs(c[0] * c[0] - a) > 1e-6 * a,
+                              lambda c: ((c[0] + a / c[0]) * 0.5, c[1] + 1, c[2] * 2.0), (a, 0, a))[0]
+
+    a = np.float32(9.0)
+    (loop,) = _loops(ember.jit(newton).lower(a).optimized)
+    assert [v.aval.dtype for v in loop.outputs] == [np.float32] and len(loop.params["body_graph"].outputs) == 1
+    np.testing.assert_allclose(ember.jit(newton)(a), 3.0, rtol=1e-6)
+    np.testing.assert_allclose(ember.jit(ember.vmap(newton))(np.array([2.0, 9.0], np.float32)), np.sqrt([2.0, 9.0]),
+                               rtol=1e-6)
+
+    def rnn_last(w, xs):
+        def step(c, x):
+            h, k = c
+            h = jnp.tanh(h @ w + x)
+            return (h, k + h), jnp.sum(h * h)  # k and the stacked sums are never read
+        return lax.scan(step, (jnp.zeros(3, xs.dtype), jnp.zeros(3, xs.dtype)), xs)[0][0]
+
+    w, xs = rng.normal(size=(3, 3)), rng.normal(size=(5, 3))
+    (loop,) = _loops(ember.jit(rnn_last).lower(w, xs).optimized)
+    assert loop.params["num_carry"] == 1 and len(loop.outputs) == 1
+    np.testing.assert_allclose(ember.jit(rnn_last)(w, xs), ember.jit(rnn_last, optimize=False, backend="numpy")(w, xs),
+                               rtol=1e-12)
