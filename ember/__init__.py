@@ -9,7 +9,7 @@
     ember.grad(loss)(w, x)
 """
 
-from ember import ad_checkpoint, config, lax, nn, numpy, scipy, tree  # noqa: F401
+from ember import ad_checkpoint, config, lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
 from ember.api import (
     Compiled,
     Jitted,
@@ -53,7 +53,7 @@ __all__ = [
     "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend",
     "available_backends", "Graph",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
-    "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "lax", "nn", "tree", "config",
+    "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "lax", "nn", "tree", "tree_util", "config",
 ]
 
 # JAX names that ember does not have (yet), with what to use instead; looked up only when an attribute
@@ -66,7 +66,6 @@ _JAX_ONLY: dict[str, str] = {
     "device_put": "arrays are NumPy arrays; pass them directly",
     "device_get": "arrays are NumPy arrays already",
     "block_until_ready": "results are NumPy arrays, ready when returned",
-    "tree_util": "use ember.tree (tree_flatten, tree_unflatten, tree_map, register_pytree_node)",
     "devices": "ember runs on the default backend; see ember.available_backends()",
     "ensure_compile_time_eval": "compute the value with NumPy outside the traced function",
     "disable_jit": "call the Python function itself, without ember.jit",

@@ -7,14 +7,16 @@ sorted (as in JAX), so equal dicts give equal treedefs. Dataclass fields marked
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 __all__ = [
-    "PyTreeDef", "register_pytree_node", "tree_flatten", "tree_unflatten", "tree_leaves", "tree_map",
-    "tree_structure", "tree_flatten_with_path", "broadcast_prefix",
+    "PyTreeDef", "register_pytree_node", "register_pytree_node_class", "tree_flatten", "tree_unflatten",
+    "tree_leaves", "tree_map", "tree_structure", "tree_reduce", "tree_all", "tree_flatten_with_path",
+    "broadcast_prefix", "map", "flatten", "unflatten", "leaves", "structure", "reduce", "all",
 ]
 
 
@@ -204,6 +206,31 @@ def tree_map(f: Callable, tree, *rest, is_leaf: Callable | None = None):
     return tree_unflatten(td, [f(*xs) for xs in zip(leaves, *others)])
 
 
+_NO_INITIALIZER = object()
+
+
+def tree_reduce(function: Callable, tree, initializer: Any = _NO_INITIALIZER, is_leaf: Callable | None = None):
+    """`function` folded over the leaves, left to right (functools.reduce, as JAX's tree_reduce)."""
+    import functools
+
+    leaves = tree_leaves(tree, is_leaf)
+    if initializer is _NO_INITIALIZER:
+        return functools.reduce(function, leaves)
+    return functools.reduce(function, leaves, initializer)
+
+
+def tree_all(tree, *, is_leaf: Callable | None = None) -> bool:
+    """Whether every leaf is true (JAX's tree_all)."""
+    return builtins.all(tree_leaves(tree, is_leaf))
+
+
+def register_pytree_node_class(cls: type) -> type:
+    """A class decorator registering `cls` by its own `tree_flatten()` -> (children, aux) method and
+    `tree_unflatten(aux, children)` classmethod, as JAX's."""
+    register_pytree_node(cls, lambda x: x.tree_flatten(), cls.tree_unflatten)
+    return cls
+
+
 def tree_flatten_with_path(tree, is_leaf: Callable | None = None) -> tuple[list[tuple[str, Any]], PyTreeDef]:
     """Like tree_flatten, with each leaf's key path as a string such as "[0]['w'].bias"."""
     leaves, td = tree_flatten(tree, is_leaf)
@@ -265,3 +292,9 @@ def _describe(x) -> str:
 
 def _keys_text(aux) -> str:
     return f" (keys {list(aux)})" if isinstance(aux, tuple) and aux and not isinstance(aux[0], int) else ""
+
+
+# JAX's `jax.tree` names (jax.tree.map is jax.tree_util.tree_map, ...). Assigned last: nothing in this
+# module calls the builtins they shadow (builtins.all is called by that name).
+map, flatten, unflatten, leaves = tree_map, tree_flatten, tree_unflatten, tree_leaves
+structure, reduce, all = tree_structure, tree_reduce, tree_all
