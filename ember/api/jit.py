@@ -400,7 +400,7 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(), d
 
     Usable as `jit(f)`, `@jit` or `@jit(static_argnums=...)`. `optimize=False` skips every
     optimization pass (the baseline passes are compared against); `disable_passes` skips the named
-    ones (simplify, cse, dce, fusion, inplace). `donate_argnums` names arguments
+    ones (simplify, cse, hoist, dce, fusion, inplace). `donate_argnums` names arguments
     whose buffers the compiled function may reuse; the numpy backend never writes into arguments, so
     it is accepted and recorded for the in-place memory plan. At most `cache_size` signatures stay
     compiled (least recently used first out); every jit of the same function with the same options
