@@ -16,7 +16,7 @@ from ember.errors import ArgumentValueError, ShapeError, user_location
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
-from ember.tracer.ir import Graph, Var
+from ember.tracer.ir import Graph
 from ember.tracer.trace import Tracer, new_builder
 from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_path, tree_unflatten
 
@@ -49,8 +49,8 @@ def _trace_closed(fun: Callable, in_avals: Sequence[ShapedArray], in_tree: PyTre
         out = fun(*tree_unflatten(in_tree, args))
         leaves, out_tree = tree_flatten(out)
         graph = b.build(leaves)
-    closed = graph.replace(inputs=list(graph.consts) + list(graph.inputs), consts=(), const_values=())
-    return closed, list(graph.const_values), out_tree
+    closed, values = P.close_graph(graph)
+    return closed, values, out_tree
 
 
 def _type_text(a: ShapedArray) -> str:
@@ -244,13 +244,7 @@ def _cond(index, branches: list[Callable], operands: tuple):
         _check_branch(k, len(branches), tree, out_tree, g, traced[0][0])
     # every branch takes every branch's closed-over values (a branch ignores the others')
     all_consts = [c for _, consts, _ in traced for c in consts]
-    graphs, start = [], 0
-    for g, consts, _ in traced:
-        n = len(consts)
-        before = [Var(_aval(c, "cond")) for c in all_consts[:start]]
-        after = [Var(_aval(c, "cond")) for c in all_consts[start + n:]]
-        graphs.append(g.replace(inputs=before + list(g.inputs[:n]) + after + list(g.inputs[n:])))
-        start += n
+    graphs = P.share_leading([g for g, _, _ in traced], [len(consts) for _, consts, _ in traced])
     outs = P.cond_p.bind(index, *all_consts, *o_leaves, branches=tuple(graphs))
     return tree_unflatten(out_tree, outs)
 

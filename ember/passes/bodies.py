@@ -35,10 +35,8 @@ def recursive(fn: GraphPass) -> GraphPass:
 
 def _closed(graph: Graph) -> tuple[Graph, list[Var], list]:
     """`graph` with its consts as leading inputs: (graph, new parent const Vars, their values)."""
-    if not graph.consts:
-        return graph, [], []
-    closed = graph.replace(inputs=list(graph.consts) + list(graph.inputs), consts=(), const_values=())
-    return closed, [Var(v.aval) for v in graph.consts], list(graph.const_values)
+    closed, values = P.close_graph(graph)
+    return closed, [Var(v.aval) for v in graph.consts], values
 
 
 def map_bodies(graph: Graph, fn: GraphPass) -> Graph:
@@ -76,13 +74,7 @@ def _rebuild_while(node: Node, fn: GraphPass) -> tuple[Node, list, list]:
 def _rebuild_cond(node: Node, fn: GraphPass) -> tuple[Node, list, list]:
     closed = [_closed(fn(g)) for g in node.params["branches"]]
     every = [v for _, new, _ in closed for v in new]
-    branches, start = [], 0
-    for g, new, _ in closed:  # every branch takes every branch's new operands
-        n = len(new)
-        before = [Var(v.aval) for v in every[:start]]
-        after = [Var(v.aval) for v in every[start + n:]]
-        branches.append(g.replace(inputs=before + list(g.inputs[:n]) + after + list(g.inputs[n:])))
-        start += n
+    branches = P.share_leading([g for g, _, _ in closed], [len(new) for _, new, _ in closed])
     ins = [node.inputs[0]] + every + list(node.inputs[1:])
     new_node = Node(node.prim, ins, node.params.replace(branches=tuple(branches)), node.outputs, node.loc, node.role)
     return new_node, every, [x for _, _, vals in closed for x in vals]

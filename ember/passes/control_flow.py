@@ -35,21 +35,13 @@ from ember.tracer.prims.util import batch_size, move_bdim, shape_of
 from ember.tracer.trace import eval_graph, new_builder
 
 
-def close(graph: Graph) -> tuple[Graph, list]:
-    """`graph` with its consts moved to leading inputs; returns it and their values."""
-    if not graph.consts:
-        return graph, []
-    return (graph.replace(inputs=list(graph.consts) + list(graph.inputs), consts=(), const_values=()),
-            list(graph.const_values))
-
-
 def trace_closed(fn: Callable, in_avals: Sequence[ShapedArray]) -> tuple[Graph, list]:
     """`fn(*tracers) -> list` traced into a closed graph; returns it and the values of its leading
     (closed-over) inputs."""
     with new_builder() as b:
         args = [b.new_input(a) for a in in_avals]
         graph = b.build(list(fn(*args)))
-    return close(graph)
+    return P.close_graph(graph)
 
 
 def _zeros(aval: ShapedArray):
@@ -58,10 +50,7 @@ def _zeros(aval: ShapedArray):
 
 def depends(graph: Graph, marked: Sequence[bool]) -> list[bool]:
     """For each output of `graph`: does it depend on an input marked True?"""
-    hit = {v for v, m in zip(graph.inputs, marked) if m}
-    for node in graph.nodes:
-        if any(isinstance(a, Var) and a in hit for a in node.inputs):
-            hit.update(node.outputs)
+    hit = varying_vars(graph, marked)
     return [isinstance(v, Var) and v in hit for v in graph.outputs]
 
 
@@ -79,13 +68,7 @@ def _invariant_values(fwd: Graph, num_consts: int, wanted: list[Var], consts: li
     in the current trace on the loop's invariant operands `consts`: once, not once per step."""
     if not wanted:
         return []
-    needed, nodes = set(wanted), []
-    for node in reversed(fwd.nodes):
-        if any(v in needed for v in node.outputs):
-            nodes.append(node)
-            needed.update(a for a in node.inputs if isinstance(a, Var))
-    g = Graph(fwd.inputs[:num_consts], nodes[::-1], wanted, fwd.consts, fwd.const_values)
-    return eval_graph(g, consts)
+    return eval_graph(dce(Graph(fwd.inputs[:num_consts], fwd.nodes, wanted, fwd.consts, fwd.const_values)), consts)
 
 
 def carry_fixed_point(body: Graph, before: Sequence[bool], carry: Sequence[bool], after: Sequence[bool],
@@ -134,7 +117,7 @@ def _scan_fwd(*ins, active, body, length, reverse, num_consts, num_carry, unroll
     layout = [("const", const_pos[r]) if r in const_pos else ("xs", xs_pos[r]) if r in xs_pos
               else ("stacked", None) if r in varying else ("invariant", None) for r in residuals]
     stacked = [r for r, (kind, _) in zip(residuals, layout) if kind == "stacked"]
-    fwd, extra = close(fwd.replace(outputs=list(fwd.outputs[:n_out]) + stacked))
+    fwd, extra = P.close_graph(fwd.replace(outputs=list(fwd.outputs[:n_out]) + stacked))
     consts, carry, xs = P.split_scan(list(ins), num_consts, num_carry)
     invariant = iter(_invariant_values(fwd_full, num_consts, [r for r, (kind, _) in zip(residuals, layout)
                                                                if kind == "invariant"], consts))
@@ -261,7 +244,7 @@ def _scan_batch(args, dims, *, body, length, reverse, num_consts, num_carry, unr
     out_b = depends(body, in_b)
     out_b[:num_carry] = b_carry
     batched = vmap_graph(body, [0 if b else None for b in in_b], size, [0 if b else None for b in out_b])
-    batched, extra = close(batched)
+    batched, extra = P.close_graph(batched)
     outs = P.scan_p.bind(*extra, *consts, *carry, *xs, body=batched, length=length, reverse=reverse,
                          num_consts=len(extra) + num_consts, num_carry=num_carry, unroll=unroll)
     out_dims = [(0 if k < num_carry else 1) if b else None for k, b in enumerate(out_b)]
@@ -305,15 +288,7 @@ def _aval_of(x) -> ShapedArray:
 
 def _share_leading(traced: list[tuple[Graph, list]]) -> list[Graph]:
     """Closed graphs, each with its own leading closed-over inputs, made to all take all of them."""
-    every = [x for _, e in traced for x in e]
-    graphs, start = [], 0
-    for g, e in traced:
-        n = len(e)
-        before = [Var(_aval_of(x)) for x in every[:start]]
-        after = [Var(_aval_of(x)) for x in every[start + n:]]
-        graphs.append(g.replace(inputs=before + list(g.inputs[:n]) + after + list(g.inputs[n:])))
-        start += n
-    return graphs
+    return P.share_leading([g for g, _ in traced], [len(e) for _, e in traced])
 
 
 vjp_fwd_rules[P.cond_p] = _cond_fwd
@@ -350,7 +325,7 @@ def _cond_batch(args, dims, *, branches):
     in_dims = [0 if b else None for b in b_ops]
     if d_index is None:
         out_b = [any(bs) for bs in zip(*(depends(g, b_ops) for g in branches))]
-        traced = [close(vmap_graph(g, in_dims, size, [0 if b else None for b in out_b])) for g in branches]
+        traced = [P.close_graph(vmap_graph(g, in_dims, size, [0 if b else None for b in out_b])) for g in branches]
         extra = [x for _, e in traced for x in e]
         outs = P.cond_p.bind(index, *extra, *ops, branches=tuple(_share_leading(traced)))
         return list(outs), [0 if b else None for b in out_b]
@@ -395,7 +370,7 @@ def _while_batch(args, dims, *, cond_graph, body_graph, cond_nconsts, body_ncons
     v_cond = vmap_graph(cond_graph, cond_in, size, [0 if pred_batched else None])
     v_body = vmap_graph(body_graph, body_in, size, carry_dims)
     if not pred_batched:
-        (cg, ce), (bg, be) = close(v_cond), close(v_body)
+        (cg, ce), (bg, be) = P.close_graph(v_cond), P.close_graph(v_body)
         outs = P.while_p.bind(*ce, *cc, *be, *bc, *carry, cond_graph=cg, body_graph=bg,
                               cond_nconsts=len(ce) + nc, body_nconsts=len(be) + nb)
         return list(outs), carry_dims

@@ -48,7 +48,16 @@ from ember.tracer.prims.binary import (  # noqa: F401
     sub,
     sub_p,
 )
-from ember.tracer.prims.control import CONTROL_PRIMS, cond_p, run_numpy, scan_p, split_scan, while_p  # noqa: F401
+from ember.tracer.prims.control import (  # noqa: F401
+    CONTROL_PRIMS,
+    close_graph,
+    cond_p,
+    run_numpy,
+    scan_p,
+    share_leading,
+    split_scan,
+    while_p,
+)
 from ember.tracer.prims.convert import convert_element_type, convert_element_type_p  # noqa: F401
 from ember.tracer.prims.custom import custom_vjp_call_p, stop_gradient, stop_gradient_p  # noqa: F401
 from ember.tracer.prims.custom_jvp import custom_jvp_call_p  # noqa: F401

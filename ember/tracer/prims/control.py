@@ -43,6 +43,25 @@ def run_numpy(graph: Graph, args: Sequence) -> list[np.ndarray]:
     return [np.asarray(env[v]) if isinstance(v, Var) else np.asarray(v.val, v.dtype) for v in graph.outputs]
 
 
+def close_graph(graph: Graph) -> tuple[Graph, list]:
+    """`graph` with its consts moved to leading inputs (a body is closed); returns it and their values."""
+    if not graph.consts:
+        return graph, []
+    return (graph.replace(inputs=list(graph.consts) + list(graph.inputs), consts=(), const_values=()),
+            list(graph.const_values))
+
+
+def share_leading(graphs: Sequence[Graph], counts: Sequence[int]) -> list[Graph]:
+    """cond branches that each take `counts[k]` leading inputs of their own (what they close over),
+    made to all take every branch's, in branch order: a branch ignores the others'."""
+    own = [list(g.inputs[:n]) for g, n in zip(graphs, counts)]
+    shared = []
+    for k, (g, n) in enumerate(zip(graphs, counts)):
+        lead = [v for j, vs in enumerate(own) for v in (vs if j == k else [Var(v.aval) for v in vs])]
+        shared.append(g.replace(inputs=lead + list(g.inputs[n:])))
+    return shared
+
+
 def _check_inputs(what: str, graph: Graph, avals: Sequence[ShapedArray]) -> None:
     if len(graph.inputs) != len(avals):
         raise ShapeError(f"{what} takes {len(graph.inputs)} operands, got {len(avals)}")
