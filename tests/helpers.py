@@ -80,6 +80,15 @@ def assert_tree_allclose(a, b, rtol=1e-6, atol=1e-6):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol)
 
 
+def assert_leaves_close(a, b, tol: float = 1e-12):
+    """The leaves of `a` and `b` (e.g. Ember's result and JAX's) pairwise of one shape and within `tol`."""
+    la, lb = tree_flatten(a)[0], tree_flatten(b)[0]
+    assert len(la) == len(lb)
+    for u, v in zip(la, lb):
+        assert np.shape(u) == np.shape(v)
+        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=tol, atol=tol)
+
+
 def run(fn, *args):
     """`fn` traced and run by the numpy backend without optimization passes."""
     return ember.jit(fn, optimize=False)(*args)

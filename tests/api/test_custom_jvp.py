@@ -10,6 +10,7 @@ import pytest
 
 import ember
 import ember.numpy as jnp
+from tests.helpers import assert_leaves_close
 
 jax = pytest.importorskip("jax")
 jjnp = jax.numpy
@@ -18,14 +19,6 @@ X = np.array([-1.5, 0.3, 2.0, 10.0])
 # exp(100) overflows in float32: the point of log1pexp's rule
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning",
                                         "ignore:invalid value encountered:RuntimeWarning")
-
-
-def _close(a, b, tol=1e-12):
-    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
-    assert len(la) == len(lb)
-    for u, v in zip(la, lb):
-        assert np.shape(u) == np.shape(v)
-        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=tol, atol=tol)
 
 
 @pytest.fixture
@@ -103,7 +96,7 @@ def test_the_rule_is_used_under_every_transform(x64, transform):
         "jvp_of_grad": lambda e, f, np_: e.jvp(e.grad(total(f, np_)), (X, y), (np.ones(4), np.ones(4))),
         "jacfwd_of_jacfwd": lambda e, f, np_: e.jacfwd(e.jacfwd(lambda x: f(x, y)))(X),
     }[transform]
-    _close(run(ember, ours, jnp), run(jax, theirs, jjnp))
+    assert_leaves_close(run(ember, ours, jnp), run(jax, theirs, jjnp))
 
 
 def test_the_rule_differs_from_plain_autodiff(x64):
@@ -134,7 +127,7 @@ def test_defjvps_and_nondiff_argnums_match_jax(x64):
         return (e.jvp(f, (X, np.cos(X)), (np.ones(4), np.ones(4))),
                 e.grad(lambda x: np_.sum(app(np_.tanh, x) * x))(X), e.jacfwd(lambda x: app(np_.sin, x))(X))
 
-    _close(results(ember, jnp, ember.custom_jvp), results(jax, jjnp, jax.custom_jvp))
+    assert_leaves_close(results(ember, jnp, ember.custom_jvp), results(jax, jjnp, jax.custom_jvp))
 
 
 def test_int_arguments_and_pytrees():

@@ -9,6 +9,7 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember.tracer import prims as P
+from tests.helpers import assert_leaves_close
 
 jax = pytest.importorskip("jax")
 jjnp = jax.numpy
@@ -22,14 +23,6 @@ def pair(np_):
     return lambda x, y: (np_.sin(x) * y, np_.sum(np_.tanh(x * y) ** 2))
 
 
-def _close(a, b, tol=1e-12):
-    la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
-    assert len(la) == len(lb)
-    for u, v in zip(la, lb):
-        assert np.shape(u) == np.shape(v)
-        np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=tol, atol=tol)
-
-
 @pytest.fixture(autouse=True)
 def x64():
     with jax.enable_x64(True):
@@ -38,7 +31,7 @@ def x64():
 
 def test_jvp_matches_jax():
     t = (RNG.standard_normal(5), RNG.standard_normal(5))
-    _close(ember.jvp(pair(jnp), (X, Y), t), jax.jvp(pair(jjnp), (X, Y), t))
+    assert_leaves_close(ember.jvp(pair(jnp), (X, Y), t), jax.jvp(pair(jjnp), (X, Y), t))
 
 
 def test_jvp_matches_finite_differences():
@@ -61,48 +54,48 @@ def test_jvp_of_pytrees_with_aux_and_int_primals():
     n = np.int32(3)
     got = ember.jvp(f, (p, n), (tp, np.int32(0)), has_aux=True)
     want = jax.jvp(g, (p, n), (tp, np.zeros((), jax.dtypes.float0)), has_aux=True)
-    _close(got, want)
+    assert_leaves_close(got, want)
 
 
 def test_linearize_reuses_one_forward_pass():
     out, f_jvp = ember.linearize(lambda x: jnp.exp(x) * x, X)
     want_out, want_jvp = jax.linearize(lambda x: jjnp.exp(x) * x, X)
-    _close(out, want_out)
+    assert_leaves_close(out, want_out)
     for t in (np.ones(5), RNG.standard_normal(5)):
-        _close(f_jvp(t), want_jvp(t))
+        assert_leaves_close(f_jvp(t), want_jvp(t))
     tangent_prims = {n.prim.name for n in f_jvp._tangent.graph.nodes}
     assert "exp" not in tangent_prims and "mul" in tangent_prims  # exp(x) is a residual of the forward part
 
 
 @pytest.mark.parametrize("argnums", [0, 1, (0, 1)])
 def test_jacfwd_matches_jax(argnums):
-    _close(ember.jacfwd(pair(jnp), argnums)(X, Y), jax.jacfwd(pair(jjnp), argnums)(X, Y))
+    assert_leaves_close(ember.jacfwd(pair(jnp), argnums)(X, Y), jax.jacfwd(pair(jjnp), argnums)(X, Y))
 
 
 def test_jacfwd_of_a_pytree_argument_with_aux():
     f = lambda p: (jnp.tanh(p[0]) * p[1][:, None], jnp.sum(p[0]))  # noqa: E731
     g = lambda p: (jjnp.tanh(p[0]) * p[1][:, None], jjnp.sum(p[0]))  # noqa: E731
     p = (RNG.standard_normal((3, 2)), RNG.standard_normal(3))
-    _close(ember.jacfwd(f, has_aux=True)(p), jax.jacfwd(g, has_aux=True)(p))
+    assert_leaves_close(ember.jacfwd(f, has_aux=True)(p), jax.jacfwd(g, has_aux=True)(p))
 
 
 def test_hessian_forward_over_reverse_and_hvp():
     loss = lambda v: jnp.sum(jnp.sin(v) * v ** 2)  # noqa: E731
     jloss = lambda v: jjnp.sum(jjnp.sin(v) * v ** 2)  # noqa: E731
-    _close(ember.jacfwd(ember.jacrev(loss))(X), jax.hessian(jloss)(X))
+    assert_leaves_close(ember.jacfwd(ember.jacrev(loss))(X), jax.hessian(jloss)(X))
     v = RNG.standard_normal(5)
     hvp = ember.jit(lambda x, v: ember.jvp(ember.grad(loss), (x,), (v,))[1])
-    _close(hvp(X, v), jax.jvp(jax.grad(jloss), (X,), (v,))[1])
+    assert_leaves_close(hvp(X, v), jax.jvp(jax.grad(jloss), (X,), (v,))[1])
 
 
 def test_forward_mode_composes_with_jit_grad_and_vmap():
     sin_jvp = lambda x: ember.jvp(jnp.sin, (x,), (jnp.ones_like(x),))[1]  # noqa: E731
-    _close(ember.jit(sin_jvp)(X), np.cos(X))
-    _close(ember.grad(lambda x: jnp.sum(sin_jvp(x)))(X), -np.sin(X))
-    _close(ember.vmap(sin_jvp)(np.stack([X, Y])), np.cos(np.stack([X, Y])))
+    assert_leaves_close(ember.jit(sin_jvp)(X), np.cos(X))
+    assert_leaves_close(ember.grad(lambda x: jnp.sum(sin_jvp(x)))(X), -np.sin(X))
+    assert_leaves_close(ember.vmap(sin_jvp)(np.stack([X, Y])), np.cos(np.stack([X, Y])))
     jac = ember.jit(ember.vmap(ember.jacfwd(lambda v: jnp.tanh(v) * 2.0)))(np.stack([X, Y]))
-    _close(jac, jax.vmap(jax.jacfwd(lambda v: jjnp.tanh(v) * 2.0))(np.stack([X, Y])))
-    _close(ember.jvp(ember.jit(jnp.exp), (X,), (Y,))[1], np.exp(X) * Y)
+    assert_leaves_close(jac, jax.vmap(jax.jacfwd(lambda v: jjnp.tanh(v) * 2.0))(np.stack([X, Y])))
+    assert_leaves_close(ember.jvp(ember.jit(jnp.exp), (X,), (Y,))[1], np.exp(X) * Y)
 
 
 def test_jvp_of_a_custom_vjp_function_raises_jax_s_type_error():
@@ -130,7 +123,7 @@ def test_transformed_forward_functions_pickle():
     import cloudpickle
 
     f = ember.jacfwd(lambda v: jnp.sin(v) * 3.0)
-    _close(cloudpickle.loads(cloudpickle.dumps(f))(X), f(X))
+    assert_leaves_close(cloudpickle.loads(cloudpickle.dumps(f))(X), f(X))
 
 
 def test_python_scalar_primals():
@@ -193,7 +186,7 @@ def test_every_primitive_s_jvp_is_the_transpose_of_its_vjp(case):
 def test_hessian_is_forward_over_reverse_with_argnums_and_aux():
     f = lambda x, y: (jnp.sum(jnp.sin(x) * y ** 2), x * 2.0)  # noqa: E731
     g = lambda x, y: (jjnp.sum(jjnp.sin(x) * y ** 2), x * 2.0)  # noqa: E731
-    _close(ember.hessian(f, (0, 1), has_aux=True)(X, Y), jax.hessian(g, (0, 1), has_aux=True)(X, Y))
+    assert_leaves_close(ember.hessian(f, (0, 1), has_aux=True)(X, Y), jax.hessian(g, (0, 1), has_aux=True)(X, Y))
 
 
 def test_the_default_rule_transposes_a_vjp_that_runs_its_own_forward(monkeypatch):
@@ -209,7 +202,7 @@ def test_the_default_rule_transposes_a_vjp_that_runs_its_own_forward(monkeypatch
     f.defjvp(lambda primals, tangents: (f(*primals), 3.0 * jnp.cos(primals[0]) * tangents[0]))
     monkeypatch.delitem(jvp_rules, P.custom_jvp_call_p)
     t = RNG.standard_normal(5)
-    _close(ember.jvp(f, (X,), (t,)), (np.sin(X), 3.0 * np.cos(X) * t))
+    assert_leaves_close(ember.jvp(f, (X,), (t,)), (np.sin(X), 3.0 * np.cos(X) * t))
 
 
 def test_a_primitive_with_a_jvp_rule_and_no_vjp_rule_has_forward_mode():
@@ -224,8 +217,9 @@ def test_a_primitive_with_a_jvp_rule_and_no_vjp_rule_has_forward_mode():
         jvp_rules[cube] = lambda primals, tangents: (cube.bind(primals[0]), 3.0 * primals[0] ** 2 * tangents[0])
         f = lambda x: cube.bind(jnp.sin(x))  # noqa: E731
         run = lambda g: ember.jit(g, backend="numpy")  # noqa: E731
-        _close(run(lambda x, t: ember.jvp(f, (x,), (t,)))(X, Y), (np.sin(X) ** 3, 3 * np.sin(X) ** 2 * np.cos(X) * Y))
-        _close(run(ember.jacfwd(lambda x: jnp.sum(f(x))))(X), 3 * np.sin(X) ** 2 * np.cos(X))
+        assert_leaves_close(run(lambda x, t: ember.jvp(f, (x,), (t,)))(X, Y),
+                            (np.sin(X) ** 3, 3 * np.sin(X) ** 2 * np.cos(X) * Y))
+        assert_leaves_close(run(ember.jacfwd(lambda x: jnp.sum(f(x))))(X), 3 * np.sin(X) ** 2 * np.cos(X))
         with pytest.raises(ember.TransformError, match="grad cannot transform primitive test_forward_cube"):
             run(ember.grad(lambda x: jnp.sum(f(x))))(X)
     finally:
