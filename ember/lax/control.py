@@ -82,7 +82,9 @@ def _promoted(avals: list[ShapedArray], leaves: list, promote: dict) -> tuple[li
     avals, leaves = list(avals), list(leaves)
     for k, b in promote.items():
         avals[k] = b
-        leaves[k] = P.convert_element_type(leaves[k], b.dtype, weak_type=b.weak_type)
+        # outside a trace a Python scalar stays one (weak) through convert_element_type: make it an array
+        leaves[k] = (P.convert_element_type(leaves[k], b.dtype, weak_type=b.weak_type) if isinstance(leaves[k], Tracer)
+                     else np.asarray(leaves[k], b.dtype))
     return avals, leaves
 
 

@@ -54,6 +54,18 @@ def test_scan_pytrees_xs_none_and_stacked_outputs():
     assert int(c) == 3 and list(np.asarray(ys)) == [0, 10, 20]
 
 
+def test_a_python_scalar_carry_takes_the_bodys_type_eagerly_and_under_jit():
+    """Found trying JAX code: init 0.0 (weak float32) with float64 xs promotes, eagerly too."""
+    def f(xs):
+        return lax.scan(lambda c, x: (c + x["a"], {"s": x["a"] * x["b"]}), 0.0, xs)
+
+    xs = {"a": np.arange(3.0), "b": np.ones(3)}
+    for g in (f, ember.jit(f)):
+        c, ys = g(xs)
+        assert np.asarray(c).dtype == np.float64 and float(c) == 3.0
+        np.testing.assert_array_equal(ys["s"], [0.0, 1.0, 2.0])
+
+
 def test_map_and_select_n():
     xs = np.arange(6, dtype=np.float32).reshape(3, 2)
     np.testing.assert_allclose(ember.jit(lambda xs: lax.map(lambda x: jnp.sum(x * x), xs))(xs), [1, 13, 41])
