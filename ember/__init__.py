@@ -44,6 +44,7 @@ from ember.errors import (
     TransformError,
 )
 from ember.tracer import Graph
+from ember.tracer.array import Array
 from ember.tree import register_pytree_node
 
 __version__ = "0.1.0"
@@ -52,7 +53,7 @@ __all__ = [
     "jit", "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "vmap", "jacrev", "jacobian", "hessian",
     "custom_vjp", "custom_jvp", "checkpoint", "remat", "checkpoint_policies", "ad_checkpoint",
     "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend",
-    "available_backends", "Graph", "enable_x64",
+    "available_backends", "Graph", "enable_x64", "Array",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
     "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "lax", "nn", "tree", "tree_util", "config",
 ]

@@ -21,6 +21,7 @@ from benchmarks.workloads import (
     dead_gradient,
     dense_bias_act,
     dispatch,
+    eager,
     eam,
     optimizer,
     per_sample,
@@ -30,4 +31,4 @@ from benchmarks.workloads import (
 
 WORKLOADS: dict[str, ModuleType] = {m.NAME: m for m in (cosine, eam, per_sample, dead_gradient, dense_bias_act,
                                                          dispatch, optimizer, blas_threads, threads, startup,
-                                                         control_flow)}
+                                                         control_flow, eager)}

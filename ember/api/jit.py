@@ -49,6 +49,7 @@ from ember.errors import (
 from ember.passes.pipeline import disabled_passes
 from ember.passes.pipeline import optimize as run_pipeline
 from ember.passes.stages import StageRecorder, recording
+from ember.tracer.array import Array
 from ember.tracer.ir import Graph
 from ember.tracer.trace import Tracer, eval_graph, trace_state  # trace_state: read directly on the hit path
 from ember.tree import tree_flatten, tree_unflatten
@@ -207,12 +208,13 @@ class Jitted:
             # without the checks' wrapper unless a check option is on.
             if len(args) == 1:
                 x = args[0]
-                sig = ((backend, x.shape, x.dtype) if type(x) is np.ndarray or type(x) in DEVICE_TYPES
-                       else (backend, type(x)))
+                sig = ((backend, x.shape, x.dtype) if type(x) is Array or type(x) is np.ndarray
+                       or type(x) in DEVICE_TYPES else (backend, type(x)))
             else:
                 sig = (backend,)
                 for x in args:
-                    sig += (x.shape, x.dtype) if type(x) is np.ndarray or type(x) in DEVICE_TYPES else (type(x),)
+                    sig += ((x.shape, x.dtype) if type(x) is Array or type(x) is np.ndarray or type(x) in DEVICE_TYPES
+                            else (type(x),))
             cache = self._caches[config.x64_enabled]
             entry = cache.fast.get(sig)
             if entry is None:
@@ -368,7 +370,7 @@ def _fast_key(backend: str, args: tuple, kwargs: dict, arrays: list, static_nums
         return None
     sig, convert = (backend,), []
     for x, a in zip(args, arrays):
-        if (type(x) is np.ndarray or is_device_array(x)) and a is x:
+        if ((type(x) is np.ndarray or is_device_array(x)) and a is x) or (type(x) is Array and a.base is x):
             sig += (x.shape, x.dtype)
             convert.append(None)
         elif type(x) in PY_SCALAR_DTYPES or isinstance(x, np.generic):

@@ -21,6 +21,7 @@ import numpy as np
 from ember.backends import one_time
 from ember.passes.memory import CONST, INPUT, Plan, last_uses
 from ember.tracer import prims as P
+from ember.tracer.array import Array
 from ember.tracer.ir import Graph, Literal, Node, Var
 from ember.tracer.primitive import impl_rules, primitives, ufunc_of
 
@@ -87,9 +88,9 @@ class NumpyExecutable:
         ember/backends/outputs.py), the results are copied into them and they are returned."""
         if len(args) != self._n_inputs:
             raise TypeError(f"the executable takes {self._n_inputs} arrays, got {len(args)}")
-        results = self._run(*args)
+        results = self._run(*(a.view(np.ndarray) if type(a) is Array else a for a in args))
         if out is None:
-            return results
+            return [r.view(Array) if type(r) is np.ndarray else r for r in results]
         for o, r in zip(out, results):
             np.copyto(o, r)
         return list(out)

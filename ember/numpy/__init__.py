@@ -10,11 +10,9 @@ import numpy as _np
 
 from ember.errors import missing_attribute as _missing_attribute
 from ember.naming import publish as _publish
-from ember.numpy import _core, _methods, linalg
-from ember.numpy._core import asarray
+from ember.numpy import _core, _creation, _methods, linalg
 from ember.numpy._creation import (
     arange,
-    array,
     empty,
     empty_like,
     eye,
@@ -131,10 +129,31 @@ from ember.numpy._shape import (
     vstack,
 )
 from ember.tracer import trace as _trace
+from ember.tracer.array import Array
 
 _methods.install()
 _trace.numpy_dispatch.update({"numpy": _sys.modules[__name__], "numpy.linalg": linalg})
 _core.check_operands(globals())
+
+
+def asarray(a, dtype=None):
+    """`a` as an array: a traced value inside a trace, else an ember Array (an Array itself; a copy of a
+    NumPy array, which its owner may still write, as jnp.asarray copies). Python scalars and lists of
+    them default to float32/int32/bool, as in JAX."""
+    if type(a) is Array and (dtype is None or _core.dtypes.canonicalize(dtype) == a.dtype):
+        return a  # immutable: no copy
+    out = _core.asarray(a, dtype)
+    if type(out) is not _np.ndarray:
+        return out
+    return (out.copy() if out is a or out.base is not None else out).view(Array)
+
+
+def array(object, dtype=None, copy: bool = True):
+    """An array from `object` (nested lists may hold traced values); copies NumPy input by default."""
+    out = _creation.array(object, dtype, copy)
+    return out.view(Array) if type(out) is _np.ndarray else out
+
+
 _core.check_operands(vars(linalg))
 
 # Callable as casts (jnp.float32(x) is x.astype(float32), traced or not), usable wherever a dtype is.
@@ -167,6 +186,8 @@ __all__ = [
 ]
 
 
+_core.arrays_out(globals(), [n for n in __all__ if n not in ("asarray", "array")])
+_core.arrays_out(vars(linalg), linalg.__all__)
 _publish(globals(), __name__, __all__)
 
 

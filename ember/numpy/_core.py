@@ -6,6 +6,7 @@ line.
 from __future__ import annotations
 
 import functools
+import types
 from collections.abc import Callable, MutableMapping, Sequence
 
 import numpy as np
@@ -20,13 +21,14 @@ from ember.errors import (
 )
 from ember.tracer import dtypes
 from ember.tracer import prims as P
+from ember.tracer.array import Array
 from ember.tracer.ir import Literal
 from ember.tracer.prims.util import PY_SCALARS as _SCALARS
 from ember.tracer.prims.util import is_python_scalar as _is_python_scalar
 from ember.tracer.prims.util import shape_of  # noqa: F401  (ember.numpy's modules import it from here)
 from ember.tracer.trace import Tracer, is_tracing, stage_const
 
-Array = Tracer | np.ndarray
+ArrayLike = Tracer | np.ndarray
 
 
 def is_scalar(x) -> bool:
@@ -79,7 +81,7 @@ def _from_sequence(x, want):
     return stack([asarray(to_dtype(y, target)) for y in items])
 
 
-def asarray(x, dtype=None) -> Array:
+def asarray(x, dtype=None) -> ArrayLike:
     """`x` as an array (a Tracer while tracing, else a NumPy array), optionally converted to `dtype`.
 
     Python scalars and lists of them default to float32/int32/bool, as in JAX.
@@ -116,6 +118,8 @@ def plain_array(x: np.ndarray) -> np.ndarray:
     of sum and indexing); masked arrays are rejected, since their mask would be silently dropped."""
     if type(x) is np.ndarray:
         return x
+    if type(x) is Array:  # ember's own: its data, which the functions below work on as NumPy's
+        return x.view(np.ndarray)
     if isinstance(x, np.ma.MaskedArray):
         raise ArgumentValueError("NumPy masked arrays are not supported by ember, which would drop the mask; "
                                  "pass arr.filled(value) (or the data and the mask as two arrays) instead",
@@ -157,11 +161,24 @@ def _check_operand(x, name: str, position: int):
     return plain_array(x) if isinstance(x, np.ndarray) else x
 
 
+# functions whose eager path checks an operand's values (take's indices raise IndexError out of bounds):
+# the fast path replays only these operands, the others take the full path (as arguments it cannot key)
+_REPLAYED_OPERANDS = {"take": (0,)}
+
+
 def _checked(fn: Callable, name: str, params) -> Callable:
-    """`fn` with its array parameters checked: no lists, no masked arrays, NumPy subclasses made plain."""
+    """`fn` with its array parameters checked: no lists, no masked arrays, NumPy subclasses made plain;
+    concrete calls outside a trace take the eager fast path (ember/numpy/_eager.py) where they can."""
+    from ember.numpy._eager import MISS, fast_path
+
+    fast = None if params == _SEQ else fast_path(fn, _REPLAYED_OPERANDS.get(name, params))
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        if fast is not None:
+            out = fast(args, kwargs)
+            if out is not MISS:
+                return out
         if params == _SEQ:
             if args and not isinstance(args[0], (np.ndarray, Tracer)):
                 args = ([_check_operand(x, name, 0) for x in args[0]],) + args[1:]
@@ -171,9 +188,33 @@ def _checked(fn: Callable, name: str, params) -> Callable:
             for i in picks:
                 if i < len(args):
                     args[i] = _check_operand(args[i], name, i)
-        return fn(*args, **kwargs)
+        out = fn(*args, **kwargs)
+        # a plain ndarray here is an operand given back unchanged: a copy, so results never alias inputs
+        return np.array(out).view(Array) if type(out) is np.ndarray else out
 
+    wrapper.fast = fast
     return wrapper
+
+
+def _as_arrays(out, args: tuple):
+    """A function's result with its plain ndarrays as Arrays; one that may share memory with an array
+    argument (its owner may write it) is copied first."""
+    if type(out) is np.ndarray:
+        if any(isinstance(a, np.ndarray) and np.may_share_memory(out, a) for a in args):
+            out = out.copy()
+        return out.view(Array)
+    if type(out) in (tuple, list) and any(type(o) is np.ndarray for o in out):
+        return type(out)(_as_arrays(o, args) for o in out)
+    return out
+
+
+def arrays_out(namespace: MutableMapping[str, object], names) -> None:
+    """Make the public functions `names` of `namespace` that compute with NumPy outside a trace (e.g.
+    arange) return Arrays, as every ember.numpy function does."""
+    for name in names:
+        fn = namespace.get(name)
+        if isinstance(fn, types.FunctionType) and name not in ARRAY_PARAMS and not hasattr(fn, "fast"):
+            namespace[name] = functools.wraps(fn)(lambda *a, _fn=fn, **k: _as_arrays(_fn(*a, **k), a))
 
 
 def check_operands(namespace: MutableMapping[str, object]) -> None:

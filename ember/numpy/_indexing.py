@@ -23,7 +23,8 @@ from ember.errors import (
 from ember.numpy._core import asarray, broadcast_shapes, shape_of
 from ember.tracer import dtypes
 from ember.tracer import prims as P
-from ember.tracer.trace import Tracer
+from ember.tracer.array import Array
+from ember.tracer.trace import Tracer, _stack
 
 
 def _is_int_scalar(k) -> bool:
@@ -261,40 +262,195 @@ def _in_bounds_key(items: list, shape: tuple[int, ...]) -> list:
     return out
 
 
+_MODES = (None, "promise_in_bounds", "drop", "fill", "clip")
+
+
+def _check_mode(mode, what: str) -> str | None:
+    if mode not in _MODES:
+        raise ValueError(f"at[...].{what}: mode={mode!r} is not one of {_MODES[1:]} (or None), as in JAX "
+                         f"(at {user_location()})")
+    return None if mode in ("promise_in_bounds", "drop", "fill") else mode
+
+
+def _clipped_key(key, shape: tuple[int, ...]):
+    """`key` with every integer index clamped into its axis (negative ones wrapped once first), as JAX's
+    mode="clip"; slices, None and Ellipsis are unchanged."""
+    out, axis = [], 0
+    for k in _normalize_key(key, shape):
+        if k is None or k is Ellipsis:
+            out.append(k)
+            continue
+        dim = shape[axis]
+        if _is_int_scalar(k):
+            k = int(k)
+            k = min(max(k + dim if k < 0 else k, 0), dim - 1)
+        elif isinstance(k, (np.ndarray, Tracer)):
+            k = asarray(k)
+            k = P.select(P.lt(k, 0), P.add(k, dim), k)
+            k = P.minimum(P.maximum(k, 0), dim - 1)
+        out.append(k)
+        axis += 1
+    return tuple(out)
+
+
+def _unique_positions(shape, key, unique_indices: bool, what: str) -> None:
+    """Refuse an update that combines with the array's values (mul, min, max, apply, ...) where indices
+    could repeat and unique_indices does not promise otherwise: each repeat would have to combine, and
+    Ember has no scatter primitive for these yet (set and add have theirs)."""
+    if unique_indices:
+        return
+    items = key if isinstance(key, tuple) else (key,)
+    if any(isinstance(k, Tracer) or (isinstance(k, (list, tuple)) and _has_tracer(tuple(k))) for k in items):
+        raise NotImplementedError(
+            f"at[...].{what} with traced index arrays: indices may repeat, and Ember combines repeats only for "
+            f"set and add; pass unique_indices=True if they cannot repeat (as JAX allows), or use "
+            f"x.at[idx].set(f(x[idx], y)) (at {user_location()})")
+    pos = np.asarray(_flat_positions(shape, key)).ravel()
+    if len(np.unique(pos)) != len(pos):
+        raise NotImplementedError(
+            f"at[...].{what}: the indices repeat, and Ember combines repeats only for set and add (at "
+            f"{user_location()})")
+
+
 class _IndexUpdateRef:
+    """`x.at[key]`: JAX's functional updates. set and add combine repeated indices (one of the values
+    wins for set; add accumulates); the others need unique indices (see _unique_positions). Out-of-bounds
+    indices: dropped by an update and an error for a static one in get (mode None, "drop", "fill",
+    "promise_in_bounds"), or clamped into the array (mode="clip")."""
+
     __slots__ = ("array", "key")
 
     def __init__(self, array, key):
         self.array, self.key = array, key
 
-    def get(self):
-        return getitem(self.array, self.key)
+    def _key(self, mode, what: str):
+        mode = _check_mode(mode, what)
+        return _clipped_key(self.key, tuple(shape_of(self.array))) if mode == "clip" else self.key
 
-    def set(self, values):
+    def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None, fill_value=None):
+        """x[key]."""
+        x = self.array
+        if fill_value is None and (type(x) is Array or type(x) is np.ndarray) and not _stack() \
+                and _static_key(self.key) is not None:
+            try:
+                return np.array(np.asarray(x)[self._key(mode, "get")]).view(Array)
+            except IndexError:  # out of bounds: the full path's error
+                pass
+        if fill_value is not None:
+            raise NotImplementedError(f"at[...].get: fill_value is not supported yet; use jnp.where on the "
+                                      f"indices' validity (at {user_location()})")
+        return getitem(self.array, self._key(mode, "get"))
+
+    def set(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
         """A copy of the array with x[key] = values (duplicated indices: one of the values wins)."""
-        return self._update(P.scatter, values)
+        return self._fast("set", values, mode, lambda: _update(self.array, self._key(mode, "set"), P.scatter, values))
 
-    def add(self, values):
+    def add(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
         """A copy of the array with values added at x[key] (duplicated indices accumulate)."""
-        return self._update(P.scatter_add, values)
+        return self._fast("add", values, mode,
+                          lambda: _update(self.array, self._key(mode, "add"), P.scatter_add, values))
 
-    def _update(self, prim_fn, values):
-        from ember.numpy._core import to_dtype
+    def _fast(self, how: str, values, mode, full):
+        """An eager update with a static key (ints, slices, None, Ellipsis: no index repeats) on a
+        concrete array, done as NumPy does it on a copy; anything else, or anything NumPy would do
+        differently (a failed cast, an out-of-bounds index), is `full()`."""
+        x = self.array
+        if (type(x) is Array or type(x) is np.ndarray) and not _stack() and type(values) in _VALUE_TYPES \
+                and _static_key(self.key) is not None:
+            try:
+                key = self._key(mode, how)
+                out = np.array(x)
+                view = out[key]
+                v = np.asarray(values.view(np.ndarray) if type(values) is Array else values, dtype=out.dtype)
+                if v.ndim <= np.ndim(view):
+                    if how == "set":
+                        out[key] = v
+                    else:
+                        out[key] += v  # (a static key: no index repeats)
+                    return out.view(Array)
+            except (TypeError, ValueError, IndexError, OverflowError):
+                pass
+        return full()
 
+    def _combine(self, what: str, op, values, unique_indices: bool, mode):
+        key = self._key(mode, what)
         x = asarray(self.array)
-        pos = _flat_positions(x.shape, self.key)
-        pos_shape = shape_of(pos)
-        values = asarray(values) if not isinstance(values, (int, float, bool)) else values
-        values = to_dtype(values, x.dtype)
-        if len(shape_of(values)) > len(pos_shape) or broadcast_shapes(shape_of(values), pos_shape,
-                                                                       name="at[].set") != pos_shape:
-            raise IncompatibleShapesError(f"at[...]: values of shape {shape_of(values)} cannot be broadcast to the "
-                             f"indexed shape {pos_shape}", user_location())
-        values = P.broadcast_to(values, pos_shape) if shape_of(values) != pos_shape else values
-        m = math.prod(pos_shape)
-        flat_x = P.reshape(x, (math.prod(x.shape),))
-        out = prim_fn(flat_x, P.reshape(pos, (m, 1)), P.reshape(values, (m,)))
-        return P.reshape(out, x.shape)
+        _unique_positions(tuple(x.shape), key, unique_indices, what)
+        return _update(x, key, P.scatter, op(getitem(x, key), values))
+
+    def multiply(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
+        """A copy of the array with x[key] *= values."""
+        from ember.numpy._math import multiply
+
+        return self._combine("multiply", multiply, values, unique_indices, mode)
+
+    mul = multiply
+
+    def divide(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
+        """A copy of the array with x[key] /= values."""
+        from ember.numpy._math import divide
+
+        return self._combine("divide", divide, values, unique_indices, mode)
+
+    def power(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
+        """A copy of the array with x[key] **= values."""
+        from ember.numpy._math import power
+
+        return self._combine("power", power, values, unique_indices, mode)
+
+    def min(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
+        """A copy of the array with x[key] = minimum(x[key], values)."""
+        from ember.numpy._math import minimum
+
+        return self._combine("min", minimum, values, unique_indices, mode)
+
+    def max(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
+        """A copy of the array with x[key] = maximum(x[key], values)."""
+        from ember.numpy._math import maximum
+
+        return self._combine("max", maximum, values, unique_indices, mode)
+
+    def apply(self, func, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
+        """A copy of the array with x[key] = func(x[key]) (func elementwise, as JAX requires)."""
+        return self._combine("apply", lambda old, _: func(old), None, unique_indices, mode)
+
+
+_VALUE_TYPES = frozenset({int, float, bool, np.ndarray, Array, np.float16, np.float32, np.float64, np.int8, np.int16,
+                          np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_})
+
+
+def _static_key(key):
+    """`key` in a hashable form if it holds only ints, slices of ints, None and Ellipsis, else None."""
+    items = key if isinstance(key, tuple) else (key,)
+    out = []
+    for k in items:
+        if k is None or k is Ellipsis or type(k) is int:
+            out.append(k)
+        elif type(k) is slice and all(p is None or type(p) is int for p in (k.start, k.stop, k.step)):
+            out.append(("slice", k.start, k.stop, k.step))
+        else:
+            return None
+    return isinstance(key, tuple), tuple(out)
+
+
+def _update(x, key, prim_fn, values):
+    """A copy of `x` with `values` scattered to x[key] by `prim_fn` (scatter or scatter_add)."""
+    from ember.numpy._core import to_dtype
+
+    x = asarray(x)
+    pos = _flat_positions(x.shape, key)
+    pos_shape = shape_of(pos)
+    values = asarray(values) if not isinstance(values, (int, float, bool)) else values
+    values = to_dtype(values, x.dtype)
+    if len(shape_of(values)) > len(pos_shape) or broadcast_shapes(shape_of(values), pos_shape,
+                                                                   name="at[].set") != pos_shape:
+        raise IncompatibleShapesError(f"at[...]: values of shape {shape_of(values)} cannot be broadcast to the "
+                         f"indexed shape {pos_shape}", user_location())
+    values = P.broadcast_to(values, pos_shape) if shape_of(values) != pos_shape else values
+    m = math.prod(pos_shape)
+    flat_x = P.reshape(x, (math.prod(x.shape),))
+    out = prim_fn(flat_x, P.reshape(pos, (m, 1)), P.reshape(values, (m,)))
+    return P.reshape(out, x.shape)
 
 
 class _IndexUpdateHelper:

@@ -1,27 +1,37 @@
-"""NumPy-style operators and methods of Tracer, forwarded to ember.numpy (installed at import)."""
+"""NumPy-style operators and methods of Tracer and of the eager Array, forwarded to ember.numpy
+(installed at import), so a traced value and a concrete one follow the same (JAX's) rules."""
 
 from __future__ import annotations
+
+import functools
+import inspect
 
 import numpy as np
 
 from ember.errors import ArgumentError, ConcretizationError, user_location
 from ember.numpy import _indexing, _math, _products, _reductions, _shape
 from ember.numpy._core import to_dtype
+from ember.numpy._eager import MISS, fast_path, with_fast_path
 from ember.tracer import dtypes
 from ember.tracer import prims as P
+from ember.tracer.array import Array
 from ember.tracer.trace import Tracer
 
 _OPERANDS = (Tracer, np.ndarray, np.generic, bool, int, float)
 
 
 def _binop(fn, reflected: bool = False):
+    fast = fast_path(fn, "*")  # an eager Array's operators replay their signature's first call
+
     def method(self, other):
         if isinstance(other, (list, tuple)):  # as in JAX: no implicit conversion of sequences
             raise ArgumentError(f"{fn.__name__} of a traced array and a {type(other).__name__}; wrap it with "
                                 "ember.numpy.asarray(...) (or np.array(...))", user_location())
         if not isinstance(other, _OPERANDS):
             return NotImplemented
-        return fn(other, self) if reflected else fn(self, other)
+        args = (other, self) if reflected else (self, other)
+        out = fast(args, {})
+        return fn(*args) if out is MISS else out
 
     return method
 
@@ -95,6 +105,8 @@ _METHODS = {
     "item": _item, "tolist": _tolist,
 }
 
+_OPERATORS = frozenset(k for k, v in _METHODS.items() if getattr(v, "__name__", "") == "method")
+
 _PROPERTIES = {
     "T": property(lambda self: _shape.transpose(self)),
     "at": property(lambda self: _indexing.at(self)),
@@ -102,9 +114,54 @@ _PROPERTIES = {
 }
 
 
+# the eager Array keeps NumPy's for these: its value is known, and NumPy's copy gives an Array
+_NUMPY_KEEPS = ("item", "tolist", "copy", "conj")
+# `x += y` rebinds x to a new array, as for a jax.Array (NumPy's would write into x)
+_IN_PLACE = {"__iadd__": "__add__", "__isub__": "__sub__", "__imul__": "__mul__", "__itruediv__": "__truediv__",
+             "__ifloordiv__": "__floordiv__", "__imod__": "__mod__", "__ipow__": "__pow__",
+             "__imatmul__": "__matmul__", "__iand__": "__and__", "__ior__": "__or__", "__ixor__": "__xor__",
+             "__ilshift__": "__lshift__", "__irshift__": "__rshift__"}
+
+
+def _array_method(name: str, fn):
+    """An Array method: ember.numpy's (JAX's semantics); a call whose arguments only NumPy's method
+    takes (`x.ravel(order="K")`, `x.sum(out=...)`, as libraries such as Dask make) gets NumPy's, on the
+    data."""
+    signature = inspect.signature(fn)
+    numpy_method = getattr(np.ndarray, name, None)
+
+    @functools.wraps(fn)
+    def method(self, *args, **kwargs):
+        try:
+            return fn(self, *args, **kwargs)
+        except TypeError:
+            if numpy_method is None or _binds(signature, self, args, kwargs):
+                raise
+        out = numpy_method(self.view(np.ndarray), *args, **kwargs)
+        return out.view(Array) if type(out) is np.ndarray else out
+
+    return method
+
+
+def _binds(signature: inspect.Signature, *args_kwargs) -> bool:
+    self, args, kwargs = args_kwargs
+    try:
+        signature.bind(self, *args, **kwargs)
+    except TypeError:
+        return False
+    return True
+
+
 def install() -> None:
     for name, fn in _METHODS.items():
         setattr(Tracer, name, fn)
+        if name not in _NUMPY_KEEPS:
+            # (an operator is fast already; another method replays its signature's first call too)
+            setattr(Array, name, fn if name in _OPERATORS else _array_method(name, with_fast_path(fn, (0,))))
     for name, prop in _PROPERTIES.items():
         setattr(Tracer, name, prop)
+        setattr(Array, name, prop)
+    for name, op in _IN_PLACE.items():
+        if op in _METHODS:
+            setattr(Array, name, _METHODS[op])
     Tracer.__hash__ = None  # arrays compare elementwise, so they are unhashable (as in JAX/NumPy)

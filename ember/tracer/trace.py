@@ -22,6 +22,7 @@ from ember.errors import (
     user_location,
 )
 from ember.tracer import dtypes
+from ember.tracer.array import Array
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph, Literal, Node, Params, Var, verified
 from ember.tracer.primitive import Primitive, impl_rules, shape_rules
@@ -247,36 +248,55 @@ def _checked_params(prim: Primitive, params: Mapping) -> Params:
     return params
 
 
+_EAGER_AVALS: dict = {}  # (primitive, params, operands' (shape, dtype)...) -> the shape rule's answer
+_EAGER_AVALS_MAX = 8192
+
+
 def _eager(prim: Primitive, args, params):
+    """Evaluate `prim` on concrete operands with its numpy reference; the shape rule runs once per
+    (primitive, params, operand shapes and dtypes), its answer cached."""
     vals = []
     for a in args:
         if isinstance(a, Tracer):
             raise _escaped_error()
+        if type(a) is Array:
+            vals.append(a.view(np.ndarray))
+            continue
         atom = a if isinstance(a, Literal) else to_atom_value(a, None)
         vals.append(atom.val if isinstance(atom, Literal) else atom)
-    avals = [ShapedArray(np.shape(v), dtypes.canonicalize(v.dtype)) for v in vals]
     try:
-        out_aval = shape_rules[prim](*avals, **params)
-    except EmberError as e:
-        raise e.with_loc(user_location()) from None
-    except Exception as e:
-        add_note(e, f"raised by the shape rule of {prim.name}, at {user_location()}")
-        raise
+        key = (prim, params, *[(np.shape(v), v.dtype) for v in vals])
+        out_aval = _EAGER_AVALS.get(key)
+    except TypeError:  # an unhashable param value: no caching
+        key, out_aval = None, None
+    if out_aval is None:
+        avals = [ShapedArray(np.shape(v), dtypes.canonicalize(v.dtype)) for v in vals]
+        try:
+            out_aval = shape_rules[prim](*avals, **params)
+        except EmberError as e:
+            raise e.with_loc(user_location()) from None
+        except Exception as e:
+            add_note(e, f"raised by the shape rule of {prim.name}, at {user_location()}")
+            raise
+        if key is not None:
+            if len(_EAGER_AVALS) >= _EAGER_AVALS_MAX:
+                _EAGER_AVALS.clear()
+            _EAGER_AVALS[key] = out_aval
     out = impl_rules[prim](*vals, **params)
     if prim.multiple_results:
         return [_eager_result(o, a, vals) for o, a in zip(out, out_aval)]
     return _eager_result(out, out_aval, vals)
 
 
-def _eager_result(out, aval: ShapedArray, operands) -> np.ndarray:
-    """A numpy reference's result as an array the caller owns: one that does not own its data (a
+def _eager_result(out, aval: ShapedArray, operands) -> Array:
+    """A numpy reference's result as an Array the caller owns: one that does not own its data (a
     view), is an operand itself, or is read-only is copied, so eager results never alias inputs."""
     out = np.asarray(out)
     if out.dtype != aval.dtype:
-        return out.astype(aval.dtype)
+        return out.astype(aval.dtype).view(Array)
     if out.base is not None or not out.flags.writeable or any(out is v for v in operands):
-        return np.array(out)
-    return out
+        return np.array(out).view(Array)
+    return out.view(Array)
 
 
 # --- trace and evaluate ---------------------------------------------------------------------------

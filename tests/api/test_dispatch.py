@@ -45,7 +45,7 @@ def test_arrays_not_passed_as_they_are_still_run_correctly():
     base = np.arange(6, dtype=np.float32)
     for x in (base, base[::2], base.reshape(2, 3).T, np.asmatrix(base), base.astype(">f4"), base.astype(">f4")):
         got = jf(x)
-        assert type(got) is np.ndarray and got.dtype == np.float32
+        assert type(got) is ember.Array and got.dtype == np.float32
         np.testing.assert_array_equal(got, np.asarray(x, np.float32) + 1)
 
 

@@ -342,13 +342,13 @@ def test_numpy_matrix_arguments_behave_as_plain_arrays(mode):
     else:
         got, want = [ember.vmap(lambda r: r * 2.0)(MATRIX)], [PLAIN * 2.0]
     for g, w in zip(got, want):
-        assert type(g) is np.ndarray and g.shape == w.shape
+        assert type(g) is ember.Array and g.shape == w.shape
         np.testing.assert_array_equal(g, w)
 
 
 def test_numpy_matrix_gradients_are_plain_arrays():
     g = ember.grad(lambda x: jnp.sum(x[0] * x[1]))(MATRIX)
-    assert type(g) is np.ndarray and g.shape == (2, 2)
+    assert type(g) is ember.Array and g.shape == (2, 2)
     np.testing.assert_array_equal(g, [[3.0, 4.0], [1.0, 2.0]])
 
 

@@ -34,7 +34,7 @@ def test_many_values_of_one_scalar_type_trace_once_and_hit(backend, monkeypatch)
     monkeypatch.setattr(g, "_call_slow", None)  # from now on every call must take the hit path
     for v in values * 2:
         got = g(v)
-        assert type(got) is np.ndarray and got.dtype == np.float32 and got.shape == ()
+        assert type(got) is ember.Array and got.dtype == np.float32 and got.shape == ()
         assert got == np.float32(2 * 4.0 * np.float32(v))
     assert len(traces) == 1
     info = g.cache_info()

@@ -170,11 +170,15 @@ test_values_match_numpy, test_grads_match_finite_differences, test_vmap_matches_
     case_tests(CASES)
 
 
-def test_array_copies_and_asarray_does_not():
+def test_array_copies_and_asarray_copies_only_numpy_arrays():
+    """As jax.numpy: a NumPy array (which its owner may write) is copied into an Array; an Array is
+    immutable, so asarray gives it back."""
     x = np.arange(3.0)
     assert jnp.array(x) is not x
     assert not np.shares_memory(jnp.array(x), x)
-    assert jnp.asarray(x) is x
+    a = jnp.asarray(x)
+    assert type(a) is ember.Array and not np.shares_memory(a, x)
+    assert jnp.asarray(a) is a and jnp.asarray(a, np.float32) is not a
     np.testing.assert_array_equal(jnp.array(x), x)
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ember.backends.llvm import pool
+from ember.tracer.array import Array
 
 if TYPE_CHECKING:
     from ember.passes.memory import Plan
@@ -30,8 +31,9 @@ ARRAY_DATA, ARRAY_NDIM, ARRAY_DIMS, ARRAY_DESCR, ARRAY_FLAGS = 16, 24, 32, 56, 6
 DESCR_BYTEORDER, DESCR_TYPE_NUM = 26, 28  # the same in NumPy 1.x and 2.x
 NPY_C_CONTIGUOUS, NPY_ALIGNED = 0x1, 0x100
 PYARRAY_TYPE = "ember_pyarray_type"
+EMBER_ARRAY_TYPE = "ember_array_type"  # ember's Array, the ndarray subclass jit returns: read as fast
 # the external symbols generated code reads: name -> the Python object whose address binds it
-SYMBOLS: dict[str, object] = {PYARRAY_TYPE: np.ndarray}
+SYMBOLS: dict[str, object] = {PYARRAY_TYPE: np.ndarray, EMBER_ARRAY_TYPE: Array}
 
 
 def code_signature(graph: Graph, plan: Plan) -> str:

@@ -11,6 +11,7 @@ so threads run them in parallel; small ones through `PYFUNCTYPE`, which saves th
 from __future__ import annotations
 
 import ctypes
+import functools
 import json
 import threading
 import weakref
@@ -21,6 +22,7 @@ import numpy as np
 from ember.backends.llvm import blas, jit, pool
 from ember.backends.llvm import entry as E
 from ember.passes.memory import Plan
+from ember.tracer.array import Array
 from ember.tracer.ir import Graph
 
 if TYPE_CHECKING:
@@ -28,7 +30,8 @@ if TYPE_CHECKING:
 
 # a thread keeps its workspace across calls up to this size; larger ones are allocated per call
 KEEP_WORKSPACE_BYTES = 64 << 20
-_empty = np.empty
+# outputs are ember Arrays from the start (no view on the hit path)
+_empty = functools.partial(np.ndarray.__new__, Array)
 
 
 class LayoutError(RuntimeError):

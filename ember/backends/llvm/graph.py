@@ -43,6 +43,7 @@ from ember.backends.llvm.entry import (
     ARRAY_NDIM,
     DESCR_BYTEORDER,
     DESCR_TYPE_NUM,
+    EMBER_ARRAY_TYPE,
     ENTRY,
     NPY_ALIGNED,
     NPY_C_CONTIGUOUS,
@@ -52,6 +53,7 @@ from ember.backends.llvm.entry import (
 )
 from ember.backends.llvm.scalar import constant
 from ember.passes.memory import OUTPUT, WORKSPACE, Plan, plan_memory
+from ember.tracer.array import Array
 from ember.tracer.ir import Graph, Literal, Node, Var
 from ember.tracer.prims import CONTROL_PRIMS
 
@@ -178,14 +180,16 @@ class _Builder:
         return g
 
     def check_input(self, k: int, v: Var, obj: ir.Value) -> None:
-        """Return k+1 unless argument k is an aligned C-contiguous ndarray of v's shape and dtype in
+        """Return k+1 unless argument k is an aligned C-contiguous ndarray (or ember Array) of v's shape and dtype in
         native byte order (dtypes compare by type number: equal dtypes may be distinct objects)."""
         b = self.b
         aval = v.aval
         bad = self.fn.append_basic_block(f"bad{k}")
         is_array = self.fn.append_basic_block(f"array{k}")
         typ = self.field(obj, 8, T.PTR)
-        b.cbranch(b.icmp_unsigned("==", typ, self.symbol(PYARRAY_TYPE, np.ndarray)), is_array, bad)
+        exact = b.or_(b.icmp_unsigned("==", typ, self.symbol(PYARRAY_TYPE, np.ndarray)),
+                      b.icmp_unsigned("==", typ, self.symbol(EMBER_ARRAY_TYPE, Array)))
+        b.cbranch(exact, is_array, bad)
         b.position_at_end(is_array)  # only an ndarray's fields are read
         descr = self.field(obj, ARRAY_DESCR, T.PTR)
         num = self.field(descr, DESCR_TYPE_NUM, T.I32)

@@ -56,6 +56,9 @@ def _dot_shape(lhs, rhs, *, dimension_numbers):
 @def_impl(dot_general_p)
 def _dot_impl(lhs, rhs, *, dimension_numbers):
     (lc, rc), (lb, rb) = dimension_numbers
+    if (not lb and lc == (lhs.ndim - 1,) and rc == (0,) and 1 <= lhs.ndim <= 2 and 1 <= rhs.ndim <= 2
+            and lhs.dtype == rhs.dtype and lhs.shape[-1] > 1):
+        return np.asarray(np.matmul(lhs, rhs))  # matrix/vector products, without the general path's reshapes
     lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
     b_shape = tuple(lhs.shape[d] for d in lb)
     lf_shape = tuple(lhs.shape[d] for d in lf)

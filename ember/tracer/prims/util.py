@@ -6,6 +6,7 @@ import numpy as np
 
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import dtypes
+from ember.tracer.array import Array
 from ember.tracer.aval import ShapedArray
 
 _KIND_WORDS = {
@@ -92,8 +93,11 @@ def _dtype_of(x) -> np.dtype:
 def unchanged(x):
     """The result of a wrapper whose operation would not change `x` (a reshape to the same shape, a
     reduction over no axes, ...): `x` itself for a traced value (no node is staged), a copy for a
-    NumPy array, because eager results never alias the caller's arrays (as bind's eager path)."""
-    return np.array(x) if isinstance(x, np.ndarray) else x
+    NumPy array, because eager results never alias the caller's arrays (as bind's eager path), and an
+    ember Array itself (it is immutable)."""
+    if type(x) is Array:
+        return x
+    return np.array(x).view(Array) if isinstance(x, np.ndarray) else x
 
 
 def shape_of(x) -> tuple[int, ...]:

@@ -1,0 +1,150 @@
+"""ember.Array, what ember.numpy and jit return outside a trace: a jax.Array to the user (immutable,
+`.at`, JAX promotion in its operators and methods, the same dtypes eagerly as under jit), a NumPy
+array underneath (zero-copy for NumPy, Dask and Matplotlib); and the eager fast path that replays a
+signature's first call."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import ember
+import ember.numpy as jnp
+from ember.errors import ShapeError
+
+DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.float16, np.float32, np.float64]
+
+
+def test_eager_and_jit_results_are_arrays_that_numpy_reads_without_a_copy():
+    x = jnp.arange(6.0).reshape(2, 3)
+    outs = [x, jnp.sin(x), x + 1, x.sum(), x.T, x[0], jnp.zeros(2), jnp.linspace(0, 1, 3), jnp.split(x, 3, axis=1)[0],
+            ember.jit(lambda a: a * 2)(x), ember.jit(lambda a: a * 2, backend="numpy")(x),
+            ember.grad(lambda a: jnp.sum(a ** 2))(x), ember.vmap(jnp.sum)(x)]
+    for out in outs:
+        assert type(out) is ember.Array
+        view = np.asarray(out)
+        assert type(view) is np.ndarray and np.shares_memory(view, out)
+    assert repr(jnp.ones(2)) == "Array([1., 1.], dtype=float32)"
+
+
+def test_arrays_are_immutable_with_the_fix_in_the_message():
+    x = jnp.arange(3.0)
+    with pytest.raises(TypeError, match=r"immutable.*x\.at\[idx\]\.set\(y\)"):
+        x[0] = 1.0
+    for mutate in (lambda: x.fill(0.0), lambda: x.put(0, 1.0), lambda: np.add(x, 1, out=x)):
+        with pytest.raises(TypeError, match="immutable"):
+            mutate()
+    y = x
+    y += 1  # rebinds y to a new array, as for a jax.Array
+    np.testing.assert_array_equal(x, [0, 1, 2])
+    np.testing.assert_array_equal(y, [1, 2, 3])
+    np.testing.assert_array_equal(x.sort(), [0, 1, 2])
+
+
+def test_at_updates_as_jax():
+    x = jnp.arange(5.0)
+    np.testing.assert_array_equal(x.at[1].set(9.0), [0, 9, 2, 3, 4])
+    np.testing.assert_array_equal(x.at[np.array([0, 0, 2])].add(1.0), [2, 1, 3, 3, 4])
+    np.testing.assert_array_equal(x.at[1:3].multiply(3.0), [0, 3, 6, 3, 4])
+    np.testing.assert_array_equal(x.at[1:3].mul(3.0), [0, 3, 6, 3, 4])
+    np.testing.assert_array_equal(x.at[:2].max(1.5), [1.5, 1.5, 2, 3, 4])
+    np.testing.assert_array_equal(x.at[3:].min(3.5), [0, 1, 2, 3, 3.5])
+    np.testing.assert_array_equal(x.at[4].divide(2.0), [0, 1, 2, 3, 2])
+    np.testing.assert_array_equal(x.at[2].power(2.0), [0, 1, 4, 3, 4])
+    np.testing.assert_allclose(x.at[np.array([1, 4])].apply(jnp.sin), [0, np.sin(1), 2, 3, np.sin(4)], rtol=1e-6)
+    assert float(x.at[3].get()) == 3.0
+    np.testing.assert_array_equal(x.at[7].set(1.0, mode="clip"), [0, 1, 2, 3, 1])
+    assert float(x.at[-9].get(mode="clip")) == 0.0
+    with pytest.raises(ValueError, match="mode='wrap'"):
+        x.at[0].set(1.0, mode="wrap")
+    f = ember.jit(lambda a, i: (a.at[i].add(1.0), a.at[i].mul(2.0, unique_indices=True)))
+    added, mul = f(x, np.array([0, 0, 9]))  # traced: repeats accumulate, out of bounds is dropped
+    np.testing.assert_array_equal(added, [2, 1, 2, 3, 4])
+    with pytest.raises(NotImplementedError, match="repeat"):
+        x.at[np.array([1, 1])].mul(2.0)
+    with pytest.raises(NotImplementedError, match="unique_indices=True"):
+        ember.jit(lambda a, i: a.at[i].max(2.0))(x, np.array([1, 2]))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_operators_promote_as_under_jit_for_every_pair(dtype):
+    """JAX's promotion table, eagerly: each operator's dtype equals jit's (which follows JAX's table,
+    tests/test_jax_conventions.py), with Python scalars weak."""
+    a = jnp.asarray(np.ones(2, dtype))
+    others = [jnp.asarray(np.ones(2, d)) for d in DTYPES] + [2, 2.5, True]
+
+    def pairs(a, *others):
+        return [a * o for o in others] + [o + a for o in others]
+
+    eager = pairs(a, *others)
+    traced = ember.jit(pairs, static_argnums=(len(DTYPES) + 1, len(DTYPES) + 2, len(DTYPES) + 3), optimize=False)(
+        a, *others)
+    assert [e.dtype for e in eager] == [t.dtype for t in traced]
+    if dtype == np.int8:
+        assert (a * 2.5).dtype == np.float32  # NumPy would give float64
+
+
+def test_array_methods_and_jax_attributes():
+    x = jnp.asarray(np.arange(6, dtype=np.int8).reshape(2, 3))
+    assert x.sum().dtype == np.int32  # JAX's sum of int8 (NumPy's: int64)
+    assert x.mean().dtype == np.float32 and x.astype(np.float16).dtype == np.float16
+    assert x.reshape(3, 2).shape == (3, 2) and x.T.shape == (3, 2)
+    assert x.block_until_ready() is x and x.device.platform == "cpu" and x.devices() == {x.device}
+    assert x[1, 2].item() == 5 and x.tolist() == [[0, 1, 2], [3, 4, 5]]
+    assert not x.weak_type
+    y = pickle.loads(pickle.dumps(x))
+    assert type(y) is ember.Array and y.dtype == np.int8
+    np.testing.assert_array_equal(y, x)
+    assert type(np.sin(x)) is np.ndarray and type(np.mean(x)) is not ember.Array  # NumPy's functions: NumPy's types
+    assert type(np.ones(3) + jnp.ones(3)) is ember.Array  # the Array's reflected operator comes first
+
+
+def test_jit_takes_arrays_on_its_hit_path():
+    f = ember.jit(lambda a: a + 1.0)
+    x = jnp.ones(4)
+    f(x)
+    f(x)
+    f(f(x))
+    info = f.cache_info()
+    assert (info.misses, info.hits) == (1, 3)
+
+
+def test_eager_fast_path_replays_the_first_call():
+    x = jnp.asarray(np.linspace(-1, 1, 7, dtype=np.float32))
+    fast = jnp.sin.fast
+    assert fast((x,), {}) is not None
+    for _ in range(2):  # the first call records, the second replays
+        np.testing.assert_array_equal(jnp.sin(x), np.sin(np.asarray(x)), strict=True)
+        np.testing.assert_array_equal(jnp.sum(x, axis=0), np.sum(np.asarray(x)), strict=True)
+        assert jnp.add(x, 1).dtype == np.float32 and jnp.add(np.int8(1), 2).dtype == np.int8
+    i = np.arange(3, dtype=np.int32)
+    assert (jnp.multiply(i, 0.5).dtype, jnp.multiply(i, 0.5)[1]) == (np.float32, 0.5)
+    with ember.enable_x64():  # the tables are emptied when the mode switches
+        assert jnp.multiply(i, 0.5).dtype == np.float64
+    assert jnp.multiply(i, 0.5).dtype == np.float32
+    # value-dependent calls and errors take the full path, every time
+    np.testing.assert_array_equal(x[x > 0], np.asarray(x)[np.asarray(x) > 0])
+    for _ in range(2):
+        with pytest.raises(ShapeError):
+            jnp.add(np.ones(2), np.ones(3))
+    # results never alias a NumPy argument
+    a = np.arange(4.0)
+    for r in (jnp.reshape(a, (4,)), jnp.asarray(a), jnp.transpose(a)):
+        assert not np.shares_memory(r, a)
+
+
+def test_dask_and_matplotlib_take_arrays():
+    da = pytest.importorskip("dask.array")
+    x = jnp.arange(8.0)
+    d = da.from_array(x, chunks=4).map_blocks(lambda b: np.asarray(b) * 2)
+    np.testing.assert_array_equal(d.compute(), np.arange(8.0) * 2)
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    (line,) = ax.plot(x, jnp.sin(x))
+    np.testing.assert_allclose(line.get_ydata(), np.sin(np.arange(8.0)), rtol=1e-6)
+    plt.close(fig)
