@@ -1,0 +1,77 @@
+"""`ember.random`: jax.random's API and streams. Threefry-2x32 keys, split and folded as JAX 0.10 does in
+its default (partitionable) mode, so a key gives the numbers JAX gives: bit for bit for `bits`, `uniform`
+and `randint`, to float rounding for the samplers built on them.
+
+    key = ember.random.key(0)                 # or ember.random.PRNGKey(0), a raw uint32[2] key
+    k1, k2 = ember.random.split(key)
+    x = ember.random.normal(k1, (3, 4))
+
+Functions take typed keys (`key`) or raw ones (`PRNGKey`) and are pure functions of the key under jit,
+vmap (a batch of keys) and grad (reparameterized samples differentiate in their parameters).
+"""
+
+from ember.errors import missing_attribute as _missing_attribute
+from ember.naming import publish as _publish
+from ember.random._distributions import (
+    bernoulli,
+    bits,
+    categorical,
+    cauchy,
+    double_sided_maxwell,
+    exponential,
+    geometric,
+    gumbel,
+    laplace,
+    logistic,
+    lognormal,
+    maxwell,
+    normal,
+    pareto,
+    rademacher,
+    randint,
+    rayleigh,
+    triangular,
+    truncated_normal,
+    uniform,
+    wald,
+    weibull_min,
+)
+from ember.random._gamma import (
+    ball,
+    beta,
+    chisquare,
+    dirichlet,
+    f,
+    gamma,
+    generalized_normal,
+    loggamma,
+    t,
+)
+from ember.random._keys import KeyArray, PRNGKey, clone, fold_in, key, key_data, key_impl, split, wrap_key_data
+from ember.random._poisson import poisson
+
+__all__ = [
+    "PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "clone", "split", "fold_in", "KeyArray",
+    "bits", "uniform", "randint", "normal", "truncated_normal", "lognormal", "maxwell", "double_sided_maxwell",
+    "wald", "bernoulli", "rademacher", "categorical", "exponential", "laplace", "logistic", "cauchy", "gumbel",
+    "pareto", "weibull_min", "rayleigh", "triangular", "geometric", "gamma", "loggamma", "beta", "dirichlet",
+    "chisquare", "t", "f", "generalized_normal", "ball", "poisson",
+]
+
+_publish(globals(), __name__, __all__)
+
+# jax.random names that need sorting or matrix factorizations, which come with the jax.numpy work
+_NEEDS_SORT_OR_LINALG = {
+    "permutation": "a sort", "choice": "a sort (without replacement) or a cumulative sum and search (with p)",
+    "multivariate_normal": "a Cholesky or eigen factorization", "orthogonal": "a QR factorization",
+    "binomial": "its rejection sampler (not ported yet)", "multinomial": "binomial (not ported yet)",
+}
+
+
+def __getattr__(name: str):
+    """Say which jax.random names Ember lacks and why, or which names are closest."""
+    need = _NEEDS_SORT_OR_LINALG.get(name)
+    if need is not None:
+        raise AttributeError(f"ember.random.{name} is not implemented yet: it needs {need}, which Ember does "
+                             "not have yet")
+    raise _missing_attribute("ember.random", name, globals())
