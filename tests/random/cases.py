@@ -137,6 +137,25 @@ X64 = [
     "grad(lambda a: random.gamma(K42, a, dtype=np.float64).sum())(np.float64([0.5, 2., 8.]))",
 ]
 
+# recorded with x64 on and run under ember.enable_x64(): the defaults (float64, int64, uint64, 64-bit seeds)
+X64_DEFAULTS = [
+    "random.PRNGKey(2**40 + 3)",
+    "random.PRNGKey(-1)",
+    "random.key_data(random.key(-2**63))",
+    "random.bits(K0, (4,))",
+    "random.uniform(K0, (5,))",
+    "random.uniform(K42, (4,), minval=-3., maxval=5.)",
+    "random.normal(KF, (5,))",
+    "random.randint(K0, (6,), 0, 10)",
+    "random.randint(K42, (5,), -2**40, 2**50)",
+    "random.gamma(K0, np.float64([0.3, 1., 2.5]))",
+    "random.bernoulli(K42, 0.3, (6,))",
+    "random.categorical(KF, np.float64([0.1, 2., -1., 0.]), shape=(5,))",
+    "random.poisson(K0, 3., (6,))",
+    "random.split(random.key(2**40 + 3), 2)",
+    "random.fold_in(random.PRNGKey(2**33 + 1), 7)",
+]
+
 assert len(set(DISTRIBUTIONS)) == len(DISTRIBUTIONS) and len(set(X64)) == len(X64)
 
 

@@ -1,7 +1,8 @@
 """Record JAX's results for the calls in cases.py into jax_values.json (run by hand; the suite reads the
 file and needs no JAX):  python tests/random/record_jax.py
 
-The x64 cases run in a subprocess with JAX_ENABLE_X64=1, since the switch must precede any JAX array.
+The x64 cases (explicit 64-bit dtypes, and 64-bit defaults) run in a subprocess with JAX_ENABLE_X64=1,
+since the switch must precede any JAX array.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def main() -> None:
         sys.path.insert(0, str(HERE))
         import cases
 
-        json.dump(record(cases.X64), sys.stdout)
+        json.dump({"x64": record(cases.X64), "x64_defaults": record(cases.X64_DEFAULTS)}, sys.stdout)
         return
     import jax
 
@@ -56,9 +57,9 @@ def main() -> None:
     env = {**os.environ, "JAX_ENABLE_X64": "1", "RECORD_X64_CHILD": "1"}
     x64 = json.loads(subprocess.run([sys.executable, __file__], env=env, check=True, capture_output=True,
                                     text=True).stdout)
-    data = {"jax_version": jax.__version__, "cases": record(cases.DISTRIBUTIONS), "x64": x64}
+    data = {"jax_version": jax.__version__, "cases": record(cases.DISTRIBUTIONS), **x64}
     OUT.write_text(json.dumps(data, indent=0, sort_keys=True) + "\n")
-    print(f"wrote {OUT} ({len(data['cases'])} + {len(x64)} cases)")
+    print(f"wrote {OUT} ({len(data['cases'])} + {len(data['x64'])} + {len(data['x64_defaults'])} cases)")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,7 @@ def numpy_backend(monkeypatch):
 def test_the_recording_covers_the_cases():
     assert sorted(RECORDED["cases"]) == sorted(cases.DISTRIBUTIONS)
     assert sorted(RECORDED["x64"]) == sorted(cases.X64) and RECORDED["jax_version"] == "0.10.2"
+    assert sorted(RECORDED["x64_defaults"]) == sorted(cases.X64_DEFAULTS)
 
 
 @pytest.mark.parametrize("expr", cases.DISTRIBUTIONS)
@@ -76,6 +77,13 @@ def test_matches_jax(expr, ns):
 @pytest.mark.parametrize("expr", cases.X64)
 def test_matches_jax_x64_with_explicit_64_bit_dtypes(expr, ns):
     _check(expr, eval(expr, ns), RECORDED["x64"][expr])
+
+
+@pytest.mark.parametrize("expr", cases.X64_DEFAULTS)
+def test_matches_jax_in_64_bit_mode(expr, ns):
+    with ember.enable_x64():
+        got = eval(expr, ns)
+    _check(expr, got, RECORDED["x64_defaults"][expr])
 
 
 # --- the NumPy reference against the same recording ---------------------------------------------------
