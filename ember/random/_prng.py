@@ -24,33 +24,34 @@ _U64 = np.dtype(np.uint64)
 UINT_DTYPES = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: _U32, 64: _U64}
 
 
-def _rotate_left(x, d):
-    return lax.bitwise_or(lax.shift_left(x, d), lax.shift_right_logical(x, np.uint32(32) - d))
+def _rotate_left(x, d, complement):
+    return lax.bitwise_or(lax.shift_left(x, d), lax.shift_right_logical(x, complement))
 
 
 def threefry2x32(k0, k1, x0, x1):
     """The Threefry-2x32 hash (20 rounds, a key injection every 4) of the counter words (x0, x1) under
     the key (k0, k1): two uint32 arrays of the counters' shape.
 
-    A fori_loop over the 5 blocks of 4 rounds, the key schedule and the two rotation sets rotating in its
-    carry, as JAX lowers it on the CPU: the unrolled 20 rounds make a graph of ~130 nodes that takes
-    seconds to fuse, where the loop body is ~25."""
+    A fori_loop over the 5 blocks of 4 rounds, the key schedule and the two sets of rotations (and their
+    complements, 32 - r) rotating in its carry as scalars, as JAX lowers it on the CPU: the unrolled 20
+    rounds make a graph of ~130 nodes that takes seconds to fuse, where the loop body is ~25."""
     k0 = lax.convert_element_type(k0, _U32)
     k1 = lax.convert_element_type(k1, _U32)
     k2 = lax.bitwise_xor(lax.bitwise_xor(k0, k1), np.uint32(_PARITY))
-    rotations = (jnp.asarray(np.array(_ROTATIONS[0], _U32)), jnp.asarray(np.array(_ROTATIONS[1], _U32)))
+    rotations = tuple(jnp.asarray(np.uint32(r)) for r in (*_ROTATIONS[0], *_ROTATIONS[1]))
+    complements = tuple(jnp.asarray(np.uint32(32 - r)) for r in (*_ROTATIONS[0], *_ROTATIONS[1]))
 
     def block(i, carry):
-        x0, x1, ka, kb, kc, rot, rot_next = carry
+        x0, x1, ka, kb, kc, rot, comp = carry
         for j in range(4):
             x0 = x0 + x1
-            x1 = lax.bitwise_xor(_rotate_left(x1, rot[j]), x0)
+            x1 = lax.bitwise_xor(_rotate_left(x1, rot[j], comp[j]), x0)
         x0 = x0 + ka
         x1 = x1 + kb + lax.convert_element_type(i + 1, _U32)
-        return x0, x1, kb, kc, ka, rot_next, rot
+        # the next block injects the schedule rotated by one and uses the other set of rotations
+        return x0, x1, kb, kc, ka, rot[4:] + rot[:4], comp[4:] + comp[:4]
 
-    init = (x0 + k0, x1 + k1, k1, k2, k0, *rotations)
-    out = lax.fori_loop(0, 5, block, init)
+    out = lax.fori_loop(0, 5, block, (x0 + k0, x1 + k1, k1, k2, k0, rotations, complements))
     return out[0], out[1]
 
 
