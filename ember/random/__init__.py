@@ -47,11 +47,22 @@ from ember.random._gamma import (
     loggamma,
     t,
 )
-from ember.random._keys import KeyArray, PRNGKey, clone, fold_in, key, key_data, key_impl, split, wrap_key_data
+from ember.random._keys import (
+    KeyArray,
+    PRNGKey,
+    clone,
+    fold_in,
+    key,
+    key_data,
+    key_dtype,
+    key_impl,
+    split,
+    wrap_key_data,
+)
 from ember.random._poisson import poisson
 
 __all__ = [
-    "PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "clone", "split", "fold_in", "KeyArray",
+    "PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "key_dtype", "clone", "split", "fold_in", "KeyArray",
     "bits", "uniform", "randint", "normal", "truncated_normal", "lognormal", "maxwell", "double_sided_maxwell",
     "wald", "bernoulli", "rademacher", "categorical", "exponential", "laplace", "logistic", "cauchy", "gumbel",
     "pareto", "weibull_min", "rayleigh", "triangular", "geometric", "gamma", "loggamma", "beta", "dirichlet",

@@ -401,25 +401,50 @@ def _gumbel_mode(mode) -> str:
 
 
 def gumbel(key, shape=(), dtype=None, mode=None):
-    """Gumbel floats: -log(-log(u)) ("high": u from two draws, finer near 0)."""
+    """Gumbel floats: -log(-log(u)) ("high": u from two draws, finer near 0; "highest", for float32: u from
+    64 bits, JAX's fixed-point construction)."""
     data, _ = check_key("gumbel", key)
     shape, dt = _simple("gumbel", shape, dtype)
-    mode = _gumbel_mode(mode)
-    if mode == "highest" and dt == np.float32:
-        raise NotImplementedError("gumbel mode='highest' for float32 needs count-leading-zeros (lax.clz), which "
-                                  "Ember does not have yet; use mode='high'")
-    return _gumbel(data, shape, dt, mode)
+    return _gumbel(data, shape, dt, _gumbel_mode(mode))
 
 
 @jit(static_argnums=(1, 2, 3))
 def _gumbel(key, shape, dtype, mode):
     info = np.finfo(dtype)
+    if mode == "highest" and dtype == np.float32:
+        return _gumbel_highest(key, shape)
     if mode in ("high", "highest"):
         u = _uniform(key, dtype.type(0), dtype.type(1), (2, *shape), dtype)
         high, low = u[0], u[1]
         x = jnp.where(high >= 0.5, high, high + dtype.type(2.0 ** -info.nmant) * low + info.tiny)
         return -jnp.log(-jnp.log1p(-x))
     return -jnp.log(-jnp.log(_uniform(key, info.tiny, dtype.type(1), shape, dtype)))
+
+
+def _gumbel_highest(key, shape):
+    """float32 Gumbel from 64 random bits: u in (0, 1/2) as a float with every bit of its 64-bit fixed-point
+    value that float32 holds (1 - u for the other half), so the tails reach far beyond 2**-24."""
+    bits = _prng.random_bits(key, 32, (2, *shape))
+    neg = lax.bitwise_not(bits)
+    carry = (neg[1] == np.uint32(0xFFFFFFFF)).astype(np.uint32)  # 1 - bits in 64-bit fixed point
+    neg = neg + jnp.stack([carry, jnp.ones_like(carry)])
+    flip = bits[0] < np.uint32(1 << 31)
+    x = _fixed_point_to_float(jnp.where(flip, bits, neg))
+    return jnp.where(flip, -jnp.log(-jnp.log1p(-x)), -jnp.log(-jnp.log(x)))
+
+
+def _fixed_point_to_float(bits):
+    """float32 of the 64-bit fixed-point fraction whose words are bits[0] (high) and bits[1] (low), in
+    (0, 1): the leading one found with count-leading-zeros, the next 23 bits its mantissa."""
+    hi, lo = bits[0], bits[1]
+    hiclz, loclz = lax.clz(hi), lax.clz(lo)
+    all_low = hiclz == np.uint32(32)
+    mantissa = lax.bitwise_or(lax.shift_left(hi, hiclz), jnp.where(all_low, lax.shift_left(lo, loclz),
+                                                                   lax.shift_right_logical(lo, 32 - hiclz)))
+    mantissa = lax.shift_right_logical(mantissa, np.uint32(8)) & np.uint32((1 << 23) - 1)
+    exponent = np.uint32(126) - jnp.where(all_low, 32 + loclz, hiclz)
+    exponent = lax.shift_left(exponent, np.uint32(23)) & np.uint32((1 << 30) - (1 << 22))
+    return lax.bitcast_convert_type(exponent | mantissa, np.float32)
 
 
 def pareto(key, b, shape=None, dtype=None):

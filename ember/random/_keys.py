@@ -278,6 +278,12 @@ def key_impl(keys) -> str:
     return IMPL_NAME
 
 
+def key_dtype(impl=None) -> KeyDType:
+    """The dtype of typed keys (key<fry>): Ember has one implementation, threefry2x32."""
+    _check_impl(impl)
+    return KEY_DTYPE
+
+
 def clone(key):
     """`key` itself: keys are immutable values here (JAX's clone matters for key-reuse checking only)."""
     return key

@@ -55,6 +55,8 @@ DISTRIBUTIONS = [
     "random.logistic(KF, (7,))",
     "random.gumbel(K0, (7,))",
     "random.gumbel(K42, (5,), mode='high')",
+    "random.gumbel(KF, (6,), mode='highest')",
+    "random.categorical(K0, np.float32([0.5, 1., -2.]), shape=(4,), mode='highest')",
     "random.cauchy(K0, (6,))",
     "random.rademacher(K42, (8,))",
     "random.rademacher(KF, (4,), np.int32)",

@@ -52,8 +52,3 @@ def test_names_ember_lacks_say_why():
         random.multivariate_normal  # noqa: B018
     with pytest.raises(AttributeError, match="closest names it has: ember.random.normal"):
         random.normall  # noqa: B018
-
-
-def test_gumbel_highest_says_what_it_needs():
-    with pytest.raises(NotImplementedError, match="count-leading-zeros"):
-        random.gumbel(K, (2,), mode="highest")

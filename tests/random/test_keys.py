@@ -60,7 +60,7 @@ def test_traced_seeds_make_the_same_keys():
 def test_a_typed_key_array_is_an_array_of_keys():
     key = random.key(3)
     assert key.shape == () and key.ndim == 0 and key.size == 1 and str(key.dtype) == "key<fry>"
-    assert "key<fry>" in repr(key) and random.key_impl(key) == "threefry2x32"
+    assert "key<fry>" in repr(key) and random.key_impl(key) == "threefry2x32" and random.key_dtype() == key.dtype
     keys = random.split(key, (2, 3))
     assert isinstance(keys, random.KeyArray) and keys.shape == (2, 3) and len(keys) == 2
     data = random.key_data(keys)

@@ -40,6 +40,7 @@ CONTINUOUS = {
     "logistic": (lambda k: random.logistic(k, (N,)), stats.logistic()),
     "gumbel": (lambda k: random.gumbel(k, (N,)), stats.gumbel_r()),
     "gumbel_high": (lambda k: random.gumbel(k, (N,), mode="high"), stats.gumbel_r()),
+    "gumbel_highest": (lambda k: random.gumbel(k, (N,), mode="highest"), stats.gumbel_r()),
     "cauchy": (lambda k: random.cauchy(k, (N,)), stats.cauchy()),
     "pareto": (lambda k: random.pareto(k, 3.0, (N,)), stats.pareto(3.0)),
     "weibull_min": (lambda k: random.weibull_min(k, 2.0, 1.5, (N,)), stats.weibull_min(1.5, scale=2.0)),
