@@ -28,7 +28,7 @@ from ember.random._checks import (
     shape_arg,
     shape_or_broadcast,
 )
-from ember.random._keys import check_key
+from ember.random._keys import Array, ArrayLike, DTypeLike, KeyLike, Shape, check_key
 
 
 def _params_fit(name: str, shape: tuple[int, ...], **params) -> None:
@@ -49,7 +49,7 @@ def _to_rank(x, ndim: int):
 
 # --- bits and uniform --------------------------------------------------------------------------------
 
-def bits(key, shape=(), dtype=None):
+def bits(key: KeyLike, shape: Shape = (), dtype: DTypeLike | None = None) -> Array:
     """Uniform random bits as unsigned integers of `dtype` (default uint32, uint64 in 64-bit mode)."""
     data, _ = check_key("bits", key)
     dt = dtypes.canonicalize(dtypes.uint_ if dtype is None else dtype)
@@ -59,7 +59,8 @@ def bits(key, shape=(), dtype=None):
     return _prng.random_bits(data, dt.itemsize * 8, shape_arg("bits", shape))
 
 
-def uniform(key, shape=(), dtype=None, minval=0.0, maxval=1.0):
+def uniform(key: KeyLike, shape: Shape = (), dtype: DTypeLike | None = None, minval: ArrayLike = 0.0,
+            maxval: ArrayLike = 1.0) -> Array:
     """Uniform floats in [minval, maxval): random mantissa bits under the exponent of 1.0, minus 1,
     scaled to the range (JAX's construction, so the same key gives the same floats)."""
     data, _ = check_key("uniform", key)
@@ -92,7 +93,8 @@ def _fma(a, b, c):
 
 # --- integers ----------------------------------------------------------------------------------------
 
-def randint(key, shape, minval, maxval, dtype=None):
+def randint(key: KeyLike, shape: Shape, minval: ArrayLike, maxval: ArrayLike,
+            dtype: DTypeLike | None = None) -> Array:
     """Uniform integers in [minval, maxval), JAX's way: two draws of the type's width combined modulo the
     span (slightly biased for spans that are not powers of 2, as in JAX); narrow types sample in int32."""
     data, _ = check_key("randint", key)
@@ -148,7 +150,7 @@ def _randint(key, minval, maxval, shape, dtype):
 
 # --- normal and its relatives ------------------------------------------------------------------------
 
-def normal(key, shape=(), dtype=None):
+def normal(key: KeyLike, shape: Shape = (), dtype: DTypeLike | None = None) -> Array:
     """Standard normal floats: sqrt(2) * erf_inv(u) for u uniform in (-1, 1)."""
     data, _ = check_key("normal", key)
     return _normal(data, shape_arg("normal", shape), float_dtype("normal", dtype))
@@ -161,7 +163,8 @@ def _normal(key, shape, dtype):
     return dtype.type(np.sqrt(2)) * lax.erf_inv(u)
 
 
-def truncated_normal(key, lower, upper, shape=None, dtype=None):
+def truncated_normal(key: KeyLike, lower: ArrayLike, upper: ArrayLike, shape: Shape | None = None,
+                     dtype: DTypeLike | None = None) -> Array:
     """Normal floats restricted to (lower, upper): the inverse CDF of a uniform between the bounds' CDFs,
     clamped inside the open interval. Differentiable in the bounds, as JAX's."""
     data, _ = check_key("truncated_normal", key)
@@ -185,7 +188,8 @@ def _truncated_normal(key, lower, upper, shape, dtype):
 _ONE = np.float32(1.0)
 
 
-def lognormal(key, sigma=_ONE, shape=None, dtype=None):
+def lognormal(key: KeyLike, sigma: ArrayLike = _ONE, shape: Shape | None = None,
+              dtype: DTypeLike | None = None) -> Array:
     """exp(sigma * normal)."""
     data, _ = check_key("lognormal", key)
     dt = float_dtype("lognormal", dtype)
@@ -198,7 +202,7 @@ def _lognormal(key, sigma, shape, dtype):
     return jnp.exp(_normal(key, shape, dtype) * lax.convert_element_type(sigma, dtype))
 
 
-def maxwell(key, shape=(), dtype=None):
+def maxwell(key: KeyLike, shape: Shape = (), dtype: DTypeLike | None = None) -> Array:
     """The length of a standard normal 3-vector."""
     data, _ = check_key("maxwell", key)
     return _maxwell(data, shape_arg("maxwell", shape), float_dtype("maxwell", dtype))
@@ -210,7 +214,8 @@ def _maxwell(key, shape, dtype):
     return jnp.sqrt(jnp.sum(x * x, axis=-1))
 
 
-def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
+def double_sided_maxwell(key: KeyLike, loc: ArrayLike, scale: ArrayLike, shape: Shape = (),
+                         dtype: DTypeLike | None = None) -> Array:
     """A Maxwell magnitude with a random sign, scaled and shifted; the shape is `shape` followed by the
     parameters' broadcast shape, as in JAX."""
     data, _ = check_key("double_sided_maxwell", key)
@@ -227,7 +232,8 @@ def _double_sided_maxwell(key, loc, scale, shape, dtype):
     return sign * _maxwell(keys[0], shape, dtype) * scale + loc
 
 
-def wald(key, mean, shape=None, dtype=None):
+def wald(key: KeyLike, mean: ArrayLike, shape: Shape | None = None,
+         dtype: DTypeLike | None = None) -> Array:
     """Inverse Gaussian floats (Michael, Schucany and Haas), as jax.random.wald."""
     data, _ = check_key("wald", key)
     dt = float_dtype("wald", dtype)
@@ -249,7 +255,7 @@ def _wald(key, mean, shape, dtype):
 
 # --- Bernoulli, categorical, Rademacher -----------------------------------------------------------------
 
-def bernoulli(key, p=0.5, shape=None, mode: str = "low"):
+def bernoulli(key: KeyLike, p: ArrayLike = 0.5, shape: Shape | None = None, mode: str = "low") -> Array:
     """Booleans, True with probability p: uniform < p ("high": two uniforms, for tiny p)."""
     if mode not in ("high", "low"):
         raise ArgumentValueError(f"got mode={mode!r}, expected 'high' or 'low'", user_location())
@@ -270,7 +276,7 @@ def _bernoulli(key, p, shape, dtype, mode):
     return _uniform(key, dtype.type(0), dtype.type(1), shape, dtype) < p
 
 
-def rademacher(key, shape=(), dtype=None):
+def rademacher(key: KeyLike, shape: Shape = (), dtype: DTypeLike | None = None) -> Array:
     """-1 or +1 with equal probability (default int dtype)."""
     data, _ = check_key("rademacher", key)
     return _rademacher(data, shape_arg("rademacher", shape), dtypes.canonicalize(dtypes.int_ if dtype is None
@@ -283,7 +289,8 @@ def _rademacher(key, shape, dtype):
     return (2 * b - 1).astype(dtype)
 
 
-def categorical(key, logits, axis: int = -1, shape=None, replace: bool = True, mode=None):
+def categorical(key: KeyLike, logits: ArrayLike, axis: int = -1, shape: Shape | None = None, replace: bool = True,
+                mode: str | None = None) -> Array:
     """Indices drawn with probabilities softmax(logits, axis): the Gumbel-max trick (with replacement) or
     the Gumbel top-k trick (without), as JAX."""
     data, _ = check_key("categorical", key)
@@ -345,7 +352,7 @@ def _simple(name: str, shape, dtype):
     return shape_arg(name, shape), float_dtype(name, dtype)
 
 
-def exponential(key, shape=(), dtype=None):
+def exponential(key: KeyLike, shape: Shape = (), dtype: DTypeLike | None = None) -> Array:
     """Exponential floats of rate 1: -log(1 - u)."""
     data, _ = check_key("exponential", key)
     return _exponential(data, *_simple("exponential", shape, dtype))
@@ -357,7 +364,7 @@ def _exponential(key, shape, dtype):
     return -jnp.log1p(-u)
 
 
-def laplace(key, shape=(), dtype=None):
+def laplace(key: KeyLike, shape: Shape = (), dtype: DTypeLike | None = None) -> Array:
     """Laplace floats of scale 1: sign(u) * log(1 - |u|) for u uniform in (-1, 1)."""
     data, _ = check_key("laplace", key)
     return _laplace(data, *_simple("laplace", shape, dtype))
@@ -369,7 +376,7 @@ def _laplace(key, shape, dtype):
     return jnp.sign(u) * jnp.log1p(-jnp.abs(u))
 
 
-def logistic(key, shape=(), dtype=None):
+def logistic(key: KeyLike, shape: Shape = (), dtype: DTypeLike | None = None) -> Array:
     """Logistic floats: log(u) - log(1 - u)."""
     data, _ = check_key("logistic", key)
     return _logistic(data, *_simple("logistic", shape, dtype))
@@ -381,7 +388,7 @@ def _logistic(key, shape, dtype):
     return jnp.log(x) - jnp.log1p(-x)
 
 
-def cauchy(key, shape=(), dtype=None):
+def cauchy(key: KeyLike, shape: Shape = (), dtype: DTypeLike | None = None) -> Array:
     """Cauchy floats: tan(pi * (u - 1/2))."""
     data, _ = check_key("cauchy", key)
     return _cauchy(data, *_simple("cauchy", shape, dtype))
@@ -400,7 +407,7 @@ def _gumbel_mode(mode) -> str:
     return mode
 
 
-def gumbel(key, shape=(), dtype=None, mode=None):
+def gumbel(key: KeyLike, shape: Shape = (), dtype: DTypeLike | None = None, mode: str | None = None) -> Array:
     """Gumbel floats: -log(-log(u)) ("high": u from two draws, finer near 0; "highest", for float32: u from
     64 bits, JAX's fixed-point construction)."""
     data, _ = check_key("gumbel", key)
@@ -447,7 +454,8 @@ def _fixed_point_to_float(bits):
     return lax.bitcast_convert_type(exponent | mantissa, np.float32)
 
 
-def pareto(key, b, shape=None, dtype=None):
+def pareto(key: KeyLike, b: ArrayLike, shape: Shape | None = None,
+           dtype: DTypeLike | None = None) -> Array:
     """Pareto floats of shape b: exp(exponential / b)."""
     data, _ = check_key("pareto", key)
     dt = float_dtype("pareto", dtype)
@@ -460,7 +468,8 @@ def _pareto(key, b, shape, dtype):
     return jnp.exp(_exponential(key, shape, dtype) / lax.convert_element_type(b, dtype))
 
 
-def weibull_min(key, scale, concentration, shape=(), dtype=None):
+def weibull_min(key: KeyLike, scale: ArrayLike, concentration: ArrayLike, shape: Shape = (),
+                dtype: DTypeLike | None = None) -> Array:
     """Weibull floats: scale * (-log(1 - u)) ** (1 / concentration)."""
     data, _ = check_key("weibull_min", key)
     shape, dt = _simple("weibull_min", shape, dtype)
@@ -473,7 +482,8 @@ def _weibull_min(key, scale, concentration, shape, dtype):
     return jnp.power(-jnp.log1p(-u), 1.0 / concentration) * scale
 
 
-def rayleigh(key, scale, shape=None, dtype=None):
+def rayleigh(key: KeyLike, scale: ArrayLike, shape: Shape | None = None,
+             dtype: DTypeLike | None = None) -> Array:
     """Rayleigh floats: scale * sqrt(-2 log u)."""
     data, _ = check_key("rayleigh", key)
     dt = float_dtype("rayleigh", dtype)
@@ -488,7 +498,8 @@ def _rayleigh(key, scale, shape, dtype):
     return scale * jnp.sqrt(jnp.log(u) * dtype.type(-2))
 
 
-def triangular(key, left, mode, right, shape=None, dtype=None):
+def triangular(key: KeyLike, left: ArrayLike, mode: ArrayLike, right: ArrayLike, shape: Shape | None = None,
+               dtype: DTypeLike | None = None) -> Array:
     """Triangular floats on [left, right] peaking at mode, by the inverse CDF."""
     data, _ = check_key("triangular", key)
     dt = float_dtype("triangular", dtype)
@@ -506,7 +517,8 @@ def _triangular(key, left, mode, right, shape, dtype):
     return jnp.where(u < fc, out1, out2)
 
 
-def geometric(key, p, shape=None, dtype=None):
+def geometric(key: KeyLike, p: ArrayLike, shape: Shape | None = None,
+              dtype: DTypeLike | None = None) -> Array:
     """Geometric integers >= 1: floor(log u / log(1 - p)) + 1 (default int dtype)."""
     data, _ = check_key("geometric", key)
     dt = int_dtype("geometric", dtype)

@@ -22,7 +22,7 @@ from ember.errors import ArgumentValueError, user_location
 from ember.random import _prng
 from ember.random._checks import check_shape, float_dtype, shape_arg, shape_or_broadcast
 from ember.random._distributions import _exponential, _normal, _rademacher, _uniform
-from ember.random._keys import check_key
+from ember.random._keys import Array, ArrayLike, DTypeLike, KeyLike, Shape, check_key
 
 
 def _gamma_one(key, alpha, log_space: bool):
@@ -98,14 +98,15 @@ def _gamma(key, a, shape, dtype, log_space=False):
     return _gamma_sample(key, a, log_space)
 
 
-def gamma(key, a, shape=None, dtype=None):
+def gamma(key: KeyLike, a: ArrayLike, shape: Shape | None = None, dtype: DTypeLike | None = None) -> Array:
     """Gamma(a) floats of unit scale; differentiable in `a` (implicit reparameterization, as JAX)."""
     data, _ = check_key("gamma", key)
     dt = float_dtype("gamma", dtype)
     return _gamma(data, a, shape_or_broadcast("gamma", shape, a), dt, False)
 
 
-def loggamma(key, a, shape=None, dtype=None):
+def loggamma(key: KeyLike, a: ArrayLike, shape: Shape | None = None,
+             dtype: DTypeLike | None = None) -> Array:
     """log of Gamma(a) floats, sampled in log space (accurate where gamma rounds to 0, a << 1)."""
     data, _ = check_key("loggamma", key)
     dt = float_dtype("loggamma", dtype)
@@ -180,7 +181,7 @@ def _continued_fraction_sample_grad(x, a, enabled, eps: float):
     return -(dans_da + ans * dlogax_da) * x
 
 
-def random_gamma_grad(a, x):
+def random_gamma_grad(a: ArrayLike, x: ArrayLike) -> Array:
     """d x / d a for a Gamma(a) sample x (JAX's lax.random_gamma_grad)."""
     dtype = np.dtype(x.dtype)
     eps = float(np.finfo(dtype).eps)
@@ -199,7 +200,8 @@ def random_gamma_grad(a, x):
 
 # --- built on gamma ----------------------------------------------------------------------------------
 
-def beta(key, a, b, shape=None, dtype=None):
+def beta(key: KeyLike, a: ArrayLike, b: ArrayLike, shape: Shape | None = None,
+         dtype: DTypeLike | None = None) -> Array:
     """Beta(a, b) floats: G_a / (G_a + G_b) from two log-gamma draws, without losing small values."""
     data, _ = check_key("beta", key)
     dt = float_dtype("beta", dtype)
@@ -216,7 +218,8 @@ def _beta(key, a, b, shape, dtype):
     return ga / (ga + gb)
 
 
-def dirichlet(key, alpha, shape=None, dtype=None):
+def dirichlet(key: KeyLike, alpha: ArrayLike, shape: Shape | None = None,
+              dtype: DTypeLike | None = None) -> Array:
     """Dirichlet(alpha) vectors along alpha's last axis: softmax of log-gamma draws."""
     data, _ = check_key("dirichlet", key)
     dt = float_dtype("dirichlet", dtype)
@@ -236,7 +239,8 @@ def _dirichlet(key, alpha, shape, dtype):
     return e / jnp.sum(e, axis=-1, keepdims=True)
 
 
-def chisquare(key, df, shape=None, dtype=None):
+def chisquare(key: KeyLike, df: ArrayLike, shape: Shape | None = None,
+              dtype: DTypeLike | None = None) -> Array:
     """Chi-square(df) floats: 2 * Gamma(df / 2), from log space."""
     data, _ = check_key("chisquare", key)
     dt = float_dtype("chisquare", dtype)
@@ -249,7 +253,8 @@ def _chisquare(key, df, shape, dtype):
     return jnp.exp(_gamma(key, half_df, shape, dtype, True)) * dtype.type(2)
 
 
-def f(key, dfnum, dfden, shape=None, dtype=None):
+def f(key: KeyLike, dfnum: ArrayLike, dfden: ArrayLike, shape: Shape | None = None,
+      dtype: DTypeLike | None = None) -> Array:
     """F(dfnum, dfden) floats: a ratio of scaled chi-squares."""
     data, _ = check_key("f", key)
     dt = float_dtype("f", dtype)
@@ -266,7 +271,7 @@ def _f(key, dfnum, dfden, shape, dtype):
     return num / den
 
 
-def t(key, df, shape=None, dtype=None):
+def t(key: KeyLike, df: ArrayLike, shape: Shape | None = None, dtype: DTypeLike | None = None) -> Array:
     """Student's t(df) floats: normal * sqrt(df / (2 Gamma(df / 2)))."""
     data, _ = check_key("t", key)
     dt = float_dtype("t", dtype)
@@ -283,7 +288,7 @@ def _t(key, df, shape, dtype):
     return n * jnp.sqrt(half_df / g)
 
 
-def generalized_normal(key, p, shape=(), dtype=None):
+def generalized_normal(key: KeyLike, p: float, shape: Shape = (), dtype: DTypeLike | None = None) -> Array:
     """Generalized normal floats of power p: a random sign times Gamma(1/p) ** (1/p)."""
     data, _ = check_key("generalized_normal", key)
     dt = float_dtype("generalized_normal", dtype)
@@ -298,7 +303,7 @@ def _generalized_normal(key, p, shape, dtype):
     return r * g ** (1 / p)
 
 
-def ball(key, d: int, p: float = 2, shape=(), dtype=None):
+def ball(key: KeyLike, d: int, p: float = 2, shape: Shape = (), dtype: DTypeLike | None = None) -> Array:
     """Points uniform in the unit p-norm ball of dimension d (Barthe et al.), shape (*shape, d)."""
     data, _ = check_key("ball", key)
     dt = float_dtype("ball", dtype)

@@ -9,6 +9,8 @@ functions pass it through; its shape is the data's leading dimensions and its dt
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +22,12 @@ from ember.tracer import Tracer
 from ember.tree import register_pytree_node
 
 IMPL_NAME = "threefry2x32"
+# for annotations: arrays (NumPy or traced), keys of either form, shapes and dtypes as jax.random takes them
+Array = Any
+ArrayLike = Any
+KeyLike = Any
+DTypeLike = Any
+Shape = Sequence[int] | int
 _U32 = np.dtype(np.uint32)
 
 
@@ -180,7 +188,7 @@ def _check_key_data(data) -> None:
                             loc)
 
 
-def check_key(name: str, key, *, allow_batched: bool = False) -> tuple:
+def check_key(name: str, key: KeyLike, *, allow_batched: bool = False) -> tuple:
     """(the uint32[..., 2] data of `key`, whether it was typed), or JAX's error for a key that is not one
     (TypeError) or is a batch where one key is wanted (ValueError)."""
     if isinstance(key, KeyArray):
@@ -198,7 +206,7 @@ def check_key(name: str, key, *, allow_batched: bool = False) -> tuple:
     return data, typed
 
 
-def return_keys(typed: bool, data):
+def return_keys(typed: bool, data: Array) -> Array:
     """Keys in the form the caller gave them: a typed key array or raw data."""
     return KeyArray._wrap(data) if typed else data
 
@@ -242,7 +250,7 @@ def _check_seed(ctor: str, shape, dtype: np.dtype, seed, loc) -> None:
         raise ArgumentError(f"PRNG key seed must be an integer; got {seed!r}", loc)
 
 
-def key(seed, *, impl=None, dtype=None) -> KeyArray:
+def key(seed: int | ArrayLike, *, impl: str | None = None, dtype: DTypeLike | None = None) -> KeyArray:
     """A typed PRNG key (a 0-d key array) from an integer seed, as jax.random.key."""
     if impl is not None and dtype is not None:
         raise ValueError("Cannot specify both `impl` and `dtype` arguments to ember.random.key")
@@ -250,19 +258,20 @@ def key(seed, *, impl=None, dtype=None) -> KeyArray:
     return KeyArray._wrap(_seed_data("key", seed))
 
 
-def PRNGKey(seed, *, impl=None):
+def PRNGKey(seed: int | ArrayLike, *, impl: str | None = None) -> Array:
     """A raw PRNG key (uint32[2]) from an integer seed, as jax.random.PRNGKey."""
     _check_impl(impl)
     return _seed_data("PRNGKey", seed)
 
 
-def key_data(keys):
+def key_data(keys: KeyLike) -> Array:
     """The uint32[..., 2] words of typed (or raw) keys."""
     data, _ = check_key("key_data", keys, allow_batched=True)
     return data
 
 
-def wrap_key_data(key_bits_array, *, impl=None, dtype=None) -> KeyArray:
+def wrap_key_data(key_bits_array: ArrayLike, *, impl: str | None = None,
+                  dtype: DTypeLike | None = None) -> KeyArray:
     """The typed key array whose words are `key_bits_array` (uint32[..., 2])."""
     if impl is not None and dtype is not None:
         raise ValueError("Cannot specify both `impl` and `dtype` arguments to ember.random.wrap_key_data")
@@ -272,24 +281,24 @@ def wrap_key_data(key_bits_array, *, impl=None, dtype=None) -> KeyArray:
     return KeyArray(key_bits_array)
 
 
-def key_impl(keys) -> str:
+def key_impl(keys: KeyLike) -> str:
     """The name of the keys' PRNG implementation: 'threefry2x32'."""
     check_key("key_impl", keys, allow_batched=True)
     return IMPL_NAME
 
 
-def key_dtype(impl=None) -> KeyDType:
+def key_dtype(impl: str | None = None) -> KeyDType:
     """The dtype of typed keys (key<fry>): Ember has one implementation, threefry2x32."""
     _check_impl(impl)
     return KEY_DTYPE
 
 
-def clone(key):
+def clone(key: KeyLike) -> Array:
     """`key` itself: keys are immutable values here (JAX's clone matters for key-reuse checking only)."""
     return key
 
 
-def split(key, num=2):
+def split(key: KeyLike, num: int | Sequence[int] = 2) -> Array:
     """`num` new keys (an int, or a shape) from one, with a leading axis (axes) of that shape."""
     data, typed = check_key("split", key)
     if hasattr(num, "__len__"):
@@ -301,7 +310,7 @@ def split(key, num=2):
     return return_keys(typed, _prng.split(data, tuple(int(d) for d in shape)))
 
 
-def fold_in(key, data):
+def fold_in(key: KeyLike, data: int | ArrayLike) -> Array:
     """The key that the integer `data` (taken as uint32) folds into `key`."""
     words, typed = check_key("fold_in", key)
     if np.ndim(data):

@@ -12,7 +12,7 @@ from ember.api import jit
 from ember.random import _prng
 from ember.random._checks import int_dtype, shape_arg
 from ember.random._distributions import _uniform
-from ember.random._keys import check_key
+from ember.random._keys import Array, ArrayLike, DTypeLike, KeyLike, Shape, check_key
 
 _F32 = np.dtype(np.float32)
 
@@ -77,7 +77,7 @@ def _poisson(key, lam, shape, dtype):
     return jnp.where(lam == 0, jnp.zeros_like(result), result)
 
 
-def poisson(key, lam, shape=None, dtype=None):
+def poisson(key: KeyLike, lam: ArrayLike, shape: Shape | None = None, dtype: DTypeLike | None = None) -> Array:
     """Poisson(lam) integers (default int dtype); lam >= 0 broadcast to `shape`."""
     data, _ = check_key("poisson", key)
     dt = int_dtype("poisson", dtype)
