@@ -1,6 +1,7 @@
-"""Pure functions of the key: compiled (LLVM) == eager == under jit == vmap over keys == a loop, an eager
-call runs one compiled function, and reparameterized samples differentiate in their parameters (against
-finite differences in float64; gamma's implicit gradient against the CDF's)."""
+"""Pure functions of the key: compiled (LLVM, and the CUDA source as host C++) == eager == under jit ==
+vmap over keys == a loop, an eager call runs one compiled function, and reparameterized samples
+differentiate in their parameters (against finite differences in float64; gamma's implicit gradient
+against the CDF's)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,17 @@ def test_one_compiled_function_gives_jax_numbers():
     np.testing.assert_allclose(normal, _jax("random.normal(K0, (7,))"), rtol=2e-6)
     np.testing.assert_allclose(gamma, _jax("random.gamma(K0, np.float32([0.3, 1., 2.5, 10.]))"), rtol=2e-6)
     assert (poisson == _jax("random.poisson(K42, np.float32([0., 0.5, 4., 12., 100.]))")).all()
+
+
+@pytest.mark.skipif("cuda-host" not in ember.available_backends(), reason="no host compiler for the CUDA source")
+def test_the_cuda_source_gives_the_same_streams():
+    """The CUDA C that a GPU would run (executed as host C++): Threefry's loop and the bit operations."""
+    f = ember.jit(lambda k: (random.bits(k, (5,)), random.uniform(k, (7,)), random.randint(k, (7,), 0, 10),
+                             random.normal(k, (7,))), backend="cuda-host")
+    bits, u, ints, normal = f(random.PRNGKey(0))
+    assert (bits == _jax("random.bits(K0, (5,))")).all() and (u == _jax("random.uniform(K0, (7,))")).all()
+    assert (ints == _jax("random.randint(K0, (7,), 0, 10)")).all()
+    np.testing.assert_allclose(normal, _jax("random.normal(K0, (7,))"), rtol=2e-6)
 
 
 def test_an_eager_call_is_one_compiled_function():
