@@ -10,7 +10,6 @@ the suite's budget); test_streams.py runs the same streams compiled.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,11 +17,9 @@ import pytest
 
 import ember
 import ember.random as random
+from tests.random import cases, reference
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import cases  # noqa: E402
-import reference  # noqa: E402
 
 RECORDED = json.loads((HERE / "jax_values.json").read_text())
 EXACT_FLOATS = ("random.uniform(", "random.bits(")

@@ -3,17 +3,12 @@ reshaping, pytree), raw and typed keys interchangeable, and keys through jit and
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 import ember
 import ember.random as random
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import reference  # noqa: E402
+from tests.random import reference
 
 
 @pytest.fixture(autouse=True)
