@@ -32,6 +32,9 @@ add, sub, mul, div, rem, pow = _P.add, _P.sub, _P.mul, _P.div, _P.rem, _P.pow
 max, min = _P.maximum, _P.minimum
 eq, ne, lt, le, gt, ge = _P.eq, _P.ne, _P.lt, _P.le, _P.gt, _P.ge
 bitwise_and, bitwise_or, bitwise_not = _P.and_, _P.or_, _P.not_
+bitwise_xor, population_count, clz = _P.xor, _P.population_count, _P.clz
+shift_left, shift_right_logical = _P.shift_left, _P.shift_right_logical
+shift_right_arithmetic, bitcast_convert_type = _P.shift_right_arithmetic, _P.bitcast_convert_type
 select, stop_gradient = _P.select, _P.stop_gradient
 
 
@@ -98,6 +101,8 @@ __all__ = [
     "atanh", "cbrt", "exp2", "nextafter", "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "zeta",
     "add", "sub", "mul", "div", "rem", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and",
     "bitwise_or", "bitwise_not", "select", "stop_gradient", "convert_element_type", "square", "reciprocal",
+    "bitwise_xor", "shift_left", "shift_right_logical", "shift_right_arithmetic", "population_count", "clz",
+    "bitcast_convert_type",
     "integer_pow", "RoundingMethod", "cond", "switch", "while_loop", "fori_loop", "scan", "map", "select_n",
 ]
 
