@@ -14,8 +14,55 @@ import enum
 
 import numpy as _np
 
+from ember.errors import ShapeError as _ShapeError
 from ember.errors import missing_attribute as _missing_attribute
+from ember.errors import user_location as _user_location
 from ember.lax.control import cond, fori_loop, map, scan, select_n, switch, while_loop
+from ember.lax.layout import as_operand as _as_operand
+from ember.lax.layout import (
+    broadcast,
+    broadcast_in_dim,
+    broadcast_shapes,
+    broadcast_to_rank,
+    broadcasted_iota,
+    collapse,
+    concatenate,
+    expand_dims,
+    full,
+    full_like,
+    iota,
+    pad,
+    reshape,
+    rev,
+    squeeze,
+    transpose,
+)
+from ember.lax.layout import same_dtypes as _same_dtypes
+from ember.lax.reductions import (
+    argmax,
+    argmin,
+    batch_matmul,
+    dot,
+    dot_general,
+    reduce_and,
+    reduce_max,
+    reduce_min,
+    reduce_or,
+    reduce_prod,
+    reduce_sum,
+)
+from ember.lax.slicing import (
+    dynamic_index_in_dim,
+    dynamic_slice,
+    dynamic_slice_in_dim,
+    dynamic_update_index_in_dim,
+    dynamic_update_slice,
+    dynamic_update_slice_in_dim,
+    index_in_dim,
+    slice,
+    slice_in_dim,
+    split,
+)
 from ember.naming import publish as _publish
 from ember.tracer import prims as _P
 
@@ -87,10 +134,26 @@ def _dtype_of(x) -> _np.dtype:
     return _np.dtype(dt) if dt is not None else _np.asarray(x).dtype
 
 
+def clamp(min, x, max):
+    """`x` limited to [min, max] elementwise; the bounds are scalars or of x's shape, all of one dtype. As
+    lax.clamp's, the gradient reaches x strictly inside the bounds and a bound where x is strictly beyond
+    it: a tie gives none (ember.numpy.clip splits it instead, as jnp.clip)."""
+    lo, x, hi = _as_operand(min), _as_operand(x), _as_operand(max)
+    _same_dtypes("clamp", lo, x, hi)
+    shape = _np.shape(x)
+    for name, bound in (("min", lo), ("max", hi)):
+        if _np.shape(bound) not in ((), shape):
+            raise _ShapeError(f"lax.clamp requires {name}.shape == operand.shape or {name}.shape == (), got "
+                              f"{name}.shape={_np.shape(bound)}, operand.shape={shape}", _user_location())
+    inside = _P.and_(_P.gt(x, lo), _P.lt(x, hi))
+    held = _P.select(inside, x, _P.stop_gradient(x))
+    return _P.select(_P.gt(x, hi), hi, _P.select(_P.lt(x, lo), lo, held))
+
+
 # lax's structured ops not in ember yet
 _NOT_YET = frozenset({"associative_scan", "custom_linear_solve", "custom_root", "sort", "top_k", "cumsum",
                       "cumprod", "cummax", "cummin", "reduce", "reduce_window", "conv", "conv_general_dilated",
-                      "dynamic_slice", "dynamic_update_slice", "fft"})
+                      "fft"})
 
 __all__ = [
     "exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "abs", "sign", "floor",
@@ -99,6 +162,16 @@ __all__ = [
     "add", "sub", "mul", "div", "rem", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and",
     "bitwise_or", "bitwise_not", "select", "stop_gradient", "convert_element_type", "square", "reciprocal",
     "integer_pow", "RoundingMethod", "cond", "switch", "while_loop", "fori_loop", "scan", "map", "select_n",
+]
+
+# lax's layout, slicing, reduction and contraction ops (ember/lax/layout.py, slicing.py, reductions.py)
+__all__ += [
+    "broadcast", "broadcast_in_dim", "broadcast_shapes", "broadcast_to_rank", "broadcasted_iota", "collapse",
+    "concatenate", "expand_dims", "full", "full_like", "iota", "pad", "reshape", "rev", "squeeze", "transpose",
+    "argmax", "argmin", "batch_matmul", "dot", "dot_general", "reduce_and", "reduce_max", "reduce_min",
+    "reduce_or", "reduce_prod", "reduce_sum", "dynamic_index_in_dim", "dynamic_slice", "dynamic_slice_in_dim",
+    "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim", "index_in_dim",
+    "slice", "slice_in_dim", "split", "clamp",
 ]
 
 
