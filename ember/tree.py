@@ -17,6 +17,8 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, NamedTuple, TypeVar
 
+from ember.errors import missing_attribute as _missing_attribute
+
 __all__ = [
     "PyTreeDef", "register_pytree_node", "register_pytree_node_class", "register_pytree_with_keys",
     "register_pytree_with_keys_class", "register_dataclass", "register_static", "tree_flatten",
@@ -704,3 +706,8 @@ structure, reduce, all = tree_structure, tree_reduce, tree_all
 transpose, map_with_path, broadcast, reduce_associative = (tree_transpose, tree_map_with_path, tree_broadcast,
                                                            tree_reduce_associative)
 flatten_with_path, leaves_with_path = tree_flatten_with_path, tree_leaves_with_path
+
+
+def __getattr__(name: str):
+    """Say whether jax.tree has a name Ember lacks, with the closest names Ember has."""
+    raise _missing_attribute("ember.tree", name, globals())

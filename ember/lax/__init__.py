@@ -4,8 +4,9 @@ Unlike `ember.numpy`, nothing is promoted: operands share a dtype (a Python scal
 operand's), transcendental functions take floats only, and shapes are equal or 0-d. Each function binds
 one primitive (`round`, `square`, `reciprocal` and `integer_pow` compose two or three), so it traces,
 differentiates, batches and compiles as the primitive does. Control flow (`cond`, `switch`, `while_loop`,
-`fori_loop`, `scan`, `map`, `select_n`) is in `ember/lax/control.py`; lax's structured ops that are not
-here yet raise an AttributeError saying so.
+`fori_loop`, `scan`, `map`, `select_n`) is in `ember/lax/control.py`; layout, slicing, reductions and
+contractions in `layout.py`, `slicing.py` and `reductions.py`. A lax name that is not here raises an
+AttributeError saying whether jax.lax has it and what to use instead.
 """
 
 from __future__ import annotations
@@ -150,11 +151,6 @@ def clamp(min, x, max):
     return _P.select(_P.gt(x, hi), hi, _P.select(_P.lt(x, lo), lo, held))
 
 
-# lax's structured ops not in ember yet
-_NOT_YET = frozenset({"associative_scan", "custom_linear_solve", "custom_root", "sort", "top_k", "cumsum",
-                      "cumprod", "cummax", "cummin", "reduce", "reduce_window", "conv", "conv_general_dilated",
-                      "fft"})
-
 __all__ = [
     "exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "abs", "sign", "floor",
     "ceil", "round", "neg", "is_finite", "tan", "atan", "asin", "acos", "atan2", "sinh", "cosh", "asinh", "acosh",
@@ -179,8 +175,6 @@ _publish(globals(), __name__, __all__)
 
 
 def __getattr__(name: str):
-    """Say that one of lax's structured ops is not implemented yet, or which names are closest."""
-    if name in _NOT_YET:
-        raise AttributeError(f"ember.lax.{name} is not implemented yet; write it with ember.numpy, or with "
-                             "ember.lax.scan / fori_loop where it is a loop")
+    """Say whether jax.lax has a name Ember lacks, what to use instead (ember/jax_names.py) and which
+    names are closest."""
     raise _missing_attribute("ember.lax", name, globals())
