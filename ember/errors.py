@@ -164,9 +164,8 @@ def missing_attribute(module: str, name: str, namespace, fallback=None, hints: d
     elif in_fallback:
         text = f"{module}.{name} is not implemented in Ember yet ({jax_module} has no {name} either)"
     else:
-        others = [f"{module}.{name}", f"{jax_module}.{name}"] + ([f"{fallback[0]}.{name}"] if fallback else [])
-        text = (f"module {module!r} has no attribute {name!r} (neither {', '.join(others[:-1])} nor {others[-1]} "
-                "exists)")
+        others = dict.fromkeys([jax_module] + ([fallback[0]] if fallback is not None else []))
+        text = f"module {module!r} has no attribute {name!r} (nor has {' or '.join(others)})"
     if name in hints:
         text += f"; {hints[name]}"
     public = [k for k, v in namespace.items() if not k.startswith("_") and type(v).__name__ != "module"]

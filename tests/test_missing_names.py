@@ -64,20 +64,21 @@ def test_each_module_says_what_jax_has_and_what_it_does_not(ember_name):
     for name in lacking[:3]:
         assert f"JAX {JAX_VERSION} has {jax_name}.{name}" in _missing_message(module, name)
     msg = _missing_message(module, "no_such_name_anywhere")
-    assert msg.startswith(f"module '{ember_name}' has no attribute 'no_such_name_anywhere' (neither ")
-    assert f" {jax_name}.no_such_name_anywhere" in msg
+    assert msg.startswith(f"module '{ember_name}' has no attribute 'no_such_name_anywhere' (nor has {jax_name}")
     assert _missing_message(module, "__wrapped__") == f"module '{ember_name}' has no attribute '__wrapped__'"
 
 
 @pytest.mark.parametrize("module, name, says", [
     (ember.numpy, "cumsum", ["JAX 0.10.2 has jax.numpy.cumsum", "ember.lax.scan", "numpy.cumsum works"]),
     (ember.numpy, "asmatrix", ["jax.numpy has no asmatrix either", "numpy.asmatrix works"]),
+    (ember.numpy, "sums", ["no attribute 'sums' (nor has jax.numpy or numpy)",
+                           "closest names it has: ember.numpy.sum"]),
     (ember.lax, "associative_scan", ["jax.lax.associative_scan", "ember.lax.scan"]),
-    (ember.lax, "lgama", ["nor jax.lax.lgama exists", "closest names it has: ember.lax.lgamma"]),
+    (ember.lax, "lgama", ["no attribute 'lgama' (nor has jax.lax)", "closest names it has: ember.lax.lgamma"]),
     (ember.scipy.special, "logsumexp", ["jax.scipy.special.logsumexp", "use ember.nn.logsumexp",
                                         "scipy.special.logsumexp works"]),
     (ember.scipy, "stats", ["jax.scipy.stats", "only ember.scipy.special"]),
-    (ember.tree, "mapp", ["nor jax.tree.mapp exists", "closest names it has: ember.tree.map"]),
+    (ember.tree, "mapp", ["no attribute 'mapp' (nor has jax.tree)", "closest names it has: ember.tree.map"]),
 ])
 def test_messages_say_what_to_use(module, name, says):
     msg = _missing_message(module, name)
