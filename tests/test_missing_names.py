@@ -61,8 +61,9 @@ def test_each_module_says_what_jax_has_and_what_it_does_not(ember_name):
     module = importlib.import_module(ember_name)
     jax_name = MIRRORS[ember_name]
     lacking = sorted(n for n in JAX_NAMES[jax_name] if not hasattr(module, n))
-    for name in lacking[:3]:
-        assert f"JAX {JAX_VERSION} has {jax_name}.{name}" in _missing_message(module, name)
+    for name in lacking[:3]:  # (a module may word its own table's names itself, as ember.nn does)
+        msg = _missing_message(module, name)
+        assert f"{jax_name}.{name}" in msg and "not implemented in Ember yet" in msg
     msg = _missing_message(module, "no_such_name_anywhere")
     assert msg.startswith(f"module '{ember_name}' has no attribute 'no_such_name_anywhere' (nor has {jax_name}")
     assert _missing_message(module, "__wrapped__") == f"module '{ember_name}' has no attribute '__wrapped__'"
