@@ -488,10 +488,15 @@ def _up_to(td: PyTreeDef, x, path: tuple, out: list, what: str) -> None:
         raise _mismatch(what, path, f"a {td.node.__name__} of {len(td.children)} entries",
                         f"one of {len(keyed)}{_keys_text(aux)}")
     if aux != td.aux:
-        raise _mismatch(what, path, f"{_keys_text(td.aux).strip() or f'node data {td.aux!r}'}",
-                        _keys_text(aux).strip() or f"node data {aux!r}")
+        raise _mismatch(what, path, _aux_text(td.aux), _aux_text(aux))
     for (k, c), child in zip(keyed, td.children):
         _up_to(child, c, path + (k,), out, what)
+
+
+def _aux_text(aux) -> str:
+    """A node's aux data as a mismatch names it: a dict's keys, else the data itself."""
+    keys = _keys_text(aux).strip()
+    return keys[1:-1] if keys else f"node data {aux!r}"
 
 
 def _mismatch(what: str, path: tuple, want: str, got: str) -> ValueError:
