@@ -71,18 +71,19 @@ __all__ = [
 
 _publish(globals(), __name__, __all__)
 
-# jax.random names that need sorting or matrix factorizations, which come with the jax.numpy work
-_NEEDS_SORT_OR_LINALG = {
-    "permutation": "a sort", "choice": "a sort (without replacement) or a cumulative sum and search (with p)",
-    "multivariate_normal": "a Cholesky or eigen factorization", "orthogonal": "a QR factorization",
-    "binomial": "its rejection sampler (not ported yet)", "multinomial": "binomial (not ported yet)",
+# jax.random names Ember lacks, and why (the message also says that JAX has them)
+_HINTS = {
+    "permutation": "it needs a sort, which Ember does not have yet",
+    "choice": "it needs a sort (without replacement) or a cumulative sum and a search (with p), which Ember "
+              "does not have yet; with replacement and no p, ember.random.randint draws the indices",
+    "multivariate_normal": "it needs a Cholesky or eigen factorization, which Ember does not have yet",
+    "orthogonal": "it needs a QR factorization, which Ember does not have yet",
+    "binomial": "its rejection sampler is not ported yet",
+    "multinomial": "it needs ember.random.binomial, which is not ported yet",
+    "random_gamma_p": "Ember's gamma is not a primitive; ember.random.gamma samples and differentiates as JAX's",
 }
 
 
 def __getattr__(name: str):
-    """Say which jax.random names Ember lacks and why, or which names are closest."""
-    need = _NEEDS_SORT_OR_LINALG.get(name)
-    if need is not None:
-        raise AttributeError(f"ember.random.{name} is not implemented yet: it needs {need}, which Ember does "
-                             "not have yet")
-    raise _missing_attribute("ember.random", name, globals())
+    """Say that a jax.random name is missing and why, or which names are closest."""
+    raise _missing_attribute("ember.random", name, globals(), hints=_HINTS)
