@@ -145,7 +145,8 @@ class KeyArray:
         return KeyArray._wrap(jnp.squeeze(self._data, tuple(a % nd for a in axis)) if axis else self._data)
 
     def copy(self) -> KeyArray:
-        return KeyArray._wrap(jnp.asarray(self._data).copy() if isinstance(self._data, np.ndarray) else self._data)
+        """The same keys in new memory (a traced value is a value already)."""
+        return KeyArray._wrap(self._data.copy() if isinstance(self._data, np.ndarray) else self._data)
 
     def block_until_ready(self) -> KeyArray:
         return self
@@ -176,16 +177,15 @@ register_pytree_node(KeyArray, lambda k: ((k._data,), None), lambda _, children:
 
 def _check_key_data(data) -> None:
     """Raise JAX's TypeError unless `data` is uint32 with a trailing axis of 2 (the words of keys)."""
-    loc = user_location()
     if not all(hasattr(data, a) for a in ("ndim", "shape", "dtype")):
         raise ArgumentError(f"invalid PRNG key data: expected an array with ndim, shape and dtype; got {data!r}",
-                            loc)
+                            user_location())
     if data.ndim < 1 or tuple(data.shape[-1:]) != (2,):
         raise ArgumentError("invalid PRNG key data: expected key_data.shape to end with (2,) (a threefry2x32 "
-                            f"key is two uint32 words); got shape={tuple(data.shape)}", loc)
+                            f"key is two uint32 words); got shape={tuple(data.shape)}", user_location())
     if np.dtype(data.dtype) != _U32:
         raise ArgumentError(f"invalid PRNG key data: expected key_data.dtype = uint32; got dtype={data.dtype}",
-                            loc)
+                            user_location())
 
 
 def check_key(name: str, key: KeyLike, *, allow_batched: bool = False) -> tuple:
@@ -225,11 +225,10 @@ def _seed_data(ctor: str, seed):
     low word); a Python int takes the default int's width, so with 32-bit defaults only its low word
     counts, as in JAX without x64. Explicit 64-bit NumPy integers keep their 64 bits (JAX without x64
     truncates them; Ember keeps 64-bit inputs)."""
-    loc = user_location()
     if isinstance(seed, KeyArray):
-        raise ArgumentError(f"{ctor} accepts a scalar seed, but was given a PRNG key.", loc)
+        raise ArgumentError(f"{ctor} accepts a scalar seed, but was given a PRNG key.", user_location())
     if isinstance(seed, Tracer):
-        _check_seed(ctor, seed.shape, np.dtype(seed.dtype), seed, loc)
+        _check_seed(ctor, seed.shape, np.dtype(seed.dtype), seed)
         return _prng.seed_traced(seed)
     if isinstance(seed, (bool, np.bool_)):
         return _prng.seed_words(int(seed), 32)
@@ -238,16 +237,16 @@ def _seed_data(ctor: str, seed):
             raise OverflowError("Python int too large to convert to C long")
         return _prng.seed_words(seed, dtypes.int_.itemsize * 8)
     arr = np.asarray(seed)
-    _check_seed(ctor, arr.shape, arr.dtype, seed, loc)
+    _check_seed(ctor, arr.shape, arr.dtype, seed)
     return _prng.seed_words(int(arr), arr.dtype.itemsize * 8)
 
 
-def _check_seed(ctor: str, shape, dtype: np.dtype, seed, loc) -> None:
+def _check_seed(ctor: str, shape, dtype: np.dtype, seed) -> None:
     if tuple(shape):
         raise ArgumentError(f"{ctor} accepts a scalar seed, but was given an array of shape {tuple(shape)} != (). "
-                            "Use ember.vmap for batching", loc)
+                            "Use ember.vmap for batching", user_location())
     if dtype.kind not in "iub":
-        raise ArgumentError(f"PRNG key seed must be an integer; got {seed!r}", loc)
+        raise ArgumentError(f"PRNG key seed must be an integer; got {seed!r}", user_location())
 
 
 def key(seed: int | ArrayLike, *, impl: str | None = None, dtype: DTypeLike | None = None) -> KeyArray:
