@@ -12,6 +12,7 @@ vmap (a batch of keys) and grad (reparameterized samples differentiate in their 
 
 from ember.errors import missing_attribute as _missing_attribute
 from ember.naming import publish as _publish
+from ember.random._counts import binomial, poisson
 from ember.random._distributions import (
     bernoulli,
     bits,
@@ -59,14 +60,13 @@ from ember.random._keys import (
     split,
     wrap_key_data,
 )
-from ember.random._poisson import poisson
 
 __all__ = [
     "PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "key_dtype", "clone", "split", "fold_in", "KeyArray",
     "bits", "uniform", "randint", "normal", "truncated_normal", "lognormal", "maxwell", "double_sided_maxwell",
     "wald", "bernoulli", "rademacher", "categorical", "exponential", "laplace", "logistic", "cauchy", "gumbel",
     "pareto", "weibull_min", "rayleigh", "triangular", "geometric", "gamma", "loggamma", "beta", "dirichlet",
-    "chisquare", "t", "f", "generalized_normal", "ball", "poisson",
+    "chisquare", "t", "f", "generalized_normal", "ball", "poisson", "binomial",
 ]
 
 _publish(globals(), __name__, __all__)
@@ -78,8 +78,7 @@ _HINTS = {
               "does not have yet; with replacement and no p, ember.random.randint draws the indices",
     "multivariate_normal": "it needs a Cholesky or eigen factorization, which Ember does not have yet",
     "orthogonal": "it needs a QR factorization, which Ember does not have yet",
-    "binomial": "its rejection sampler is not ported yet",
-    "multinomial": "it needs ember.random.binomial, which is not ported yet",
+    "multinomial": "it needs a cumulative sum, which Ember does not have yet",
     "random_gamma_p": "Ember's gamma is not a primitive; ember.random.gamma samples and differentiates as JAX's",
 }
 

@@ -84,6 +84,8 @@ DISTRIBUTIONS = [
     "random.ball(KF, 3, 2., (2,))",
     "random.poisson(K0, 3., (8,))",
     "random.poisson(K42, np.float32([0., 0.5, 4., 12., 100.]))",
+    "random.binomial(K0, 5., 0.3, (6,))",
+    "random.binomial(KF, np.float32([3., 50., 200., 40.]), np.float32([0.2, 0.5, 0.9, 0.7]))",
     # keys
     "random.split(K0)",
     "random.split(K42, 3)",
@@ -132,6 +134,7 @@ X64 = [
     "random.gumbel(K42, (5,), np.float64)",
     "random.gamma(K0, np.float64([0.3, 1., 2.5, 10.]), dtype=np.float64)",
     "random.beta(KF, np.float64(2.), np.float64([0.5, 3.]), dtype=np.float64)",
+    "random.binomial(K42, np.float64(30.), np.float64([0.1, 0.6]), dtype=np.float64)",
     "random.PRNGKey(np.int64(2**40 + 3))",
     "random.PRNGKey(np.int64(-5))",
     "random.PRNGKey(np.uint64(2**64 - 1))",

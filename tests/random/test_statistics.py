@@ -131,6 +131,20 @@ def test_poisson_probabilities(lam):
     assert x.dtype == np.int32 and _chi_square_p(counts, probs) > 1e-3
 
 
+# BTRS evaluates its bound for candidates it then rejects (log of a negative number, as in JAX); the numpy
+# backend computes those lanes too and NumPy warns
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:divide by zero encountered:RuntimeWarning")
+@pytest.mark.parametrize("n, p", [(6, 0.3), (60, 0.6)])  # inversion (n p <= 10) and BTRS
+def test_binomial_probabilities(n, p):
+    x = np.asarray(random.binomial(_key(f"binomial{n}"), float(n), p, (N,))).astype(np.int64)
+    lo, hi = int(stats.binom(n, p).ppf(5 / N)), int(stats.binom(n, p).isf(5 / N))
+    counts = np.bincount(np.clip(x, lo, hi) - lo, minlength=hi - lo + 1)
+    probs = stats.binom(n, p).pmf(np.arange(lo, hi + 1))
+    probs[0], probs[-1] = stats.binom(n, p).cdf(lo), stats.binom(n, p).sf(hi - 1)
+    assert _chi_square_p(counts, probs) > 1e-3
+
+
 def test_geometric_and_rademacher_moments():
     g = np.asarray(random.geometric(_key("geometric"), 0.3, (N,)))
     assert g.min() >= 1 and abs(g.mean() - 1 / 0.3) < 5 * np.sqrt(0.7 / 0.09 / N)
