@@ -161,6 +161,27 @@ X64_DEFAULTS = [
     "random.fold_in(random.PRNGKey(2**33 + 1), 7)",
 ]
 
+# A small JAX program written as JAX users write it (typed keys, split, initializers, dropout, jit of grad,
+# vmap over keys); run with `jax` bound to the jax module and to ember, it must give the same numbers.
+PROGRAM = """
+def program(jax, jnp):
+    key = jax.random.key(0)
+    k_w, k_b, k_x, k_drop = jax.random.split(key, 4)
+    w = jax.random.normal(k_w, (3, 2)) * 0.1
+    b = jax.random.uniform(k_b, (2,), minval=-0.1, maxval=0.1)
+    x = jax.random.truncated_normal(k_x, -2.0, 2.0, (8, 3))
+
+    def loss(w, b, x, k):
+        h = jnp.tanh(x @ w + b)
+        keep = jax.random.bernoulli(k, 0.8, h.shape)
+        return jnp.mean(jnp.where(keep, h / 0.8, 0.0) ** 2)
+
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1)))(w, b, x, k_drop)
+    picks = jax.vmap(lambda k: jax.random.categorical(k, jnp.array([0.0, 1.0, 2.0])))(jax.random.split(k_drop, 5))
+    ints = jax.random.randint(jax.random.fold_in(key, 3), (4,), 0, 100)
+    return w, b, x, grads[0], grads[1], picks, ints
+"""
+
 assert len(set(DISTRIBUTIONS)) == len(DISTRIBUTIONS) and len(set(X64)) == len(X64)
 
 

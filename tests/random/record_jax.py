@@ -57,7 +57,12 @@ def main() -> None:
     env = {**os.environ, "JAX_ENABLE_X64": "1", "RECORD_X64_CHILD": "1"}
     x64 = json.loads(subprocess.run([sys.executable, __file__], env=env, check=True, capture_output=True,
                                     text=True).stdout)
-    data = {"jax_version": jax.__version__, "cases": record(cases.DISTRIBUTIONS), **x64}
+    import jax.numpy as jnp
+
+    space: dict = {}
+    exec(cases.PROGRAM, space)
+    program = encode(space["program"](jax, jnp))
+    data = {"jax_version": jax.__version__, "cases": record(cases.DISTRIBUTIONS), **x64, "program": program}
     OUT.write_text(json.dumps(data, indent=0, sort_keys=True) + "\n")
     print(f"wrote {OUT} ({len(data['cases'])} + {len(data['x64'])} + {len(data['x64_defaults'])} cases)")
 

@@ -63,7 +63,7 @@ def numpy_backend(monkeypatch):
 def test_the_recording_covers_the_cases():
     assert sorted(RECORDED["cases"]) == sorted(cases.DISTRIBUTIONS)
     assert sorted(RECORDED["x64"]) == sorted(cases.X64) and RECORDED["jax_version"] == "0.10.2"
-    assert sorted(RECORDED["x64_defaults"]) == sorted(cases.X64_DEFAULTS)
+    assert sorted(RECORDED["x64_defaults"]) == sorted(cases.X64_DEFAULTS) and "program" in RECORDED
 
 
 @pytest.mark.parametrize("expr", cases.DISTRIBUTIONS)
@@ -81,6 +81,20 @@ def test_matches_jax_in_64_bit_mode(expr, ns):
     with ember.enable_x64():
         got = eval(expr, ns)
     _check(expr, got, RECORDED["x64_defaults"][expr])
+
+
+def test_a_jax_program_runs_unchanged_with_ember_as_jax():
+    """cases.PROGRAM, JAX code, with `jax` bound to ember: the same keys, weights, dropout masks, gradients
+    and samples as JAX computed."""
+    import ember.numpy as jnp
+
+    space: dict = {}
+    exec(cases.PROGRAM, space)
+    got = _result_leaves(space["program"](ember, jnp))
+    want = _expected_leaves(RECORDED["program"])
+    for i, (g, e) in enumerate(zip(got, want, strict=True)):
+        assert g.shape == e.shape and g.dtype == e.dtype, (i, g.dtype, e.dtype)
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-7, err_msg=f"output {i}")
 
 
 # --- the NumPy reference against the same recording ---------------------------------------------------
