@@ -105,5 +105,7 @@ def __getattr__(name: str):
     """Say when a missing attribute is a JAX name that ember lacks, and what to use instead."""
     hint = _JAX_ONLY.get(name)
     if hint is None:
-        raise AttributeError(f"module 'ember' has no attribute {name!r}")
+        from ember.errors import missing_attribute
+
+        raise missing_attribute("ember", name, globals())
     raise AttributeError(f"ember does not implement jax.{name} yet; {hint}")
