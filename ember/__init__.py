@@ -55,7 +55,8 @@ __all__ = [
     "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend",
     "available_backends", "Graph", "enable_x64", "Array",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
-    "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "lax", "nn", "random", "tree", "tree_util", "config",
+    "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "lax", "nn", "random", "tree", "tree_util",
+    "config",
 ]
 
 # JAX names that ember does not have (yet), with what to use instead; looked up only when an attribute

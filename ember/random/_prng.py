@@ -16,6 +16,7 @@ import numpy as np
 import ember.lax as lax
 import ember.numpy as jnp
 from ember.api import jit
+from ember.tracer.array import Array
 
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
 _PARITY = 0x1BD11BDA  # Threefry's key-schedule constant
@@ -101,7 +102,7 @@ def seed_words(seed_value: int, bits: int) -> np.ndarray:
     """The raw key of a concrete integer seed of `bits` bits: (high word, low word) of its two's
     complement, the high word 0 for seeds of 32 bits or fewer."""
     v = int(seed_value) & (2**64 - 1 if bits == 64 else 0xFFFFFFFF)  # narrow signed ints sign-extend
-    return np.array([v >> 32, v & 0xFFFFFFFF], _U32)
+    return np.array([v >> 32, v & 0xFFFFFFFF], _U32).view(Array)
 
 
 @jit
