@@ -109,6 +109,7 @@ def test_jit_takes_arrays_on_its_hit_path():
     f(f(x))
     info = f.cache_info()
     assert (info.misses, info.hits) == (1, 3)
+    assert len(f._cache.fast) == 1  # filed for the hit path: later calls skip the pytree work
 
 
 def test_eager_fast_path_replays_the_first_call():

@@ -370,7 +370,8 @@ def _fast_key(backend: str, args: tuple, kwargs: dict, arrays: list, static_nums
         return None
     sig, convert = (backend,), []
     for x, a in zip(args, arrays):
-        if ((type(x) is np.ndarray or is_device_array(x)) and a is x) or (type(x) is Array and a.base is x):
+        if ((type(x) is np.ndarray or is_device_array(x)) and a is x) or (
+                type(x) is Array and a.base is (x if x.base is None else x.base)):  # (an Array's data, as it is)
             sig += (x.shape, x.dtype)
             convert.append(None)
         elif type(x) in PY_SCALAR_DTYPES or isinstance(x, np.generic):

@@ -21,6 +21,7 @@ from ember.backends.outputs import check_out
 from ember.errors import ArgumentError, ArgumentValueError, user_location
 from ember.passes.stages import Stage
 from ember.tracer import dtypes
+from ember.tracer.array import Array
 from ember.tracer.ir import Graph
 from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_keystr, tree_unflatten
 
@@ -254,7 +255,7 @@ class Compiled:
                 return None
         arrays = []
         for x, (shape, dtype), taken in zip(args, self._fast_sig, self._scalar_types):
-            if type(x) is np.ndarray:
+            if type(x) is np.ndarray or type(x) is Array:
                 if x.shape != shape or x.dtype != dtype:
                     return None
             elif type(x) in taken or (not shape and isinstance(x, np.generic) and x.dtype == dtype):

@@ -24,7 +24,7 @@ from ember.numpy._core import asarray, broadcast_shapes, shape_of
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.array import Array
-from ember.tracer.trace import Tracer, _stack
+from ember.tracer.trace import Tracer, is_tracing
 
 
 def _is_int_scalar(k) -> bool:
@@ -330,7 +330,7 @@ class _IndexUpdateRef:
     def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None, fill_value=None):
         """x[key]."""
         x = self.array
-        if fill_value is None and (type(x) is Array or type(x) is np.ndarray) and not _stack() \
+        if fill_value is None and (type(x) is Array or type(x) is np.ndarray) and not is_tracing() \
                 and _static_key(self.key) is not None:
             try:
                 return np.array(np.asarray(x)[self._key(mode, "get")]).view(Array)
@@ -355,7 +355,7 @@ class _IndexUpdateRef:
         concrete array, done as NumPy does it on a copy; anything else, or anything NumPy would do
         differently (a failed cast, an out-of-bounds index), is `full()`."""
         x = self.array
-        if (type(x) is Array or type(x) is np.ndarray) and not _stack() and type(values) in _VALUE_TYPES \
+        if (type(x) is Array or type(x) is np.ndarray) and not is_tracing() and type(values) in _VALUE_TYPES \
                 and _static_key(self.key) is not None:
             try:
                 key = self._key(mode, how)
