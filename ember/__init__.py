@@ -33,6 +33,7 @@ from ember.api import (
 )
 from ember.api.remat import checkpoint, checkpoint_policies, remat
 from ember.backends import available_backends, default_backend
+from ember.config import enable_x64
 from ember.errors import (
     ArgumentError,
     ConcretizationError,
@@ -51,7 +52,7 @@ __all__ = [
     "jit", "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "vmap", "jacrev", "jacobian", "hessian",
     "custom_vjp", "custom_jvp", "checkpoint", "remat", "checkpoint_policies", "ad_checkpoint",
     "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend",
-    "available_backends", "Graph",
+    "available_backends", "Graph", "enable_x64",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
     "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "lax", "nn", "tree", "tree_util", "config",
 ]

@@ -10,6 +10,12 @@ are typed: a flag takes a bool, a count an int in its range, and a wrong type or
   naive plan, numpy backend) and an AssertionError names the output that differs, an input that was
   written without being donated, or an output that aliases another or an input. The test suite turns
   it on, so every function it tests is a differential test of the optimizer. Slow: for debugging.
+- ember_enable_x64 (EMBER_ENABLE_X64 or JAX_ENABLE_X64; JAX's name jax_enable_x64): 64-bit mode, off
+  by default as in JAX. On, new arrays and Python scalars default to float64/int64/uint64 where they
+  default to float32/int32/uint32 (creation functions, weak scalars, sums of bools and small ints,
+  argmax, integer true division...). Off, explicit 64-bit NumPy inputs stay 64-bit (JAX truncates them
+  to 32 bits): Ember's one documented difference. `ember.enable_x64()` switches it for a `with` block.
+  The switch is process-wide (JAX's context manager is per thread).
 - ember_num_threads (EMBER_NUM_THREADS): the threads Ember's native code may run on, its own loops
   and the BLAS calls it makes. Default: the CPUs this process may use (`os.sched_getaffinity`),
   at most OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS where set (a Dask worker's caps).
@@ -18,7 +24,9 @@ are typed: a flag takes a bool, a count an int in its range, and a wrong type or
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"", "0", "false", "no", "off"}
@@ -37,7 +45,11 @@ _OPTIONS = {
     "ember_debug_infs": _Option("debug_infs", "EMBER_DEBUG_INFS", bool),
     "ember_check_oracle": _Option("check_oracle", "EMBER_CHECK_ORACLE", bool),
     "ember_num_threads": _Option("num_threads", "EMBER_NUM_THREADS", int, minimum=1),
+    "ember_enable_x64": _Option("x64_enabled", "EMBER_ENABLE_X64", bool),
 }
+# JAX's names for the options both have: code ported from JAX sets them unchanged
+_JAX_NAMES = {"jax_enable_x64": "ember_enable_x64", "jax_debug_nans": "ember_debug_nans",
+              "jax_debug_infs": "ember_debug_infs"}
 
 
 def _env_flag(var: str) -> bool:
@@ -86,11 +98,14 @@ debug_nans: bool = _env_flag("EMBER_DEBUG_NANS")
 debug_infs: bool = _env_flag("EMBER_DEBUG_INFS")
 check_oracle: bool = _env_flag("EMBER_CHECK_ORACLE")
 num_threads: int = _env_count("EMBER_NUM_THREADS", 1) or available_cpus()
+x64_enabled: bool = _env_flag("EMBER_ENABLE_X64") or _env_flag("JAX_ENABLE_X64")
 
 
 def _option(name: str) -> _Option:
+    name = _JAX_NAMES.get(name, name)
     if name not in _OPTIONS:
-        raise AttributeError(f"ember has no config option {name!r}; the options are {sorted(_OPTIONS)}")
+        raise AttributeError(f"ember has no config option {name!r}; the options are {sorted(_OPTIONS)} "
+                             f"(and JAX's names {sorted(_JAX_NAMES)})")
     return _OPTIONS[name]
 
 
@@ -100,7 +115,7 @@ _watchers: dict[str, list] = {}
 def watch(name: str, callback) -> None:
     """Call `callback(value)` whenever option `name` is updated (the thread pool follows num_threads)."""
     _option(name)
-    _watchers.setdefault(name, []).append(callback)
+    _watchers.setdefault(_JAX_NAMES.get(name, name), []).append(callback)
 
 
 def update(name: str, value: bool | int) -> None:
@@ -117,10 +132,29 @@ def update(name: str, value: bool | int) -> None:
             raise ValueError(f"config option {name} takes an int >= {opt.minimum}, got {value}")
         value = int(value)
     globals()[opt.attr] = value
-    for callback in _watchers.get(name, ()):
+    for callback in _watchers.get(_JAX_NAMES.get(name, name), ()):
         callback(value)
 
 
 def read(name: str) -> bool | int:
     """The current value of option `name`."""
     return globals()[_option(name).attr]
+
+
+@contextlib.contextmanager
+def enable_x64(new_val: bool = True) -> Iterator[None]:
+    """64-bit mode (or 32-bit with `new_val=False`) inside a `with` block, as `jax.enable_x64`; the
+    previous mode comes back after it, even on an exception."""
+    before = x64_enabled
+    update("ember_enable_x64", new_val)
+    try:
+        yield
+    finally:
+        update("ember_enable_x64", before)
+
+
+def __getattr__(name: str):
+    """JAX's attribute names for an option's value: `ember.config.jax_enable_x64`."""
+    if name in _JAX_NAMES:
+        return globals()[_OPTIONS[_JAX_NAMES[name]].attr]
+    raise AttributeError(f"module 'ember.config' has no attribute {name!r}; its options are {sorted(_OPTIONS)}")

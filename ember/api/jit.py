@@ -121,7 +121,14 @@ class Jitted:
         options = ("jit", self._static_nums, self._static_names, self.donate_argnums, backend, self._disabled)
         root, chain = cache_key if cache_key is not None else (fun, ())
         self._key = (root, chain + (options,))
-        self._cache = shared_cache(*self._key, cache_size)
+        # one cache per mode: 64-bit mode changes what tracing gives (Python scalars, default dtypes)
+        self._caches = (shared_cache(root, self._key[1], cache_size),
+                        shared_cache(root, self._key[1] + ("x64",), cache_size))
+
+    @property
+    def _cache(self):
+        """The cache of the current mode (32- or 64-bit defaults)."""
+        return self._caches[config.x64_enabled]
 
     def _cache_key(self):
         """(the underlying function, the transforms and options over it): what the cache is shared by."""
@@ -206,7 +213,7 @@ class Jitted:
                 sig = (backend,)
                 for x in args:
                     sig += (x.shape, x.dtype) if type(x) is np.ndarray or type(x) in DEVICE_TYPES else (type(x),)
-            cache = self._cache
+            cache = self._caches[config.x64_enabled]
             entry = cache.fast.get(sig)
             if entry is None:
                 return self._call_slow(backend, args, kwargs)
@@ -322,11 +329,12 @@ class Jitted:
         """hits: calls served from the cache; misses: traces (one per new signature); size: entries;
         maxsize: the bound (least recently used entries go first). Shared by every jit of the same
         function with the same options."""
-        c = self._cache
+        c = self._caches[config.x64_enabled]
         return CacheInfo(c.hits, c.misses, len(c.entries), c.maxsize)
 
     def clear_cache(self) -> None:
-        self._cache.clear()
+        for cache in self._caches:
+            cache.clear()
 
     def __repr__(self):
         return f"<jit of {fun_name(self._fun)}>"

@@ -131,8 +131,9 @@ def square(x):
 
 def reciprocal(x):
     """1 / x, as jax.numpy.reciprocal: integers and bools become the default float first (NumPy would
-    truncate, 1 // 2 == 0)."""
-    return divide(1.0, x)
+    truncate, 1 // 2 == 0), float32 for an int32 in either mode."""
+    dt, weak = dtype_weak(x)
+    return divide(1.0, x if weak else to_dtype(x, dtypes.default_float_for(dt)))
 
 
 def round(a, decimals: int = 0):

@@ -2,7 +2,9 @@
 
 Follows JAX: new arrays default to float32/int32, Python scalars are *weak* (``x * 2.0`` keeps x's
 dtype), and strong dtypes promote on JAX's lattice (int32 with float16 is float16), as JAX does
-with x64 enabled: float64 and int64 are fully supported (no x64 flag).
+with x64 enabled: float64 and int64 are fully supported whatever the mode. 64-bit mode
+(`ember_enable_x64`, JAX's switch) changes the defaults `float_`, `int_` and `uint_` to float64, int64
+and uint64: read them as attributes of this module when they are needed, never copy them.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import functools
 
 import numpy as np
 
+from ember import config
 from ember.errors import DTypeError, user_location
 
 float_ = np.dtype(np.float32)
@@ -166,10 +169,11 @@ def result_type(*operands: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
 
 def default_float_for(dtype: np.dtype) -> np.dtype:
     """The float dtype an operation like true division, sqrt or mean produces from `dtype`: float64
-    for 64-bit integers, float32 for the others (jnp's inexact dtypes with x64 enabled)."""
+    for 64-bit integers, float32 for bools and the other integers, in either mode (jnp's
+    to_inexact_dtype: 64-bit mode does not widen an int32's sqrt)."""
     if is_float(dtype):
         return dtype
-    return np.dtype(np.float64) if is_int(dtype) and dtype.itemsize == 8 else float_
+    return np.dtype(np.float64) if is_int(dtype) and dtype.itemsize == 8 else np.dtype(np.float32)
 
 
 def sum_dtype(dtype: np.dtype) -> np.dtype:
@@ -185,4 +189,16 @@ def sum_dtype(dtype: np.dtype) -> np.dtype:
 def accumulation_dtype(dtype: np.dtype) -> np.dtype:
     """The dtype a reduction giving `dtype` accumulates in: float32 for float16, whose sums and
     counts overflow at 65504 (as JAX upcasts float16 reductions)."""
-    return float_ if dtype == np.float16 else dtype
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
+
+
+def _set_x64(on: bool) -> None:
+    """Switch the defaults to 64 bits or back (config.update("jax_enable_x64", ...) calls this)."""
+    global float_, int_, uint_
+    float_, int_, uint_ = (np.dtype(t) for t in ((np.float64, np.int64, np.uint64) if on else
+                                                 (np.float32, np.int32, np.uint32)))
+    result_type.cache_clear()
+
+
+config.watch("ember_enable_x64", _set_x64)
+_set_x64(config.x64_enabled)

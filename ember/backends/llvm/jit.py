@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
+from ember import config
 from ember.backends import one_time_seconds, one_time_setup
 from ember.backends.llvm import cache
 
@@ -213,10 +214,12 @@ class Library:
 
 def cache_key(content: str) -> str:
     """The disk cache key of code made from `content` (IR text, or what determines it) for this
-    host: target, options and versions included."""
+    host: target, options and versions included, and the dtype mode (the content names every dtype, so
+    this only keeps each mode's entries apart)."""
     t = target()
     return cache.key(content, t.triple, t.data_layout, t.cpu, t.features, f"O{OPT_LEVEL}",
-                     f"unroll={LOOP_UNROLLING}", CODEGEN, ".".join(map(str, llvm.llvm_version_info)))
+                     f"unroll={LOOP_UNROLLING}", CODEGEN, ".".join(map(str, llvm.llvm_version_info)),
+                     "x64" if config.x64_enabled else "x32")
 
 
 def compile_ir(ir_text: str, symbols: Mapping[str, int], name: str) -> Library:

@@ -39,12 +39,14 @@ reduce_min = _reducer(reduce_min_p)
 reduce_prod = _reducer(reduce_prod_p)
 
 
-def argmax(x, axis: int, index_dtype=dtypes.int_):
-    return argmax_p.bind(x, axis=int(axis), index_dtype=dtypes.canonicalize(index_dtype))
+def argmax(x, axis: int, index_dtype=None):
+    index_dtype = dtypes.int_ if index_dtype is None else dtypes.canonicalize(index_dtype)
+    return argmax_p.bind(x, axis=int(axis), index_dtype=index_dtype)
 
 
-def argmin(x, axis: int, index_dtype=dtypes.int_):
-    return argmin_p.bind(x, axis=int(axis), index_dtype=dtypes.canonicalize(index_dtype))
+def argmin(x, axis: int, index_dtype=None):
+    index_dtype = dtypes.int_ if index_dtype is None else dtypes.canonicalize(index_dtype)
+    return argmin_p.bind(x, axis=int(axis), index_dtype=index_dtype)
 
 
 def _reduced_shape(name: str, x: ShapedArray, axes) -> tuple[int, ...]:
