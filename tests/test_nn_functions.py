@@ -76,16 +76,13 @@ def test_the_kink_gradients_are_jax_rules():
     assert np.isinf(grads("log1mexp")[3])  # 1 / expm1(0): JAX's rule, not the nan of the branches
 
 
-@pytest.mark.parametrize("dtype", C.PROMOTION_DTYPES)
-def test_integer_and_bool_inputs_promote_as_jax(dtype):
-    """Each function's result for integer input is JAX's, dtype and value (hard_tanh and identity keep
-    integers, uint8 negates with wrap-around before log_sigmoid and log1mexp, int64 gives float64 as
-    under JAX's x64). Where JAX raises (its sigmoid, and so silu and glu, reject integers), Ember takes
-    the default float, as its sigmoid always has."""
+def _check_promotion(section: str, dtype: str, skip=()) -> list[str]:
+    """Each function's result for an input of `dtype` against the recorded one, dtype and value (but
+    `skip`); the names where JAX raises instead."""
     x = np.array(C.PROMOTION_INPUT, dtype)
     lenient = []
-    for name in C.PROMOTION_NAMES:
-        want = C.recorded()["promotion"][f"{name}/{dtype}"]
+    for name in (n for n in C.PROMOTION_NAMES if n not in skip):
+        want = C.recorded()[section][f"{name}/{dtype}"]
         if want is None:
             lenient.append(name)
             continue
@@ -96,8 +93,30 @@ def test_integer_and_bool_inputs_promote_as_jax(dtype):
             assert np.asarray(got).dtype == want.dtype, name          # which wraps: its dtype only
             continue
         assert_like(got, want, 1e-6, f"{name}({dtype})")
+    return lenient
+
+
+@pytest.mark.parametrize("dtype", C.PROMOTION_DTYPES)
+def test_integer_and_bool_inputs_promote_as_jax(dtype):
+    """Each function's result for integer input is JAX's, dtype and value (hard_tanh and identity keep
+    integers, uint8 negates with wrap-around before log_sigmoid and log1mexp, int64 gives float64 as
+    under JAX's x64). Where JAX raises (its sigmoid, and so silu and glu, reject integers), Ember takes
+    the default float, as its sigmoid always has."""
+    lenient = _check_promotion("promotion", dtype)
     assert {"sigmoid", "silu", "swish"} <= set(lenient)
-    assert nn.silu(x).dtype == np.dtype(np.float64 if dtype == "int64" else np.float32)
+    assert nn.silu(np.array([1, 2], dtype)).dtype == np.dtype(np.float64 if dtype == "int64" else np.float32)
+
+
+@pytest.mark.parametrize("dtype", C.PROMOTION_X64_DTYPES)
+def test_integer_inputs_in_64_bit_mode_as_jax(dtype):
+    """In 64-bit mode int32 still becomes float32 where JAX promotes it alone (softplus, the softmax
+    family), but float64 where a Python float meets it (relu6, elu, leaky_relu); one_hot's default
+    dtype is float64."""
+    with ember.enable_x64():
+        # squareplus(bool): JAX squares a bool to int32 (then + 4 stays int32: float32); ember.numpy's
+        # square keeps bool (+ 4 gives int64: float64)
+        _check_promotion("promotion_x64", dtype, skip=("squareplus",) if dtype == "bool" else ())
+        assert_like(nn.one_hot(np.array([0, 2], np.int32), 3), C.decode(C.recorded()["promotion_x64"]["one_hot"]), 0)
 
 
 def test_parameters_broadcast_as_arrays():

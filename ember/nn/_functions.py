@@ -24,12 +24,12 @@ def default_float() -> np.dtype:
 
 
 def as_float(x):
-    """`x` as an array of a float dtype, as JAX's promote_args_inexact: integers and bools take the
-    default float, 64-bit integers float64 (Ember keeps 64-bit inputs)."""
+    """`x` as an array of a float dtype, as JAX's promote_args_inexact: bools and integers up to 32 bits
+    become float32 (in 64-bit mode too), 64-bit integers float64 (Ember keeps 64-bit inputs)."""
     x = jnp.asarray(x)
     if x.dtype.kind == "f":
         return x
-    return jnp.asarray(x, jnp.float64 if x.dtype.itemsize == 8 else default_float())
+    return jnp.asarray(x, jnp.float64 if x.dtype.itemsize == 8 else jnp.float32)
 
 
 def masked(x, where, fill):
@@ -86,7 +86,7 @@ def hard_tanh(x):
 
 def softplus(x):
     """log(1 + exp(x)), as logaddexp(x, 0) so that it neither overflows nor loses small values."""
-    return jnp.logaddexp(as_float(x), 0)
+    return jnp.logaddexp(x, 0)
 
 
 def log_sigmoid(x):
@@ -105,7 +105,7 @@ swish = silu
 
 def mish(x):
     """x * tanh(softplus(x))."""
-    x = as_float(x)
+    x = jnp.asarray(x)
     return jnp.multiply(x, jnp.tanh(softplus(x)))
 
 

@@ -106,6 +106,8 @@ ONE_HOT = {
 PROMOTION_NAMES = [*ELEMENTWISE, "softmax", "log_softmax", "logsumexp", "logmeanexp", "standardize"]
 PROMOTION_DTYPES = ("int32", "uint8", "bool", "int64")
 PROMOTION_INPUT = [0, 1, 1, 0]
+# In 64-bit mode (jax_enable_x64): int32 and bool inputs, and one_hot's default dtype.
+PROMOTION_X64_DTYPES = ("int32", "bool")
 
 
 def encode(a) -> dict:
@@ -122,3 +124,58 @@ def decode(d: dict) -> np.ndarray:
 def recorded() -> dict:
     """JAX's answers, as tests/nn/record_jax.py wrote them."""
     return json.loads(VALUES.read_text())
+
+
+# --- initializers ---------------------------------------------------------------------------------
+# id -> (builder, its keyword arguments, shape, dtype or None (the default), seed, "raw" or "typed" key):
+# init = nn.initializers.<builder>(**kwargs); init(key(seed), shape[, dtype]).
+INITIALIZERS = {
+    "zeros": ("zeros", None, (2, 3), None, 0, "raw"),
+    "ones-f64": ("ones", None, (3,), "float64", 0, "raw"),
+    "constant": ("constant", {"value": -7.0}, (2, 3), None, 0, "raw"),
+    "constant-int32": ("constant", {"value": 3, "dtype": "int32"}, (2,), None, 0, "raw"),
+    "uniform": ("uniform", {"scale": 10.0}, (2, 3), None, 42, "raw"),
+    "normal": ("normal", {"stddev": 10.0}, (2, 3), None, 42, "typed"),
+    "normal-f64": ("normal", {}, (4,), "float64", 1, "raw"),
+    "truncated_normal": ("truncated_normal", {"stddev": 10.0, "lower": -1.0, "upper": 3.0}, (2, 3), None, 42,
+                         "raw"),
+    "glorot_uniform": ("glorot_uniform", {}, (2, 3), None, 42, "raw"),
+    "glorot_normal": ("glorot_normal", {}, (2, 3), None, 42, "raw"),
+    "lecun_uniform": ("lecun_uniform", {}, (3, 4), None, 7, "typed"),
+    "lecun_normal": ("lecun_normal", {}, (3, 4), None, 7, "raw"),
+    "he_uniform-conv": ("he_uniform", {}, (3, 3, 2, 4), None, 5, "raw"),
+    "he_normal-conv": ("he_normal", {}, (3, 3, 2, 4), None, 5, "raw"),
+    "he_normal-f64": ("he_normal", {}, (4, 3), "float64", 9, "raw"),
+    "scaling-fan_out-normal-axes": ("variance_scaling", {"scale": 0.5, "mode": "fan_out", "distribution": "normal",
+                                                         "in_axis": 0, "out_axis": (1, 2)}, (3, 2, 2), None, 3, "raw"),
+    "scaling-fan_geo_avg-uniform-batch": ("variance_scaling", {"scale": 2.0, "mode": "fan_geo_avg",
+                                                               "distribution": "uniform", "batch_axis": 0},
+                                          (2, 3, 5), None, 11, "raw"),
+    "orthogonal-square": ("orthogonal", {}, (4, 4), None, 0, "raw"),
+    "orthogonal-wide": ("orthogonal", {"scale": 2.0}, (3, 5), None, 1, "raw"),
+    "orthogonal-tall": ("orthogonal", {}, (6, 3), None, 2, "typed"),
+    "orthogonal-conv-column0": ("orthogonal", {"column_axis": 0}, (3, 2, 4), None, 3, "raw"),
+    "orthogonal-f64": ("orthogonal", {}, (5, 5), "float64", 4, "raw"),
+    "orthogonal-empty": ("orthogonal", {}, (0, 3), None, 0, "raw"),
+    "delta_orthogonal-3d": ("delta_orthogonal", {}, (3, 2, 3), None, 5, "raw"),
+    "delta_orthogonal-4d": ("delta_orthogonal", {"scale": 0.5}, (3, 2, 3, 3), None, 6, "raw"),
+    "delta_orthogonal-5d": ("delta_orthogonal", {}, (3, 1, 2, 2, 2), None, 7, "raw"),
+}
+
+
+def make_initializer(module, cid: str):
+    """The initializer of case `cid` built from `module` (ember.nn.initializers or JAX's), and its
+    call's arguments after the key: (shape,) or (shape, dtype)."""
+    builder, kwargs, shape, dtype, _, _ = INITIALIZERS[cid]
+    fn = getattr(module, builder)
+    init = fn if kwargs is None else fn(**kwargs)
+    return init, (shape,) if dtype is None else (shape, np.dtype(dtype))
+
+
+def make_key(random, cid: str):
+    """Case `cid`'s key from `random` (ember.random or jax.random)."""
+    *_, seed, kind = INITIALIZERS[cid]
+    return random.PRNGKey(seed) if kind == "raw" else random.key(seed)
+
+# Recorded in 64-bit mode too, where the default dtype is float64.
+INITIALIZERS_X64 = ("zeros", "glorot_uniform", "he_normal-conv", "orthogonal-square")

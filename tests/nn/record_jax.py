@@ -1,6 +1,7 @@
 """Record jax.nn's answers for the cases of tests/nn/cases.py in tests/nn/jax_values.json: values and
 gradients of the activations on the kink grid (float32 and float64), the reductions and their gradients,
-one_hot, the result dtypes of integer inputs and jax.nn's public names. The suite reads the file; JAX
+one_hot, the result dtypes of integer inputs, jax.nn's public names, and what jax.nn.initializers
+create from fixed keys. The suite reads the file; JAX
 is needed only to run this again:
 
     python -m tests.nn.record_jax
@@ -60,23 +61,38 @@ def one_hot() -> dict:
     return out
 
 
-def promotion() -> dict:
-    """name/dtype -> JAX's result (None where JAX raises a TypeError for that dtype)."""
+def promotion(x64: bool = False) -> dict:
+    """name/dtype -> JAX's result (None where JAX raises a TypeError for that dtype); in 64-bit mode
+    with `x64`, and one_hot's default dtype there."""
     out = {}
-    for dtype in C.PROMOTION_DTYPES:
+    for dtype in C.PROMOTION_X64_DTYPES if x64 else C.PROMOTION_DTYPES:
         x = np.array(C.PROMOTION_INPUT, dtype)
         for name in C.PROMOTION_NAMES:
-            with jax.enable_x64(dtype == "int64"):
+            with jax.enable_x64(x64 or dtype == "int64"):
                 try:
                     out[f"{name}/{dtype}"] = C.encode(getattr(jax.nn, name)(x))
                 except TypeError:
                     out[f"{name}/{dtype}"] = None
+    if x64:
+        with jax.enable_x64(True):
+            out["one_hot"] = C.encode(jax.nn.one_hot(np.array([0, 2], np.int32), 3))
+    return out
+
+
+def initializers(x64: bool = False) -> dict:
+    out = {}
+    for cid in C.INITIALIZERS_X64 if x64 else C.INITIALIZERS:
+        init, args = C.make_initializer(jax.nn.initializers, cid)
+        with jax.enable_x64(x64 or C.INITIALIZERS[cid][3] == "float64"):
+            out[cid] = C.encode(init(C.make_key(jax.random, cid), *args))
     return out
 
 
 def main() -> None:
     values = {"jax_version": jax.__version__, "elementwise": elementwise(), "reductions": reductions(),
               "one_hot": one_hot(), "promotion": promotion(),
+              "promotion_x64": promotion(x64=True), "initializers": initializers(),
+              "initializers_x64": initializers(x64=True),
               "names": sorted(n for n in dir(jax.nn) if not n.startswith("_"))}
     C.VALUES.write_text(json.dumps(values, separators=(",", ":")) + "\n")
     print(f"wrote {C.VALUES} ({C.VALUES.stat().st_size} bytes) with JAX {jax.__version__}")
