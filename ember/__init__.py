@@ -77,6 +77,28 @@ _JAX_ONLY: dict[str, str] = {
     "image": "not available", "ops": "not available", "experimental": "not available",
     "sharding": "ember does not shard across devices", "profiler": "not available",
     "named_call": "not needed: graphs record each node's source line", "export": "use Lowered.dump",
+    # JAX 0.10.2's other top-level names that ported code reaches for (ember/jax_names.py lists them all)
+    "ShapeDtypeStruct": "trace with arrays of that shape and dtype (ember.make_graph(f)(*args) gives the avals)",
+    "clear_caches": "call clear_cache() on each ember.jit function",
+    "custom_gradient": "use ember.custom_vjp",
+    "linear_transpose": "use ember.vjp of the linear function",
+    "closure_convert": "pass the closed-over arrays to the function as arguments",
+    "named_scope": "not needed: graphs record each node's source line",
+    "typeof": "read x.shape and x.dtype",
+    "device_count": "ember runs on one device, the default backend's",
+    "local_device_count": "ember runs on one device, the default backend's",
+    "local_devices": "ember runs on the default backend; see ember.available_backends()",
+    "default_device": "pick the backend with jit(..., backend=...) or EMBER_BACKEND",
+    "Device": "ember names backends, not devices; see ember.available_backends()",
+    "process_count": "ember runs in one process", "process_index": "ember runs in one process",
+    "make_mesh": "ember does not shard across devices", "NamedSharding": "ember does not shard across devices",
+    "float0": "grad takes float inputs only, so no float0 cotangents arise",
+    "checking_leaks": "ember raises TracerEscapeError whenever a traced value outlives its trace",
+    "debug_nans": "use ember.config.update('ember_debug_nans', True)",
+    "debug_infs": "use ember.config.update('ember_debug_infs', True)",
+    "custom_batching": "ember has no custom batching rules for user functions; ember.vmap batches the primitives",
+    "dlpack": "arrays are NumPy arrays: np.from_dlpack takes them", "ffi": "not available",
+    "print_environment_info": "print ember.__version__ and ember.available_backends()",
 }
 
 

@@ -143,25 +143,38 @@ class GraphError(EmberError, AssertionError):
     """A graph broke an IR invariant (found by Graph.verify)."""
 
 
-def missing_attribute(module: str, name: str, namespace, fallback=None) -> AttributeError:
-    """The AttributeError for a name a submodule of ember lacks: what is missing, the closest names it
-    has, and the NumPy (or JAX) function to fall back on, as `ember.__getattr__` does for JAX names."""
+def missing_attribute(module: str, name: str, namespace, fallback=None, hints: dict[str, str] | None = None,
+                      jax_module: str | None = None) -> AttributeError:
+    """The AttributeError for a name a submodule of ember lacks: whether JAX has it (in `jax_module`, by
+    default the JAX module of the same name: ember.numpy -> jax.numpy), what to use instead (`hints`,
+    name -> text; by default the module's table in ember/jax_names.py), the closest names the module
+    has, and the NumPy function to fall back on outside traced code (`fallback`: (name, module))."""
     if name.startswith("__"):  # protocol probes (hasattr(m, "__wrapped__")): the plain error, no search
         return AttributeError(f"module {module!r} has no attribute {name!r}")
     import difflib
 
+    from ember.jax_names import HINTS, JAX_NAMES, JAX_VERSION
+
+    hints = HINTS.get(module, {}) if hints is None else hints
+    jax_module = jax_module or "jax" + module[len("ember"):]
+    in_jax = name in JAX_NAMES.get(jax_module, ())
+    in_fallback = fallback is not None and hasattr(fallback[1], name)
+    if in_jax:
+        text = f"{module}.{name} is not implemented in Ember yet (JAX {JAX_VERSION} has {jax_module}.{name})"
+    elif in_fallback:
+        text = f"{module}.{name} is not implemented in Ember yet ({jax_module} has no {name} either)"
+    else:
+        others = dict.fromkeys([jax_module] + ([fallback[0]] if fallback is not None else []))
+        text = f"module {module!r} has no attribute {name!r} (nor has {' or '.join(others)})"
+    if name in hints:
+        text += f"; {hints[name]}"
     public = [k for k, v in namespace.items() if not k.startswith("_") and type(v).__name__ != "module"]
     close = difflib.get_close_matches(name, public, n=3, cutoff=0.6)
-    known = fallback is None or hasattr(fallback[1], name)
-    text = (f"{module}.{name} is not implemented in Ember yet" if known else
-            f"module {module!r} has no attribute {name!r} (nor has {fallback[0]})")
     if close:
         text += "; the closest names it has: " + ", ".join(f"{module}.{c}" for c in close)
-    if fallback is not None:
-        mod_name, mod = fallback
-        if hasattr(mod, name):
-            text += (f". Outside traced functions {mod_name}.{name} works on the arrays Ember returns (they are "
-                     "NumPy arrays); inside jit/grad/vmap, build it from the ember.numpy functions that exist")
+    if in_fallback:
+        text += (f". Outside traced functions {fallback[0]}.{name} works on the arrays Ember returns (they are "
+                 "NumPy arrays); inside jit/grad/vmap, build it from the ember.numpy functions that exist")
     return AttributeError(text)
 
 

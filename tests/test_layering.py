@@ -16,6 +16,7 @@ LAYERS = {"tree": 0, "tree_util": 0, "errors": 0, "config": 0, "naming": 0, "tra
           "scipy": 2, "passes": 2, "backends": 3, "viz": 3, "api": 4, "ad_checkpoint": 4, "nn": 5}
 TOP = 6  # ember/__init__.py, ember.demo, ember.cache and anything importing `ember` itself
 TOP_MODULES = {"ember", "ember.demo", "ember.cache", "ember.dask"}  # ember.cache: a command; ember.dask: imports Dask
+LAYERS["jax_names"] = 0  # JAX's recorded public names, read by errors.missing_attribute: at the bottom too
 NAMES = {0: "tree/errors/config", 1: "tracer", 2: "numpy/passes", 3: "backends/viz", 4: "api", 5: "nn",
          6: "ember (top)"}
 PUBLIC_FOR_NN = ("ember.numpy", "ember.scipy", "ember.api", "ember.tree", "ember.errors", "ember.lax",

@@ -37,7 +37,7 @@ from ember.passes.autodiff import differentiable_outputs, grad_graph, split_forw
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.trace import Tracer, eval_graph, is_tracing
-from ember.tree import register_pytree_node, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
+from ember.tree import register_pytree_node, tree_flatten, tree_flatten_with_keystr, tree_map, tree_unflatten
 
 
 class ArgnumsError(TransformError, TypeError):
@@ -79,7 +79,7 @@ def _differentiate(transform, graph, mask):
 
 def _active_mask(args: tuple, kwargs: dict, nums: Sequence[int], name: str, what: str) -> list[bool]:
     """One flag per leaf of (args, kwargs): True for the leaves of the differentiated arguments."""
-    with_paths = tree_flatten_with_path((args, kwargs))[0]
+    with_paths = tree_flatten_with_keystr((args, kwargs))[0]
     avals = leaf_avals([leaf for _, leaf in with_paths], (args, kwargs))  # raises on non-array leaves
     mask = []
     for (path, _), aval in zip(with_paths, avals):

@@ -37,7 +37,7 @@ from ember.errors import (
 from ember.passes import control_flow  # noqa: F401  (registers the VJP and batching rules of cond, while, scan)
 from ember.passes.vmap import vmap_graph
 from ember.tracer.trace import is_tracing
-from ember.tree import broadcast_prefix, tree_flatten, tree_flatten_with_path, tree_unflatten
+from ember.tree import broadcast_prefix, tree_flatten, tree_flatten_with_keystr, tree_unflatten
 
 
 def _in_axes_per_leaf(in_axes, args: tuple, kwargs: dict, name: str) -> list:
@@ -135,7 +135,7 @@ class _Vmapped(Transformed):
                 return super().__call__(*args, **kwargs)
             axes = _in_axes_per_leaf(self._in_axes, args, kwargs, fun_name(self.__wrapped__))
             static = {i: x for i, (x, ax) in enumerate(zip(leaves, axes)) if _is_static(x, ax)}
-            paths = [p for p, _ in tree_flatten_with_path((args, kwargs))[0]]
+            paths = [p for p, _ in tree_flatten_with_keystr((args, kwargs))[0]]
             _reject_unmappable([(p, x, ax) for i, (p, x, ax) in enumerate(zip(paths, leaves, axes)) if i not in static])
             if not static:
                 return super().__call__(*args, **kwargs)
@@ -171,7 +171,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> 
 
     def impl(*args, **kwargs):
         axes = _in_axes_per_leaf(in_axes, args, kwargs, name)
-        leaves_paths, in_tree = tree_flatten_with_path((args, kwargs))
+        leaves_paths, in_tree = tree_flatten_with_keystr((args, kwargs))
         static = {i: leaf for i, ((_, leaf), ax) in enumerate(zip(leaves_paths, axes)) if _is_static(leaf, ax)}
         dyn = [(path, leaf, ax) for i, ((path, leaf), ax) in enumerate(zip(leaves_paths, axes)) if i not in static]
         _reject_unmappable(dyn)

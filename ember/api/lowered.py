@@ -22,7 +22,7 @@ from ember.errors import ArgumentError, ArgumentValueError, user_location
 from ember.passes.stages import Stage
 from ember.tracer import dtypes
 from ember.tracer.ir import Graph
-from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_path, tree_unflatten
+from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_keystr, tree_unflatten
 
 if TYPE_CHECKING:
     import networkx
@@ -286,7 +286,7 @@ class Compiled:
         """`out` flattened and checked (ember/backends/outputs.py) against the outputs and arguments."""
         low = self.lowered
         if self._out_names is None:
-            paths = tree_flatten_with_path(tree_unflatten(low.out_tree, [0] * low.out_tree.num_leaves))[0]
+            paths = tree_flatten_with_keystr(tree_unflatten(low.out_tree, [0] * low.out_tree.num_leaves))[0]
             self._out_names = [f"out{p}" for p, _ in paths]
         if self._single and (isinstance(out, np.ndarray) or type(out) in DEVICE_TYPES):
             flat = [out]

@@ -26,7 +26,7 @@ from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph
 from ember.tracer.prims.util import PY_SCALARS as _PY_SCALARS
 from ember.tracer.trace import Tracer, current_builder, eval_graph, is_tracing, new_builder
-from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_path, tree_unflatten
+from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_keystr, tree_unflatten
 
 # Leaves a call can pass straight to an executable (no pytree or conversion work).
 ARRAY_LEAF_TYPES = (np.ndarray, np.generic, bool, int, float)
@@ -100,7 +100,7 @@ def leaf_avals(leaves: Sequence, tree_for_paths, what: str = "argument") -> list
         except (DTypeError, ArgumentValueError) as e:
             a = e
         if a is None or isinstance(a, Exception):
-            bad = next(p for p, leaf in tree_flatten_with_path(tree_for_paths)[0] if leaf is x)
+            bad = next(p for p, leaf in tree_flatten_with_keystr(tree_for_paths)[0] if leaf is x)
             if isinstance(a, Exception):
                 where = arg_name(bad) if what == "argument" else f"{what} {bad or '(top level)'}"
                 cls = ArgumentValueError if isinstance(a, ArgumentValueError) else ArgumentError
@@ -133,7 +133,7 @@ def input_names(fun: Callable, args: tuple, kwargs: dict) -> list[str]:
     positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     star = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
     names = []
-    for path, _ in tree_flatten_with_path((args, kwargs))[0]:
+    for path, _ in tree_flatten_with_keystr((args, kwargs))[0]:
         m = re.match(r"\[([01])\]\[([^\]]+)\](.*)", path)
         if m is None:
             names.append(arg_name(path))
@@ -160,7 +160,7 @@ def flatten_outputs(out, name: str) -> tuple[list, PyTreeDef]:
     leaves, treedef = tree_flatten(out)
     for x in leaves:
         if not isinstance(x, (Tracer, np.ndarray, np.generic) + _PY_SCALARS):
-            bad = next(p for p, leaf in tree_flatten_with_path(out)[0] if leaf is x)
+            bad = next(p for p, leaf in tree_flatten_with_keystr(out)[0] if leaf is x)
             raise ArgumentError(f"function {name} returned a value of type {type(x).__name__} at output "
                                 f"{bad or '(top level)'}; ember functions must return arrays, scalars or pytrees "
                                 "of them", user_location())

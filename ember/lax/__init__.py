@@ -4,8 +4,9 @@ Unlike `ember.numpy`, nothing is promoted: operands share a dtype (a Python scal
 operand's), transcendental functions take floats only, and shapes are equal or 0-d. Each function binds
 one primitive (`round`, `square`, `reciprocal` and `integer_pow` compose two or three), so it traces,
 differentiates, batches and compiles as the primitive does. Control flow (`cond`, `switch`, `while_loop`,
-`fori_loop`, `scan`, `map`, `select_n`) is in `ember/lax/control.py`; lax's structured ops that are not
-here yet raise an AttributeError saying so.
+`fori_loop`, `scan`, `map`, `select_n`) is in `ember/lax/control.py`; layout, slicing, reductions and
+contractions in `layout.py`, `slicing.py` and `reductions.py`. A lax name that is not here raises an
+AttributeError saying whether jax.lax has it and what to use instead.
 """
 
 from __future__ import annotations
@@ -14,8 +15,55 @@ import enum
 
 import numpy as _np
 
+from ember.errors import ShapeError as _ShapeError
 from ember.errors import missing_attribute as _missing_attribute
+from ember.errors import user_location as _user_location
 from ember.lax.control import cond, fori_loop, map, scan, select_n, switch, while_loop
+from ember.lax.layout import as_operand as _as_operand
+from ember.lax.layout import (
+    broadcast,
+    broadcast_in_dim,
+    broadcast_shapes,
+    broadcast_to_rank,
+    broadcasted_iota,
+    collapse,
+    concatenate,
+    expand_dims,
+    full,
+    full_like,
+    iota,
+    pad,
+    reshape,
+    rev,
+    squeeze,
+    transpose,
+)
+from ember.lax.layout import same_dtypes as _same_dtypes
+from ember.lax.reductions import (
+    argmax,
+    argmin,
+    batch_matmul,
+    dot,
+    dot_general,
+    reduce_and,
+    reduce_max,
+    reduce_min,
+    reduce_or,
+    reduce_prod,
+    reduce_sum,
+)
+from ember.lax.slicing import (
+    dynamic_index_in_dim,
+    dynamic_slice,
+    dynamic_slice_in_dim,
+    dynamic_update_index_in_dim,
+    dynamic_update_slice,
+    dynamic_update_slice_in_dim,
+    index_in_dim,
+    slice,
+    slice_in_dim,
+    split,
+)
 from ember.naming import publish as _publish
 from ember.tracer import prims as _P
 
@@ -32,6 +80,9 @@ add, sub, mul, div, rem, pow = _P.add, _P.sub, _P.mul, _P.div, _P.rem, _P.pow
 max, min = _P.maximum, _P.minimum
 eq, ne, lt, le, gt, ge = _P.eq, _P.ne, _P.lt, _P.le, _P.gt, _P.ge
 bitwise_and, bitwise_or, bitwise_not = _P.and_, _P.or_, _P.not_
+bitwise_xor, population_count, clz = _P.xor, _P.population_count, _P.clz
+shift_left, shift_right_logical = _P.shift_left, _P.shift_right_logical
+shift_right_arithmetic, bitcast_convert_type = _P.shift_right_arithmetic, _P.bitcast_convert_type
 select, stop_gradient = _P.select, _P.stop_gradient
 
 
@@ -87,10 +138,21 @@ def _dtype_of(x) -> _np.dtype:
     return _np.dtype(dt) if dt is not None else _np.asarray(x).dtype
 
 
-# lax's structured ops not in ember yet
-_NOT_YET = frozenset({"associative_scan", "custom_linear_solve", "custom_root", "sort", "top_k", "cumsum",
-                      "cumprod", "cummax", "cummin", "reduce", "reduce_window", "conv", "conv_general_dilated",
-                      "dynamic_slice", "dynamic_update_slice", "fft"})
+def clamp(min, x, max):
+    """`x` limited to [min, max] elementwise; the bounds are scalars or of x's shape, all of one dtype. As
+    lax.clamp's, the gradient reaches x strictly inside the bounds and a bound where x is strictly beyond
+    it: a tie gives none (ember.numpy.clip splits it instead, as jnp.clip)."""
+    lo, x, hi = _as_operand(min), _as_operand(x), _as_operand(max)
+    _same_dtypes("clamp", lo, x, hi)
+    shape = _np.shape(x)
+    for name, bound in (("min", lo), ("max", hi)):
+        if _np.shape(bound) not in ((), shape):
+            raise _ShapeError(f"lax.clamp requires {name}.shape == operand.shape or {name}.shape == (), got "
+                              f"{name}.shape={_np.shape(bound)}, operand.shape={shape}", _user_location())
+    inside = _P.and_(_P.gt(x, lo), _P.lt(x, hi))
+    held = _P.select(inside, x, _P.stop_gradient(x))
+    return _P.select(_P.gt(x, hi), hi, _P.select(_P.lt(x, lo), lo, held))
+
 
 __all__ = [
     "exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "abs", "sign", "floor",
@@ -98,7 +160,19 @@ __all__ = [
     "atanh", "cbrt", "exp2", "nextafter", "erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "zeta",
     "add", "sub", "mul", "div", "rem", "pow", "max", "min", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and",
     "bitwise_or", "bitwise_not", "select", "stop_gradient", "convert_element_type", "square", "reciprocal",
+    "bitwise_xor", "shift_left", "shift_right_logical", "shift_right_arithmetic", "population_count", "clz",
+    "bitcast_convert_type",
     "integer_pow", "RoundingMethod", "cond", "switch", "while_loop", "fori_loop", "scan", "map", "select_n",
+]
+
+# lax's layout, slicing, reduction and contraction ops (ember/lax/layout.py, slicing.py, reductions.py)
+__all__ += [
+    "broadcast", "broadcast_in_dim", "broadcast_shapes", "broadcast_to_rank", "broadcasted_iota", "collapse",
+    "concatenate", "expand_dims", "full", "full_like", "iota", "pad", "reshape", "rev", "squeeze", "transpose",
+    "argmax", "argmin", "batch_matmul", "dot", "dot_general", "reduce_and", "reduce_max", "reduce_min",
+    "reduce_or", "reduce_prod", "reduce_sum", "dynamic_index_in_dim", "dynamic_slice", "dynamic_slice_in_dim",
+    "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim", "index_in_dim",
+    "slice", "slice_in_dim", "split", "clamp",
 ]
 
 
@@ -106,8 +180,6 @@ _publish(globals(), __name__, __all__)
 
 
 def __getattr__(name: str):
-    """Say that one of lax's structured ops is not implemented yet, or which names are closest."""
-    if name in _NOT_YET:
-        raise AttributeError(f"ember.lax.{name} is not implemented yet; write it with ember.numpy, or with "
-                             "ember.lax.scan / fori_loop where it is a loop")
+    """Say whether jax.lax has a name Ember lacks, what to use instead (ember/jax_names.py) and which
+    names are closest."""
     raise _missing_attribute("ember.lax", name, globals())

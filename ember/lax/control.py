@@ -18,7 +18,7 @@ from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph
 from ember.tracer.trace import Tracer, new_builder
-from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_path, tree_unflatten
+from ember.tree import PyTreeDef, tree_flatten, tree_flatten_with_keystr, tree_unflatten
 
 
 def _aval(x, what: str) -> ShapedArray:
@@ -64,7 +64,7 @@ def _check_carry(what: str, init, in_avals, out_avals, in_tree: PyTreeDef, out_t
     if in_tree != out_tree:
         raise ShapeError(f"{what} must return the carry with the structure it was given: the input carry is "
                          f"{in_tree}, the returned carry {out_tree}", user_location())
-    paths = [p for p, _ in tree_flatten_with_path(init)[0]]
+    paths = [p for p, _ in tree_flatten_with_keystr(init)[0]]
     promote = {}
     for k, (path, a, b) in enumerate(zip(paths, in_avals, out_avals)):
         if a.shape != b.shape or (a.dtype != b.dtype and not a.weak_type):
@@ -257,7 +257,7 @@ def _check_branch(k: int, n: int, tree, first_tree, g: Graph, first: Graph) -> N
     if tree != first_tree:
         raise ShapeError(f"{base} and {name} output must have same type structure, got {first_tree} and {tree}",
                          user_location())
-    paths = [p for p, _ in tree_flatten_with_path(tree_unflatten(tree, [0] * tree.num_leaves))[0]]
+    paths = [p for p, _ in tree_flatten_with_keystr(tree_unflatten(tree, [0] * tree.num_leaves))[0]]
     for path, a, b in zip(paths, first.out_avals, g.out_avals):
         if not a.same_type(b):
             raise ShapeError(f"{base} and {name} output must have identical types: output{path} is "

@@ -72,6 +72,9 @@ greater = _binary(P.gt, "greater")
 greater_equal = _binary(P.ge, "greater_equal")
 bitwise_and = _binary(P.and_, "bitwise_and")
 bitwise_or = _binary(P.or_, "bitwise_or")
+bitwise_xor = _binary(P.xor, "bitwise_xor")
+left_shift = bitwise_left_shift = _binary(P.shift_left, "left_shift")
+invert = bitwise_not = bitwise_invert = _unary(P.not_, "invert")
 nextafter = _binary(P.nextafter, "nextafter", True)
 copysign = _binary(P.copysign, "copysign", True)
 logaddexp = _binary(P.logaddexp, "logaddexp", True)
@@ -182,6 +185,31 @@ def logical_or(x1, x2):
 
 def logical_xor(x1, x2):
     return elementwise(P.ne, "logical_xor", _to_bool(x1), _to_bool(x2))
+
+
+def _shift_right(x1, x2):
+    """Arithmetic for signed operands, logical for unsigned ones (both operands share a dtype here)."""
+    signed = dtype_weak(x1)[0].kind == "i"
+    return (P.shift_right_arithmetic if signed else P.shift_right_logical)(x1, x2)
+
+
+def right_shift(x1, x2):
+    """x1's bits shifted right by x2 (sign bits shifted in for signed x1), as numpy.right_shift; an
+    amount outside [0, bits) gives 0 or -1 (the sign fill), as jax.numpy."""
+    return elementwise(_shift_right, "right_shift", x1, x2)
+
+
+bitwise_right_shift = right_shift
+
+
+def bitwise_count(x):
+    """The 1 bits of |x|, as uint8, as numpy.bitwise_count (jax.numpy's too)."""
+    def count(v):
+        if dtype_weak(v)[0].kind == "i":
+            v = P.abs(v)
+        return P.convert_element_type(P.population_count(v), np.uint8)
+
+    return elementwise(count, "bitwise_count", x)
 
 
 def _to_bool(x):

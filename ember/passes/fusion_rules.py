@@ -27,7 +27,7 @@ FUSIBLE_KINDS = frozenset({"elementwise", "layout", "reduction", "contraction"})
 FUSIBLE_INDEXING = frozenset({P.gather_p})  # an indexed load; scatters write and stay their own nodes
 MAX_INPUTS = 32  # arrays one kernel reads
 MAX_REDUCTIONS = 4  # reduces one kernel accumulates
-MAX_NODES = 64  # nodes in one kernel (and what one legality check costs)
+MAX_NODES = 256  # nodes in one kernel (and what one legality check costs): a Threefry-2x32 hash is ~120
 
 Reason = tuple[str, str]  # (rule, message)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ember.errors import missing_attribute as _missing_attribute
 from ember.numpy.util import elementwise
 from ember.tracer import dtypes
 from ember.tracer import prims as P
@@ -61,3 +62,15 @@ def expit(x):
 
 
 __all__ = ["erf", "erfc", "erfinv", "gammaln", "digamma", "polygamma", "zeta", "expit"]
+
+
+def __getattr__(name: str):
+    """Say whether jax.scipy.special has a name Ember lacks, what to use instead, the closest names, and
+    whether scipy.special's function serves outside traced code. SciPy is imported only here, for a
+    name that is not a protocol probe (`from ... import` looks up __path__), so importing ember stays free
+    of it."""
+    if name.startswith("__"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import scipy.special
+
+    raise _missing_attribute("ember.scipy.special", name, globals(), ("scipy.special", scipy.special))

@@ -12,7 +12,10 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember.tree import (
+    DictKey,
+    FlattenedIndexKey,
     broadcast_prefix,
+    keystr,
     register_pytree_node,
     tree_flatten,
     tree_flatten_with_path,
@@ -129,15 +132,20 @@ def test_tree_map_several_trees():
     assert tree_map(lambda x: x * 2, Pair(1, [2])) == Pair(2, [4])
 
 
-@pytest.mark.parametrize("other", [(1, [2]), [1, 2], (1, 2, 3), {"a": 1}])
+@pytest.mark.parametrize("other", [[1, 2], (1, 2, 3), {"a": 1}, (1, {"a": 2})])
 def test_tree_map_structure_mismatch(other):
     with pytest.raises(ValueError, match="structures differ"):
-        tree_map(lambda x, y: x + y, (1, 2), other)
+        tree_map(lambda x, y: x + y, (1, {"b": 2}), other)
+
+
+def test_tree_map_takes_deeper_trees_whole_at_the_first_trees_leaves():
+    """As JAX: the other trees have the first one's structure down to its leaves, not below."""
+    assert tree_map(lambda x, y: (x, y), (1, 2), (1, [2, 3])) == ((1, 1), (2, [2, 3]))
 
 
 def test_tree_flatten_with_path():
     tree = {"params": [Layer(1, 2), (3,)], "d": Dense(4, 5), "o": OrderedDict(k=6), "n": None}
-    paths = [p for p, _ in tree_flatten_with_path(tree)[0]]
+    paths = [keystr(p) for p, _ in tree_flatten_with_path(tree)[0]]
     assert paths == ["['d'].w", "['d'].b", "['o']['k']", "['params'][0].w", "['params'][0].b", "['params'][1][0]"]
     leaves = [x for _, x in tree_flatten_with_path(tree)[0]]
     assert leaves == tree_leaves(tree)
@@ -145,7 +153,7 @@ def test_tree_flatten_with_path():
 
 def test_tree_flatten_with_path_registered_node():
     paths = [p for p, _ in tree_flatten_with_path(Pair(1, {"a": 2}))[0]]
-    assert len(paths) == 2 and paths[1].endswith("['a']") and paths[0] != paths[1]
+    assert paths == [(FlattenedIndexKey(0),), (FlattenedIndexKey(1), DictKey("a"))]  # as JAX keys them
 
 
 def test_broadcast_prefix():

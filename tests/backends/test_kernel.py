@@ -253,6 +253,14 @@ ONE_NODE = {
     "max": (P.maximum, _BIN), "min": (P.minimum, _BIN),
     "and": (P.and_, (((3,), "bool"), ((3,), "bool"))), "or": (P.or_, (((3,), I), ((3,), I))),
     "not": (P.not_, (((3,), "uint8"),)),
+    "xor": (P.xor, (((3,), "uint32"), ((3,), "uint32"))),
+    "shift_left": (P.shift_left, (((3,), "int8"), ((3,), "int8"))),
+    "shift_right_logical": (P.shift_right_logical, (((3,), "int16"), ((3,), "int16"))),
+    "shift_right_arithmetic": (P.shift_right_arithmetic, (((3,), "uint32"), ((3,), "uint32"))),
+    "population_count": (P.population_count, (((3,), "uint64"),)),
+    "clz": (P.clz, (((3,), "int8"),)),
+    # to the unsigned integer of the operand's width (the CUDA registry runs it at float16/32/64)
+    "bitcast_convert_type": (lambda x: P.bitcast_convert_type(x, f"u{x.dtype.itemsize}"), (((3,), F),)),
     **{name: (getattr(P, name), (((3, 4), F),)) for name in (
         "neg", "exp", "log", "log1p", "expm1", "tanh", "logistic", "sin", "cos", "sqrt", "rsqrt", "abs", "sign",
         "floor", "ceil", "round", "erf", "is_finite", "stop_gradient", "tan", "atan", "asin", "acos", "sinh",

@@ -84,6 +84,10 @@ def _unary_cases():
         Case("sign", jnp.sign, np.sign, (A((6,), "i32"),), note="int"),
         Case("isfinite", jnp.isfinite, np.isfinite, (A((2, 5), "f64", "special"),)),
         Case("abs", jnp.abs, np.abs, (A((3, 4), "f32", "special"),), grad=False, note="inf nan"),
+        *(Case(name, getattr(jnp, name), np.invert, (A((2, 3), dt),), note=dt)
+          for name in ("invert", "bitwise_not", "bitwise_invert") for dt in ("i32", "u8", "bool")),
+        *(Case("bitwise_count", jnp.bitwise_count, np.bitwise_count, (A((2, 3), dt),), note=dt)
+          for dt in ("i32", "i8", "u8")),
     ]
     return cases
 
@@ -114,6 +118,7 @@ BINARY = {
     "divmod": (np.divmod, "nonzero", True, ("i32", "u8")),
     "bitwise_and": (np.bitwise_and, None, False, ("i32", "bool", "u8")),
     "bitwise_or": (np.bitwise_or, None, False, ("i32", "bool", "i8")),
+    "bitwise_xor": (np.bitwise_xor, None, False, ("i32", "bool", "u8")),
 }
 
 PAIRS = [((), ()), ((4,), ()), ((), (4,)), ((2, 3), (3,)), ((2, 1, 4), (3, 1)), ((0,), (1,)), ((2, 3), (2, 3)),
@@ -140,8 +145,8 @@ def _binary_cases():
             if dt not in ("bool", "u8"):
                 cases.append(Case(name, fn, ref, (A((4,), dt), 3 if d2 != "int" else -3), note="weak int"))
                 cases.append(Case(name, fn, ref, (-7, A((2, 2), dt, d2)), note="weak int left"))
-        if name not in ("bitwise_and", "bitwise_or", "floor_divide", "remainder", "mod", "fmod", "divmod",
-                        "power"):
+        if name not in ("bitwise_and", "bitwise_or", "bitwise_xor", "floor_divide", "remainder", "mod", "fmod",
+                        "divmod", "power"):
             cases.append(Case(name, fn, ref, (A((2, 3), "i32"), A((3,), "f32", dom2)), note="int-float"))
             cases.append(Case(name, fn, ref, (A((4,), "i32"), 0.5), note="int with weak float"))
     cases += [
@@ -165,6 +170,11 @@ def _binary_cases():
         Case("power", jnp.power, np.power, (2.0, A((2, 3), "f32")), note="scalar base"),
         Case("multiply", jnp.multiply, np.multiply, (A((3,), "bool"), A((2, 3), "i32")), note="bool-int"),
         Case("add", jnp.add, np.add, (A((4,), "u8"), A((4,), "i8")), note="u8-i8"),
+        # shift amounts in [1, 5): beyond the width NumPy's result is the platform's (JAX's: 0 or the sign fill)
+        *(Case(name, getattr(jnp, name), getattr(np, name), (A((2, 3), dt), A((3,), dt2, "posint")), note=dt + dt2)
+          for name in ("left_shift", "right_shift", "bitwise_left_shift", "bitwise_right_shift")
+          for dt, dt2 in (("i32", "i32"), ("i8", "u8"), ("u8", "u8"))),
+        Case("right_shift", jnp.right_shift, np.right_shift, (A((5,), "i8"), 2), note="weak int amount"),
     ]
     return cases
 

@@ -207,7 +207,7 @@ static inline unsigned atomicMin(unsigned* a, unsigned v) { return ember_host_at
 static inline long long atomicMin(long long* a, long long v) { return ember_host_atomic_min(a, v); }
 static inline unsigned long long atomicMin(unsigned long long* a, unsigned long long v) { return ember_host_atomic_min(a, v); }
 
-// ---- bit casts and leading zeros ----
+// ---- bit casts, leading zeros and set bits ----
 
 static inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
 static inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
@@ -217,6 +217,8 @@ static inline long long __double_as_longlong(double x) { return std::bit_cast<lo
 static inline double __longlong_as_double(long long x) { return std::bit_cast<double>(x); }
 static inline int __clz(int x) { return std::countl_zero(unsigned(x)); }
 static inline int __clzll(long long x) { return std::countl_zero((unsigned long long)x); }
+static inline int __popc(unsigned x) { return std::popcount(x); }
+static inline int __popcll(unsigned long long x) { return std::popcount(x); }
 
 // ---- float16: stored as IEEE binary16 bits, converted in software ----
 

@@ -3,9 +3,10 @@
 Both give the kernel source the same names: `ember_half` (IEEE binary16 bits in an unsigned short),
 `ember_h2f`, `ember_f2h` and `ember_d2h` (round to nearest even, the double one directly, so never
 rounded twice), `ember_rh` (a float rounded to float16 and back: how each float16 op ends), CUDA's
-bit casts and `__clz`/`__clzll`, and <math.h> under its C names. On the device the bit casts, `__clz`
-and the math are CUDA built-ins; the conversions are the PTX `cvt` instructions, since the NVRTC wheel
-ships no cuda_fp16.h. On the host they are host.h's (software conversions, bit exact with NumPy).
+bit casts, `__clz`/`__clzll` and `__popc`/`__popcll`, and <math.h> under its C names. On the device
+the bit casts, the bit counts and the math are CUDA built-ins; the conversions are the PTX `cvt`
+instructions, since the NVRTC wheel ships no cuda_fp16.h. On the host they are host.h's (software
+conversions, bit exact with NumPy).
 """
 
 from __future__ import annotations

@@ -232,6 +232,65 @@ def _uint_sign(a, dt, out, params, need):
     return _cast(register_type(dt), f"{a[0]} != 0")
 
 
+# --- bits ------------------------------------------------------------------------------------------
+
+def _same_width(dt: np.dtype, kind: str) -> str:
+    """The C type of the signed ("i") or unsigned ("u") integer as wide as `dt`."""
+    return register_type(np.dtype(f"{kind}{dt.itemsize}"))
+
+
+def _in_range(y: str, dt: np.dtype) -> str:
+    """Whether a shift amount lies in [0, bits), read as unsigned (a negative one does not)."""
+    return f"(({_same_width(dt, 'u')}){y} < {8 * dt.itemsize})"
+
+
+def _shift_or_zero(op: str) -> Rule:
+    """<< or logical >> on the bits as unsigned (in the `_wide` type: no signed overflow, no sign
+    fill), 0 for an amount outside [0, bits) as lax (C leaves such shifts undefined)."""
+    def rule(a, dt, out, params, need):
+        x, y = a
+        u, w = _same_width(dt, "u"), _wide(dt)
+        return _cast(register_type(dt), f"{_in_range(y, dt)} ? ({w})({u}){x} {op} ({u}){y} : ({w})0")
+    return rule
+
+
+def _shift_right_arithmetic(a, dt, out, params, need):
+    """>> on the bits as signed by at most bits - 1: a larger or negative amount leaves the sign fill."""
+    x, y = a
+    amount = f"({_in_range(y, dt)} ? ({_same_width(dt, 'u')}){y} : {8 * dt.itemsize - 1})"
+    return _cast(register_type(dt), f"({_same_width(dt, 'i')}){x} >> {amount}")
+
+
+def _population_count(a, dt, out, params, need):
+    u = _same_width(dt, "u")
+    count = f"__popcll(({u}){a[0]})" if dt.itemsize == 8 else f"__popc((unsigned int)({u}){a[0]})"
+    return _cast(register_type(dt), count)
+
+
+def _clz(a, dt, out, params, need):
+    """CUDA counts over 32 or 64 bits: a narrower integer's count is less the bits it is widened by."""
+    u = _same_width(dt, "u")
+    if dt.itemsize == 8:
+        return _cast(register_type(dt), f"__clzll((long long)({u}){a[0]})")
+    return _cast(register_type(dt), f"__clz((int)({u}){a[0]}) - {32 - 8 * dt.itemsize}")
+
+
+# float <- bits and bits <- float, by width (float16 is held as float: its bits convert exactly)
+_FROM_BITS = {2: "ember_h2f((ember_half)({}))", 4: "__int_as_float((int)({}))",
+              8: "__longlong_as_double((long long)({}))"}
+_TO_BITS = {2: "ember_f2h({})", 4: "__float_as_int({})", 8: "__double_as_longlong({})"}
+
+
+def _bitcast(a, dt, out, params, need):
+    """The same bits as `out` (same width): integers convert (modulo 2**bits), floats by CUDA's casts."""
+    x = a[0]
+    if dt.kind == "f":
+        x = _TO_BITS[dt.itemsize].format(x)
+    if out.kind == "f":
+        return _FROM_BITS[out.itemsize].format(x)
+    return _cast(register_type(out), x)
+
+
 def _rsqrt(a, dt, out, params, need):
     """1 / sqrt(x), two correctly rounded ops as the reference (no approximate rsqrt); float16 rounds
     after each, as NumPy's float16 loops."""
@@ -301,6 +360,12 @@ OPS: dict[Primitive, Rule] = {
     P.not_p: _by_kind(i=lambda a, dt, *_: _cast(register_type(dt), f"~{a[0]}"),
                       u=lambda a, dt, *_: _cast(register_type(dt), f"~{a[0]}"),
                       b=lambda a, *_: f"(!{a[0]})"),
+    P.xor_p: _by_kind(i=_bitwise("^"), u=_bitwise("^"), b=_infix("!=")),
+    P.shift_left_p: _by_kind(i=_shift_or_zero("<<"), u=_shift_or_zero("<<")),
+    P.shift_right_logical_p: _by_kind(i=_shift_or_zero(">>"), u=_shift_or_zero(">>")),
+    P.shift_right_arithmetic_p: _by_kind(i=_shift_right_arithmetic, u=_shift_right_arithmetic),
+    P.population_count_p: _by_kind(i=_population_count, u=_population_count),
+    P.clz_p: _by_kind(i=_clz, u=_clz),
     P.neg_p: _by_kind(f=lambda a, *_: f"(-{a[0]})", i=_int_neg, u=_int_neg),
     P.abs_p: _by_kind(f=_call("fabs"), i=_int_abs, u=_identity),
     P.sign_p: _by_kind(f=_float_sign, i=_int_sign, u=_uint_sign),
@@ -311,6 +376,7 @@ OPS: dict[Primitive, Rule] = {
     P.rsqrt_p: _by_kind(f=_rsqrt),
     P.is_finite_p: _by_kind(f=_is_finite),
     P.convert_element_type_p: _convert,
+    P.bitcast_convert_type_p: _bitcast,
     P.stop_gradient_p: _identity,
     P.select_p: _select,
     **{prim: _by_kind(f=_math(prim.name)) for prim in MATH_LIBRARY},  # the math renderer's function

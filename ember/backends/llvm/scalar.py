@@ -337,6 +337,31 @@ def _compare(pred: str, float_pred: str | None = None) -> Rule:
                     b=_method("icmp_unsigned", pred))
 
 
+def _shift_in_range(b, amount) -> ir.Value:
+    """Whether a shift amount lies in [0, bits), read as unsigned (a negative one does not)."""
+    return b.icmp_unsigned("<", amount, ir.Constant(amount.type, amount.type.width))
+
+
+def _shift_or_zero(name: str) -> Rule:
+    """shl / lshr, 0 for an amount outside [0, bits) as lax: LLVM's shift gives poison there, which
+    the select never picks."""
+    def rule(b, args, dt, out):
+        x, y = args
+        return b.select(_shift_in_range(b, y), getattr(b, name)(x, y), ir.Constant(x.type, 0))
+    return rule
+
+
+def _shift_right_arithmetic(b, args, dt, out):
+    """ashr by at most bits - 1: a larger amount (or a negative one) leaves the sign fill, as lax."""
+    x, y = args
+    top = ir.Constant(y.type, y.type.width - 1)
+    return b.ashr(x, b.select(_shift_in_range(b, y), y, top))
+
+
+def _bitcast(b, args, dt, out):
+    return b.bitcast(args[0], value_type(out))
+
+
 def _identity(b, args, dt, out):
     return args[0]
 
@@ -374,6 +399,12 @@ OPS: dict[Primitive, Rule] = {
     P.and_p: _by_kind(i=_method("and_"), u=_method("and_"), b=_method("and_")),
     P.or_p: _by_kind(i=_method("or_"), u=_method("or_"), b=_method("or_")),
     P.not_p: _by_kind(i=_method("not_"), u=_method("not_"), b=_method("not_")),
+    P.xor_p: _by_kind(i=_method("xor"), u=_method("xor"), b=_method("xor")),
+    P.shift_left_p: _by_kind(i=_shift_or_zero("shl"), u=_shift_or_zero("shl")),
+    P.shift_right_logical_p: _by_kind(i=_shift_or_zero("lshr"), u=_shift_or_zero("lshr")),
+    P.shift_right_arithmetic_p: _by_kind(i=_shift_right_arithmetic, u=_shift_right_arithmetic),
+    P.population_count_p: _by_kind(i=_call("llvm.ctpop"), u=_call("llvm.ctpop")),
+    P.clz_p: _by_kind(i=_call("llvm.ctlz", ir.Constant(I1, 0)), u=_call("llvm.ctlz", ir.Constant(I1, 0))),
     P.neg_p: _by_kind(f=_method("fneg"), i=_neg_int, u=_neg_int),
     P.abs_p: _by_kind(f=_call("llvm.fabs"), i=_int_abs, u=_identity),
     P.sign_p: _by_kind(f=_float_sign, i=_int_sign, u=_uint_sign),
@@ -384,6 +415,7 @@ OPS: dict[Primitive, Rule] = {
     P.rsqrt_p: _by_kind(f=_rsqrt),
     P.is_finite_p: _by_kind(f=_is_finite),
     P.convert_element_type_p: _convert,
+    P.bitcast_convert_type_p: _bitcast,
     P.stop_gradient_p: _identity,
     P.select_p: _select,
     **{prim: _by_kind(f=_math(prim.name)) for prim in MATH_LIBRARY},  # mathlib's algorithm of the same name
@@ -400,7 +432,7 @@ def runtime_symbols() -> dict[str, int]:
 
 # Primitives whose result dtype is not their operands' (the operand dtype must be given).
 _OWN_OPERAND_DTYPE = frozenset({P.eq_p, P.ne_p, P.lt_p, P.le_p, P.gt_p, P.ge_p, P.is_finite_p,
-                                P.convert_element_type_p})
+                                P.convert_element_type_p, P.bitcast_convert_type_p})
 
 
 def emit_op(builder: ir.IRBuilder, op, args: Sequence[ir.Value], arg_dtypes: Sequence | None = None) -> ir.Value:

@@ -45,8 +45,16 @@ from ember.tracer.prims.binary import (  # noqa: F401
     pow_p,
     rem,
     rem_p,
+    shift_left,
+    shift_left_p,
+    shift_right_arithmetic,
+    shift_right_arithmetic_p,
+    shift_right_logical,
+    shift_right_logical_p,
     sub,
     sub_p,
+    xor,
+    xor_p,
 )
 from ember.tracer.prims.control import (  # noqa: F401
     CONTROL_PRIMS,
@@ -58,7 +66,12 @@ from ember.tracer.prims.control import (  # noqa: F401
     split_scan,
     while_p,
 )
-from ember.tracer.prims.convert import convert_element_type, convert_element_type_p  # noqa: F401
+from ember.tracer.prims.convert import (  # noqa: F401
+    bitcast_convert_type,
+    bitcast_convert_type_p,
+    convert_element_type,
+    convert_element_type_p,
+)
 from ember.tracer.prims.custom import custom_vjp_call_p, stop_gradient, stop_gradient_p  # noqa: F401
 from ember.tracer.prims.custom_jvp import custom_jvp_call_p  # noqa: F401
 from ember.tracer.prims.dot import dot_general, dot_general_p  # noqa: F401
@@ -141,6 +154,8 @@ from ember.tracer.prims.unary import (  # noqa: F401
     cbrt_p,
     ceil,
     ceil_p,
+    clz,
+    clz_p,
     cos,
     cos_p,
     cosh,
@@ -171,6 +186,8 @@ from ember.tracer.prims.unary import (  # noqa: F401
     neg_p,
     not_,
     not_p,
+    population_count,
+    population_count_p,
     round,
     round_p,
     rsqrt,

@@ -1,4 +1,5 @@
-"""Elementwise binary primitives: arithmetic, rem (C fmod), max/min, comparisons and logical and/or.
+"""Elementwise binary primitives: arithmetic, rem (C fmod), max/min, comparisons, bitwise and/or/xor
+and the shifts (with JAX's results for amounts outside [0, bits), which C and LLVM leave undefined).
 
 Operands share a dtype and a shape, or one is 0-d. The wrappers (`add(x, y)`, ...) accept a Python
 scalar for either operand and give it the other operand's dtype.
@@ -132,6 +133,55 @@ gt_p, gt = _define("gt", "any", None, expensive=False, ufunc=np.greater, out_dty
 ge_p, ge = _define("ge", "any", None, expensive=False, ufunc=np.greater_equal, out_dtype=_BOOL)
 and_p, and_ = _define("and", "intbool", None, expensive=False, ufunc=np.bitwise_and)
 or_p, or_ = _define("or", "intbool", None, expensive=False, ufunc=np.bitwise_or)
+xor_p, xor = _define("xor", "intbool", None, expensive=False, ufunc=np.bitwise_xor)
+
+
+def _same_width(x, kind: str) -> np.ndarray:
+    """`x`'s bits as the signed ("i") or unsigned ("u") integer dtype of its width."""
+    x = np.asarray(x)
+    return x.view(f"{kind}{x.dtype.itemsize}")
+
+
+def _shift_amount(x, y) -> tuple[np.ndarray, np.ndarray]:
+    """(amount clamped into [0, bits), whether it was there): XLA reads the amount as unsigned, so a
+    negative one is out of range too."""
+    bits = 8 * np.asarray(x).dtype.itemsize
+    amount = _same_width(y, "u")
+    inside = amount < bits
+    return np.where(inside, amount, 0).astype(amount.dtype), inside
+
+
+def _shift_left(x, y):
+    """As lax.shift_left: the bits moved up (wrapping), 0 for an amount outside [0, bits)."""
+    amount, inside = _shift_amount(x, y)
+    bits = np.left_shift(_same_width(x, "u"), amount)
+    return np.where(inside, bits, 0).astype(bits.dtype).view(np.asarray(x).dtype)
+
+
+def _shift_right_logical(x, y):
+    """As lax.shift_right_logical: zeros shifted in (a signed operand's bits read as unsigned), 0 for
+    an amount outside [0, bits)."""
+    amount, inside = _shift_amount(x, y)
+    bits = np.right_shift(_same_width(x, "u"), amount)
+    return np.where(inside, bits, 0).astype(bits.dtype).view(np.asarray(x).dtype)
+
+
+def _shift_right_arithmetic(x, y):
+    """As lax.shift_right_arithmetic: copies of the top bit shifted in (an unsigned operand's too); an
+    amount outside [0, bits) leaves only them (0 or all ones), as a shift by bits - 1 does."""
+    amount, inside = _shift_amount(x, y)
+    amount = np.where(inside, amount, 8 * np.asarray(x).dtype.itemsize - 1).astype(amount.dtype)
+    signed = _same_width(x, "i")
+    return np.right_shift(signed, amount.view(signed.dtype)).astype(signed.dtype).view(np.asarray(x).dtype)
+
+
+_NO_SHIFT_UFUNC = "an amount outside [0, bits) gives lax's result, which NumPy's shifts leave to the platform"
+shift_left_p, shift_left = _define("shift_left", "int", None, expensive=False, impl=_shift_left,
+                                   no_ufunc=_NO_SHIFT_UFUNC)
+shift_right_logical_p, shift_right_logical = _define("shift_right_logical", "int", None, expensive=False,
+                                                     impl=_shift_right_logical, no_ufunc=_NO_SHIFT_UFUNC)
+shift_right_arithmetic_p, shift_right_arithmetic = _define("shift_right_arithmetic", "int", None, expensive=False,
+                                                           impl=_shift_right_arithmetic, no_ufunc=_NO_SHIFT_UFUNC)
 
 
 def _atan2_vjp(ct, x, y, out, active):

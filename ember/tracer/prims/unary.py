@@ -1,5 +1,6 @@
-"""Elementwise unary primitives: neg, exp, log, ..., each with its shape rule, numpy reference,
-VJP rule and batching rule. VJPs of exp, expm1, tanh, logistic, sqrt and rsqrt use the output.
+"""Elementwise unary primitives: neg, exp, log, ..., population_count and clz, each with its shape
+rule, numpy reference, VJP rule and batching rule. VJPs of exp, expm1, tanh, logistic, sqrt and rsqrt
+use the output.
 """
 
 from __future__ import annotations
@@ -16,6 +17,32 @@ from ember.tracer.prims.util import computed_wider, elementwise_aval, elementwis
 def _rsqrt(x):
     one = np.ones((), x.dtype)
     return one / np.sqrt(x)
+
+
+_BYTE_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], np.uint8)
+
+
+def _population_count(x):
+    """The set bits of each integer, in its own dtype (np.bitwise_count needs NumPy 2 and gives uint8):
+    summed over its bytes from a table."""
+    x = np.ascontiguousarray(x)
+    per_byte = x.reshape(-1).view(np.uint8).reshape(x.shape + (x.dtype.itemsize,))
+    return _BYTE_POPCOUNT[per_byte].sum(axis=-1, dtype=np.int64).astype(x.dtype)
+
+
+def _clz(x):
+    """The leading zero bits of each integer at its width (the width for 0), in its own dtype: the
+    width less the bit length, found by halving steps on the bits read as unsigned."""
+    x = np.asarray(x)
+    width = 8 * x.dtype.itemsize
+    v = x.view(f"u{x.dtype.itemsize}").astype(np.uint64)
+    length = np.zeros(x.shape, np.int64)
+    for step in (32, 16, 8, 4, 2, 1):
+        if step < width:
+            high = v >= np.uint64(1 << step)
+            length += np.where(high, step, 0)
+            v = np.where(high, v >> np.uint64(step), v)
+    return (width - length - v.astype(np.int64)).astype(x.dtype)
 
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -86,6 +113,10 @@ is_finite_p, is_finite = _define("is_finite", "float", None, expensive=False, im
                                  no_ufunc="its bool result never takes its float operand's buffer",
                                  out_dtype=np.dtype(bool))
 not_p, not_ = _define("not", "intbool", None, expensive=False, ufunc=np.invert)
+population_count_p, population_count = _define("population_count", "int", None, expensive=False,
+                                               impl=_population_count,
+                                               no_ufunc="np.bitwise_count gives uint8 (and needs NumPy 2)")
+clz_p, clz = _define("clz", "int", None, expensive=False, impl=_clz, no_ufunc="NumPy has no leading-zero count")
 
 # Trigonometric and hyperbolic functions, with JAX's derivatives (lax.tan_p ... lax.atanh_p): tan's uses
 # its output, asin/acos/asinh/acosh theirs through rsqrt (infinite at the domain's ends, as in JAX).

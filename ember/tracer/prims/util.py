@@ -13,6 +13,7 @@ _KIND_WORDS = {
     "numeric": ("fiu", "a numeric (int or float)"),
     "any": ("fiub", "an array"),
     "intbool": ("iub", "an integer or bool"),
+    "int": ("iu", "an integer"),
     "arith": ("fiub", "a numeric or bool"),
 }
 

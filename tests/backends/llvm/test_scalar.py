@@ -65,6 +65,9 @@ def signatures(name: str) -> list[tuple[tuple[np.dtype, ...], np.dtype, tuple]]:
         return [((a,), b, (("new_dtype", b), ("weak_type", False))) for a in DTYPES for b in DTYPES if a != b]
     if name == "select":
         return [((np.dtype(bool), d, d), d, ()) for d in DTYPES]
+    if name == "bitcast_convert_type":  # between the distinct non-bool dtypes of one width
+        return [((a,), b, (("new_dtype", b),)) for a in DTYPES for b in DTYPES
+                if a != b and a.itemsize == b.itemsize and "b" not in (a.kind, b.kind)]
     out = []
     for d in DTYPES:
         args = (d,) * _arity(prim)
