@@ -9,7 +9,7 @@
     ember.grad(loss)(w, x)
 """
 
-from ember import ad_checkpoint, config, lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
+from ember import ad_checkpoint, config, lax, nn, numpy, random, scipy, tree, tree_util  # noqa: F401
 from ember.api import (
     Compiled,
     Jitted,
@@ -54,13 +54,12 @@ __all__ = [
     "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend",
     "available_backends", "Graph", "enable_x64",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
-    "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "lax", "nn", "tree", "tree_util", "config",
+    "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "lax", "nn", "random", "tree", "tree_util", "config",
 ]
 
 # JAX names that ember does not have (yet), with what to use instead; looked up only when an attribute
 # is missing, so that porting JAX code says what is absent rather than failing with a bare AttributeError.
 _JAX_ONLY: dict[str, str] = {
-    "random": "create random arrays with NumPy (np.random.default_rng) and pass them in as arguments",
     "pmap": "use ember.vmap on one device",
     "make_jaxpr": "use ember.make_graph",
     "eval_shape": "use ember.make_graph(f)(*args) and read the output avals",
@@ -106,5 +105,7 @@ def __getattr__(name: str):
     """Say when a missing attribute is a JAX name that ember lacks, and what to use instead."""
     hint = _JAX_ONLY.get(name)
     if hint is None:
-        raise AttributeError(f"module 'ember' has no attribute {name!r}")
+        from ember.errors import missing_attribute
+
+        raise missing_attribute("ember", name, globals())
     raise AttributeError(f"ember does not implement jax.{name} yet; {hint}")

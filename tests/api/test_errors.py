@@ -310,7 +310,7 @@ def test_item_assignment_under_jit_points_to_at_set(key, text):
     assert f"x.at[{text}].set(value)" in msg and body_line(f) in msg
 
 
-@pytest.mark.parametrize("name", ["make_jaxpr", "random", "pmap", "shard_map"])
+@pytest.mark.parametrize("name", ["make_jaxpr", "eval_shape", "pmap", "shard_map"])
 def test_missing_jax_names_say_ember_lacks_them(name):
     with pytest.raises(AttributeError, match=f"ember does not implement jax.{name} yet; "):
         getattr(ember, name)
