@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import functools
 import math
-import types
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 import ember.numpy as jnp
+import ember.random as random
 from ember.api import custom_vjp, stop_gradient
 from ember.errors import missing_attribute as _missing_attribute
+from ember.nn import initializers
 from ember.nn._functions import (
     Axis,
     celu,
@@ -50,7 +52,7 @@ __all__ = [
     "relu", "sigmoid", "gelu", "logsumexp", "logmeanexp", "softmax", "log_softmax", "celu", "elu", "glu",
     "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh", "identity", "leaky_relu", "log1mexp",
     "log_sigmoid", "mish", "one_hot", "relu6", "selu", "silu", "soft_sign", "softplus", "sparse_plus",
-    "sparse_sigmoid", "squareplus", "standardize", "swish", "tanh", "init_mlp", "dense", "mlp",
+    "sparse_sigmoid", "squareplus", "standardize", "swish", "tanh", "initializers", "init_mlp", "dense", "mlp",
 ]
 
 
@@ -145,11 +147,18 @@ def log_softmax(x, axis: Axis = -1, where=None):
 
 # --- Dense / MLP helpers --------------------------------------------------------------------------
 
-def init_mlp(sizes: Sequence[int], seed: int = 0, dtype=np.float32) -> list[tuple[np.ndarray, np.ndarray]]:
-    """[(w, b), ...] for layers sizes[0] -> sizes[1] -> ...; w is (in, out), scaled by 1/sqrt(in)."""
-    rng = np.random.default_rng(seed)
-    return [((rng.standard_normal((n_in, n_out)) / math.sqrt(n_in)).astype(dtype), np.zeros(n_out, dtype))
-            for n_in, n_out in zip(sizes[:-1], sizes[1:])]
+def init_mlp(sizes: Sequence[int], seed: int = 0, dtype=np.float32, key=None) -> list[tuple[Any, Any]]:
+    """[(w, b), ...] for layers sizes[0] -> sizes[1] -> ...; w is (in, out), normal with variance 1/in
+    (drawn with NumPy from `seed`, or, given an ember.random `key`, with JAX's stream: the key split
+    once per layer, each weight variance_scaling(1, "fan_in", "normal")); b is zero."""
+    layers = list(zip(sizes[:-1], sizes[1:]))
+    if key is None:
+        rng = np.random.default_rng(seed)
+        return [((rng.standard_normal((n_in, n_out)) / math.sqrt(n_in)).astype(dtype), np.zeros(n_out, dtype))
+                for n_in, n_out in layers]
+    init = initializers.variance_scaling(1.0, "fan_in", "normal", dtype=dtype)
+    keys = random.split(key, len(layers)) if layers else []
+    return [(init(k, (n_in, n_out)), jnp.zeros((n_out,), dtype)) for k, (n_in, n_out) in zip(keys, layers)]
 
 
 def dense(params, x):
@@ -167,23 +176,17 @@ def mlp(params, x, activation: Callable | None = relu):
     return x
 
 
-# jax.nn names Ember lacks, with what to use instead (looked up only when an attribute is missing).
-_JAX_ONLY: dict[str, str] = {
-    "dot_product_attention": "write it with ember.numpy: softmax(q @ k^T * scale (+ bias, masked)) @ v, "
-                             "with ember.nn.softmax(..., where=mask) for the mask",
-    "scaled_matmul": "ember has no block-scaled (fp8/fp4) types; use ember.numpy.matmul",
-    "scaled_dot_general": "ember has no block-scaled (fp8/fp4) types; use ember.numpy.einsum or tensordot",
-    "get_scaled_dot_general_config": "ember has no block-scaled (fp8/fp4) types",
-    "normalize": "it was renamed in JAX: use ember.nn.standardize",
+# What to use for the jax.nn names Ember lacks (missing_attribute says JAX has them).
+_HINTS: dict[str, str] = {
+    "dot_product_attention": "write it with ember.numpy: softmax(q @ k^T * scale (+ bias, masked)) @ v, with "
+                             "ember.nn.softmax(..., where=mask) for the mask",
+    "scaled_matmul": "Ember has no block-scaled (fp8/fp4) types; use ember.numpy.matmul",
+    "scaled_dot_general": "Ember has no block-scaled (fp8/fp4) types; use ember.numpy.einsum or tensordot",
+    "get_scaled_dot_general_config": "Ember has no block-scaled (fp8/fp4) types",
+    "normalize": "JAX renamed it: use ember.nn.standardize",
 }
 
 
 def __getattr__(name: str):
     """Say whether jax.nn has a missing name and what to use, with the closest names ember.nn has."""
-    hint = _JAX_ONLY.get(name)
-    if hint is not None:
-        known = name != "normalize"
-        text = (f"ember.nn.{name} (jax.nn.{name}) is not implemented in Ember yet" if known else
-                f"module 'ember.nn' has no attribute {name!r} (nor has jax.nn 0.10)")
-        raise AttributeError(f"{text}; {hint}")
-    raise _missing_attribute("ember.nn", name, globals(), ("jax.nn", types.SimpleNamespace()))
+    raise _missing_attribute("ember.nn", name, {k: globals()[k] for k in __all__}, hints=_HINTS)
