@@ -263,17 +263,6 @@ HINTS: dict[str, dict[str, str]] = {
         "pmax": "Ember has no named axes or devices to reduce over; use ember.vmap and reduce the batch axis",
         "real": _NO_COMPLEX, "imag": _NO_COMPLEX, "conj": _NO_COMPLEX, "complex": _NO_COMPLEX,
     },
-    "ember.nn": {
-        "softplus": "use ember.numpy.logaddexp(x, 0.0)",
-        "silu": "use x * ember.nn.sigmoid(x)",
-        "swish": "use x * ember.nn.sigmoid(x)",
-        "log_sigmoid": "use -ember.numpy.logaddexp(-x, 0.0)",
-        "leaky_relu": "use ember.numpy.where(x >= 0, x, negative_slope * x)",
-        "relu6": "use ember.numpy.clip(x, 0, 6)",
-        "one_hot": "use (x[..., None] == ember.numpy.arange(n)).astype(dtype)",
-        "tanh": "use ember.numpy.tanh",
-        "initializers": "draw the initial values with NumPy (np.random.default_rng) and pass them in",
-    },
     "ember.scipy.special": {
         "logsumexp": "use ember.nn.logsumexp",
         "softmax": "use ember.nn.softmax",
