@@ -31,6 +31,15 @@ from ember.api import (
     vjp,
     vmap,
 )
+from ember.api.devices import (
+    block_until_ready,
+    device_count,
+    device_get,
+    device_put,
+    devices,
+    local_device_count,
+    local_devices,
+)
 from ember.api.remat import checkpoint, checkpoint_policies, remat
 from ember.backends import available_backends, default_backend
 from ember.config import enable_x64
@@ -53,7 +62,8 @@ __all__ = [
     "jit", "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "vmap", "jacrev", "jacobian", "hessian",
     "custom_vjp", "custom_jvp", "checkpoint", "remat", "checkpoint_policies", "ad_checkpoint",
     "stop_gradient", "make_graph", "dump", "Jitted", "Lowered", "Compiled", "default_backend",
-    "available_backends", "Graph", "enable_x64", "Array",
+    "available_backends", "Graph", "enable_x64", "Array", "device_put", "device_get", "block_until_ready",
+    "devices", "local_devices", "device_count", "local_device_count",
     "register_pytree_node", "EmberError", "ShapeError", "DTypeError", "ConcretizationError",
     "TracerEscapeError", "ArgumentError", "TransformError", "numpy", "lax", "nn", "random", "tree", "tree_util",
     "config",
@@ -65,10 +75,6 @@ _JAX_ONLY: dict[str, str] = {
     "pmap": "use ember.vmap on one device",
     "make_jaxpr": "use ember.make_graph",
     "eval_shape": "use ember.make_graph(f)(*args) and read the output avals",
-    "device_put": "arrays are NumPy arrays; pass them directly",
-    "device_get": "arrays are NumPy arrays already",
-    "block_until_ready": "results are NumPy arrays, ready when returned",
-    "devices": "ember runs on the default backend; see ember.available_backends()",
     "ensure_compile_time_eval": "compute the value with NumPy outside the traced function",
     "disable_jit": "call the Python function itself, without ember.jit",
     "shard_map": "ember does not shard across devices",
@@ -86,9 +92,6 @@ _JAX_ONLY: dict[str, str] = {
     "closure_convert": "pass the closed-over arrays to the function as arguments",
     "named_scope": "not needed: graphs record each node's source line",
     "typeof": "read x.shape and x.dtype",
-    "device_count": "ember runs on one device, the default backend's",
-    "local_device_count": "ember runs on one device, the default backend's",
-    "local_devices": "ember runs on the default backend; see ember.available_backends()",
     "default_device": "pick the backend with jit(..., backend=...) or EMBER_BACKEND",
     "Device": "ember names backends, not devices; see ember.available_backends()",
     "process_count": "ember runs in one process", "process_index": "ember runs in one process",

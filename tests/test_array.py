@@ -59,6 +59,13 @@ def test_at_updates_as_jax():
     assert float(x.at[-9].get(mode="clip")) == 0.0
     with pytest.raises(ValueError, match="mode='wrap'"):
         x.at[0].set(1.0, mode="wrap")
+    # mode="fill": JAX's fill values out of bounds (recorded from jax 0.10.2)
+    np.testing.assert_array_equal(x.at[np.array([0, 7, -1, -9])].get(mode="fill"), [0, np.nan, 4, np.nan])
+    assert float(x.at[7].get(fill_value=-1.0)) == -1.0
+    np.testing.assert_array_equal(jnp.arange(6).reshape(3, 2).at[np.array([1, 5])].get(mode="fill"),
+                                  [[2, 3], [-(2**31), -(2**31)]])
+    np.testing.assert_array_equal(ember.jit(lambda a, i: a.at[i].get(mode="fill", fill_value=0.5))(
+        x, np.array([2, 10])), [2, 0.5])
     f = ember.jit(lambda a, i: (a.at[i].add(1.0), a.at[i].mul(2.0, unique_indices=True)))
     added, mul = f(x, np.array([0, 0, 9]))  # traced: repeats accumulate, out of bounds is dropped
     np.testing.assert_array_equal(added, [2, 1, 2, 3, 4])
@@ -99,6 +106,15 @@ def test_array_methods_and_jax_attributes():
     np.testing.assert_array_equal(y, x)
     assert type(np.sin(x)) is np.ndarray and type(np.mean(x)) is not ember.Array  # NumPy's functions: NumPy's types
     assert type(np.ones(3) + jnp.ones(3)) is ember.Array  # the Array's reflected operator comes first
+
+
+def test_jax_device_functions():
+    tree = ember.device_put({"a": np.ones(2), "b": 3.0})
+    assert type(tree["a"]) is ember.Array and tree["b"].dtype == np.float32
+    assert type(ember.device_get(tree)["a"]) is np.ndarray and ember.block_until_ready(tree) is tree
+    assert ember.devices() == [tree["a"].device] and ember.device_count() == 1
+    with pytest.raises(RuntimeError, match="cuda"):
+        ember.devices("gpu")
 
 
 def test_jit_takes_arrays_on_its_hit_path():

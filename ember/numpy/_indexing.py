@@ -330,16 +330,36 @@ class _IndexUpdateRef:
     def get(self, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None, fill_value=None):
         """x[key]."""
         x = self.array
-        if fill_value is None and (type(x) is Array or type(x) is np.ndarray) and not is_tracing() \
-                and _static_key(self.key) is not None:
+        if mode == "fill" or fill_value is not None:
+            return self._filled(fill_value)
+        if (type(x) is Array or type(x) is np.ndarray) and not is_tracing() and _static_key(self.key) is not None:
             try:
                 return np.array(np.asarray(x)[self._key(mode, "get")]).view(Array)
             except IndexError:  # out of bounds: the full path's error
                 pass
-        if fill_value is not None:
-            raise NotImplementedError(f"at[...].get: fill_value is not supported yet; use jnp.where on the "
-                                      f"indices' validity (at {user_location()})")
         return getitem(self.array, self._key(mode, "get"))
+
+    def _filled(self, fill_value):
+        """get(mode="fill"): x[key] where the index is in bounds, `fill_value` elsewhere (JAX's default:
+        NaN for floats, the most negative int, the largest unsigned int, True), for a key that is one
+        integer or integer array indexing the first axis."""
+        from ember.numpy._math import where
+
+        x = asarray(self.array)
+        k = self.key
+        if isinstance(k, tuple) or not (_is_int_scalar(k) or isinstance(k, (np.ndarray, Tracer, list))):
+            raise NotImplementedError(f"at[...].get(mode='fill'): Ember fills for a key that is one integer or "
+                                      f"integer array (on the first axis); got {k!r} (at {user_location()})")
+        k = asarray(k)
+        dim = x.shape[0]
+        valid = P.and_(P.ge(k, -dim), P.lt(k, dim))
+        got = getitem(x, _clipped_key(k, tuple(x.shape)))
+        if fill_value is None:
+            dt = x.dtype
+            fill_value = (np.nan if dt.kind == "f" else np.iinfo(dt).min if dt.kind == "i"
+                          else np.iinfo(dt).max if dt.kind == "u" else True)
+        valid = P.reshape(valid, tuple(shape_of(valid)) + (1,) * (len(shape_of(got)) - len(shape_of(valid))))
+        return where(valid, got, P.convert_element_type(asarray(fill_value), x.dtype))
 
     def set(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
         """A copy of the array with x[key] = values (duplicated indices: one of the values wins)."""
