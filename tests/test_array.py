@@ -13,6 +13,7 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember.errors import ShapeError
+from ember.numpy._eager import MISS
 
 DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint32, np.float16, np.float32, np.float64]
 
@@ -128,11 +129,13 @@ def test_jit_takes_arrays_on_its_hit_path():
     assert len(f._cache.fast) == 1  # filed for the hit path: later calls skip the pytree work
 
 
-def test_eager_fast_path_replays_the_first_call():
+def test_eager_fast_path_replays_an_earlier_call():
     x = jnp.asarray(np.linspace(-1, 1, 7, dtype=np.float32))
     fast = jnp.sin.fast
-    assert fast((x,), {}) is not None
-    for _ in range(2):  # the first call records, the second replays
+    assert fast((x,), {}) is MISS  # a first call: the full path
+    assert type(fast((x,), {})) is ember.Array  # the second records and replays
+    assert fast((x[:3],), {}) is MISS  # another signature
+    for _ in range(3):  # the first call takes the full path, the second records, the third replays
         np.testing.assert_array_equal(jnp.sin(x), np.sin(np.asarray(x)), strict=True)
         np.testing.assert_array_equal(jnp.sum(x, axis=0), np.sum(np.asarray(x)), strict=True)
         assert jnp.add(x, 1).dtype == np.float32 and jnp.add(np.int8(1), 2).dtype == np.int8

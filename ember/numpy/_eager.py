@@ -1,18 +1,18 @@
-"""The eager fast path: an ember.numpy call on concrete arrays, outside any trace, replays what the
-first call of its signature did instead of running the tracing machinery again.
+"""The eager fast path: an ember.numpy call on concrete arrays, outside any trace, replays what an
+earlier call of its signature did instead of running the tracing machinery again.
 
 A signature is the function, the shape and dtype of each array operand, the type of each scalar
-operand and the value of every other argument (axes, shapes, options). Its first call traces the
-function into a graph (abstractly, as jit would) and keeps the graph's nodes as a list of numpy
-reference calls; later calls run that list and nothing else: no promotion, no broadcasting logic, no
-shape rules, no user-line lookups. A call whose graph cannot be traced without the operands' values
-(a boolean mask, `nonzero`) or whose arguments cannot key a cache (a list) takes the full path, which
-gives the same results as always (and the same errors).
+operand and the value of every other argument (axes, shapes, options). Its first call takes the full
+path (a one-off call pays no trace); its second traces the function into a graph (abstractly, as jit
+would) and keeps the graph's nodes as a list of numpy reference calls; later calls run that list and
+nothing else: no promotion, no broadcasting logic, no shape rules, no user-line lookups. A call
+whose graph cannot be traced without the operands' values (a boolean mask, `nonzero`) or whose
+arguments cannot key a cache (a list) takes the full path, which gives the same results as always
+(and the same errors).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -28,73 +28,72 @@ from ember.tree import tree_flatten, tree_unflatten
 
 MISS = object()  # the fast path cannot serve this call: take the full one
 _SLOW = object()  # a signature whose calls always take the full path
+_SEEN = object()  # a signature called once: recorded at its second call (a one-off call costs no trace)
 MAX_SIGNATURES = 256  # per function; a full table is emptied (a rare workload of endless shapes)
 _PY_SCALARS = (bool, int, float)
 _tables: list[dict] = []  # every function's table, emptied when 64-bit mode switches
 
 
 class _Replay:
-    """The numpy reference calls of one signature's graph, on a list of slots: the operands, then the
-    graph's consts and literals, then each node's outputs."""
+    """One signature's graph as a generated Python function over the numpy references: its arguments
+    are the operands, the graph's consts and literals are its globals, and its results are Arrays that
+    never alias an operand or a const (a view or one of them is copied, as bind's eager path does)."""
 
-    __slots__ = ("fixed", "steps", "outs", "avals", "tree", "scalars")
+    __slots__ = ("run", "scalars", "convert", "source")
 
     def __init__(self, graph, tree, scalars: tuple):
-        slot: dict = {}
-        fixed = []
-        for v in graph.inputs:
-            slot[v] = len(slot)
+        names: dict = {v: f"o{k}" for k, v in enumerate(graph.inputs)}
+        env: dict = {"ndarray": np.ndarray, "asarray": np.asarray, "Array": Array, "unflatten": tree_unflatten,
+                     "tree": tree}
+
+        def const(value) -> str:
+            name = f"c{len(env)}"
+            env[name] = value
+            return name
+
         for v, value in zip(graph.consts, graph.const_values):
-            slot[v] = len(slot)
-            fixed.append(value)
-
-        def index(atom) -> int:
-            if isinstance(atom, Var):
-                return slot[atom]
-            fixed.append(atom.val)
-            return len(graph.inputs) + len(fixed) - 1
-
-        # literals first (operands, then consts and literals, then the nodes' outputs in order)
-        node_ins = [tuple(index(a) if not isinstance(a, Var) else a for a in node.inputs) for node in graph.nodes]
-        out_literals = {id(o): index(o) for o in graph.outputs if not isinstance(o, Var)}
-        base = len(graph.inputs) + len(fixed)
-        for k, v in enumerate(o for node in graph.nodes for o in node.outputs):
-            slot[v] = base + k
-        self.fixed = fixed
-        self.steps = [(impl_rules[node.prim], tuple(slot[a] if isinstance(a, Var) else a for a in ins),
-                       dict(node.params), node.prim.multiple_results) for node, ins in zip(graph.nodes, node_ins)]
-        self.outs = tuple(slot[o] if isinstance(o, Var) else out_literals[id(o)] for o in graph.outputs)
-        self.avals = tuple(o.aval for o in graph.outputs)
-        self.tree = tree
-        self.scalars = tuple((k, d) for k, d in enumerate(scalars) if d is not None)  # Python scalars' dtypes
-
-    def __call__(self, operands: list):
-        env = operands + self.fixed
-        for impl, ins, params, multi in self.steps:
-            out = impl(*[env[i] for i in ins], **params)
-            if multi:
-                env.extend(out)
+            names[v] = const(value)
+        lines = []
+        for k, node in enumerate(graph.nodes):
+            args = [names[a] if isinstance(a, Var) else const(a.val) for a in node.inputs]
+            fn = const(impl_rules[node.prim])
+            call = f"{fn}({', '.join(args)}{', **' + const(dict(node.params)) if node.params else ''})"
+            if node.prim.multiple_results:
+                outs = [f"r{k}_{j}" for j in range(len(node.outputs))]
+                lines.append(f"    {', '.join(outs)}, = {call}")
+                names.update(zip(node.outputs, outs))
             else:
-                env.append(out)
-        known = env[:len(operands) + len(self.fixed)]
-        if self.tree is None:
-            return _result(env[self.outs[0]], self.avals[0].dtype, known)
-        return tree_unflatten(self.tree, [_result(env[i], aval.dtype, known) for i, aval in zip(self.outs, self.avals)])
-
-
-def _result(out, dtype: np.dtype, known: list) -> Array:
-    """A reference's result as an Array the caller owns (as tracer/trace.py's eager path gives it): a
-    view or one of the `known` values (operands, consts) is copied, so results never alias inputs."""
-    if type(out) is not np.ndarray:
-        out = np.asarray(out)
-    if out.dtype != dtype:
-        return out.astype(dtype).view(Array)
-    if out.base is not None:
-        return out.copy().view(Array)
-    for v in known:
-        if out is v:
-            return out.copy().view(Array)
-    return out.view(Array)
+                lines.append(f"    r{k} = {call}")
+                names[node.outputs[0]] = f"r{k}"
+        known = [names[v] for v in graph.inputs] + [names[v] for v in graph.consts]
+        results, given = [], set()
+        for j, o in enumerate(graph.outputs):
+            value = names[o] if isinstance(o, Var) else const(np.asarray(o.val))
+            dt = const(o.aval.dtype)
+            # an operand, a const, a literal or an output given already: a copy
+            same = " or ".join(f"out is {n}" for n in known) or "False"
+            if not isinstance(o, Var) or value in given:
+                same = "True"
+            given.add(value)
+            lines += [f"    out = {value}",
+                      "    if type(out) is not ndarray:",
+                      "        out = asarray(out)",
+                      f"    if out.dtype != {dt}:",
+                      f"        y{j} = out.astype({dt}).view(Array)",
+                      f"    elif out.base is not None or {same}:",
+                      f"        y{j} = out.copy().view(Array)",
+                      "    else:",
+                      f"        y{j} = out.view(Array)"]
+            results.append(f"y{j}")
+        lines.append(f"    return {results[0]}" if tree is None else
+                     f"    return unflatten(tree, [{', '.join(results)}])")
+        params = ", ".join(names[v] for v in graph.inputs)
+        self.source = f"def run({params}):\n" + "\n".join(lines) + "\n"
+        exec(compile(self.source, "<ember eager replay>", "exec"), env)  # noqa: S102 - our own code
+        self.run = env["run"]
+        self.scalars = tuple((k, d.type) for k, d in enumerate(scalars) if d is not None)  # Python scalars' types
+        # per operand, the scalar type a Python scalar becomes (None: an array), or None if there are none
+        self.convert = tuple(None if d is None else d.type for d in scalars) if self.scalars else None
 
 
 def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callable:
@@ -107,6 +106,54 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
     def fast(args: tuple, kwargs: dict):
         if getattr(trace_state, "stack", None):
             return MISS
+        if len(args) == 1 and not kwargs:  # the common case (a unary function, a method), unrolled
+            x = args[0]
+            t = type(x)
+            if t is Array:
+                key, x = (x.shape, x.dtype), x.view(np.ndarray)
+            elif t is np.ndarray:
+                key = (x.shape, x.dtype)
+            else:
+                return slow(args, kwargs)
+            replay = table.get(key)
+            if replay.__class__ is _Replay and not replay.scalars:
+                return replay.run(x)
+            return slow(args, kwargs)
+        if len(args) == 2 and every and not kwargs:  # a binary operator or function, unrolled
+            a, b = args
+            t = type(a)
+            if t is Array:
+                ka, a = (a.shape, a.dtype), a.view(np.ndarray)
+            elif t is np.ndarray:
+                ka = (a.shape, a.dtype)
+            elif t in _PY_SCALARS:
+                ka = t
+            else:
+                return slow(args, kwargs)
+            t = type(b)
+            if t is Array:
+                kb, b = (b.shape, b.dtype), b.view(np.ndarray)
+            elif t is np.ndarray:
+                kb = (b.shape, b.dtype)
+            elif t in _PY_SCALARS:
+                kb = t
+            else:
+                return slow(args, kwargs)
+            replay = table.get((ka, kb))
+            if replay.__class__ is _Replay:
+                convert = replay.convert
+                if convert is not None:
+                    try:
+                        if convert[0] is not None:
+                            a = convert[0](a)
+                        if convert[1] is not None:
+                            b = convert[1](b)
+                    except OverflowError:  # a Python int out of its dtype: the full path says so
+                        return MISS
+                return replay.run(a, b)
+        return slow(args, kwargs)
+
+    def slow(args: tuple, kwargs: dict):
         key = []
         operands = []
         for i, x in enumerate(args):
@@ -130,24 +177,26 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
                 key.append((type(x), x))
         if kwargs:
             key.append(tuple((k, type(v), v) for k, v in kwargs.items()))
-        key = tuple(key)
+        key = key[0] if len(key) == 1 and not kwargs else tuple(key)
         try:
             replay = table.get(key)
         except TypeError:  # an unhashable argument (a list of axes): no signature
             return MISS
-        if replay is None:
-            replay = _record(fn, args, kwargs, every, operand_positions)
+        if replay is None or replay is _SEEN:
             if len(table) >= MAX_SIGNATURES:
                 table.clear()
-            table[key] = replay
+            if replay is None:
+                table[key] = _SEEN
+                return MISS
+            replay = table[key] = _record(fn, args, kwargs, every, operand_positions)
         if replay is _SLOW:
             return MISS
         for k, d in replay.scalars:
             try:
-                operands[k] = np.asarray(operands[k], dtype=d)[()]
+                operands[k] = d(operands[k])
             except OverflowError:  # a Python int out of its dtype: the full path says so
                 return MISS
-        return replay(operands)
+        return replay.run(*operands)
 
     return fast
 
@@ -203,19 +252,6 @@ def _scalar_dtypes(graph, scalars: list) -> tuple:
                 dt = targets.pop()
         out.append(dt)
     return tuple(out)
-
-
-def with_fast_path(fn: Callable, operand_positions) -> Callable:
-    """`fn` taking the fast path when it can."""
-    fast = fast_path(fn, operand_positions)
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        out = fast(args, kwargs)
-        return fn(*args, **kwargs) if out is MISS else out
-
-    wrapper.fast = fast
-    return wrapper
 
 
 def _clear(_value) -> None:

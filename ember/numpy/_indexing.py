@@ -378,11 +378,10 @@ class _IndexUpdateRef:
         if (type(x) is Array or type(x) is np.ndarray) and not is_tracing() and type(values) in _VALUE_TYPES \
                 and _static_key(self.key) is not None:
             try:
-                key = self._key(mode, how)
+                key = self.key if mode is None else self._key(mode, how)
                 out = np.array(x)
-                view = out[key]
                 v = np.asarray(values.view(np.ndarray) if type(values) is Array else values, dtype=out.dtype)
-                if v.ndim <= np.ndim(view):
+                if not v.ndim or v.ndim <= np.ndim(out[key]):
                     if how == "set":
                         out[key] = v
                     else:

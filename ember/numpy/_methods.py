@@ -11,7 +11,7 @@ import numpy as np
 from ember.errors import ArgumentError, ConcretizationError, user_location
 from ember.numpy import _indexing, _math, _products, _reductions, _shape
 from ember.numpy._core import to_dtype
-from ember.numpy._eager import MISS, fast_path, with_fast_path
+from ember.numpy._eager import MISS, fast_path
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.array import Array
@@ -127,14 +127,18 @@ _IN_PLACE = {"__iadd__": "__add__", "__isub__": "__sub__", "__imul__": "__mul__"
 
 
 def _array_method(name: str, fn):
-    """An Array method: ember.numpy's (JAX's semantics); a call whose arguments only NumPy's method
-    takes (`x.ravel(order="K")`, `x.sum(out=...)`, as libraries such as Dask make) gets NumPy's, on the
-    data."""
+    """An Array method: ember.numpy's (JAX's semantics), by the eager fast path where it can; a call
+    whose arguments only NumPy's method takes (`x.ravel(order="K")`, `x.sum(out=...)`, as libraries
+    such as Dask make) gets NumPy's, on the data."""
     signature = inspect.signature(fn)
     numpy_method = getattr(np.ndarray, name, None)
+    fast = fast_path(fn, (0,))
 
     @functools.wraps(fn)
     def method(self, *args, **kwargs):
+        out = fast((self, *args), kwargs)
+        if out is not MISS:
+            return out
         try:
             return fn(self, *args, **kwargs)
         except TypeError:
@@ -160,7 +164,7 @@ def install() -> None:
         setattr(Tracer, name, fn)
         if name not in _NUMPY_KEEPS:
             # (an operator is fast already; another method replays its signature's first call too)
-            setattr(Array, name, fn if name in _OPERATORS else _array_method(name, with_fast_path(fn, (0,))))
+            setattr(Array, name, fn if name in _OPERATORS else _array_method(name, fn))
     for name, prop in _PROPERTIES.items():
         setattr(Tracer, name, prop)
         setattr(Array, name, prop)

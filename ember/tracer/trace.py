@@ -264,15 +264,17 @@ def _eager(prim: Primitive, args, params):
             continue
         atom = a if isinstance(a, Literal) else to_atom_value(a, None)
         vals.append(atom.val if isinstance(atom, Literal) else atom)
+    rule = shape_rules[prim]
     try:
         key = (prim, params, *[(np.shape(v), v.dtype) for v in vals])
-        out_aval = _EAGER_AVALS.get(key)
+        cached = _EAGER_AVALS.get(key)
     except TypeError:  # an unhashable param value: no caching
-        key, out_aval = None, None
+        key, cached = None, None
+    out_aval = cached[1] if cached is not None and cached[0] is rule else None  # (a rule replaced: asked again)
     if out_aval is None:
         avals = [ShapedArray(np.shape(v), dtypes.canonicalize(v.dtype)) for v in vals]
         try:
-            out_aval = shape_rules[prim](*avals, **params)
+            out_aval = rule(*avals, **params)
         except EmberError as e:
             raise e.with_loc(user_location()) from None
         except Exception as e:
@@ -281,7 +283,7 @@ def _eager(prim: Primitive, args, params):
         if key is not None:
             if len(_EAGER_AVALS) >= _EAGER_AVALS_MAX:
                 _EAGER_AVALS.clear()
-            _EAGER_AVALS[key] = out_aval
+            _EAGER_AVALS[key] = (rule, out_aval)
     out = impl_rules[prim](*vals, **params)
     if prim.multiple_results:
         return [_eager_result(o, a, vals) for o, a in zip(out, out_aval)]
