@@ -21,7 +21,7 @@ _OPERANDS = (Tracer, np.ndarray, np.generic, bool, int, float)
 
 
 def _binop(fn, reflected: bool = False):
-    fast = fast_path(fn, "*")  # an eager Array's operators replay their signature's first call
+    fast = fast_path(fn, "*")  # an eager Array's operators replay an earlier call of their signature
 
     def method(self, other):
         if isinstance(other, (list, tuple)):  # as in JAX: no implicit conversion of sequences
@@ -163,7 +163,7 @@ def install() -> None:
     for name, fn in _METHODS.items():
         setattr(Tracer, name, fn)
         if name not in _NUMPY_KEEPS:
-            # (an operator is fast already; another method replays its signature's first call too)
+            # (an operator has its fast path already; _array_method gives the others theirs)
             setattr(Array, name, fn if name in _OPERATORS else _array_method(name, fn))
     for name, prop in _PROPERTIES.items():
         setattr(Tracer, name, prop)
