@@ -150,8 +150,8 @@ def _array_method(name: str, fn):
     return method
 
 
-def _binds(signature: inspect.Signature, *args_kwargs) -> bool:
-    self, args, kwargs = args_kwargs
+def _binds(signature: inspect.Signature, self, args: tuple, kwargs: dict) -> bool:
+    """Whether ember.numpy's method takes these arguments (else the TypeError was NumPy-only ones)."""
     try:
         signature.bind(self, *args, **kwargs)
     except TypeError:
