@@ -70,8 +70,16 @@ def test_at_updates_as_jax():
     f = ember.jit(lambda a, i: (a.at[i].add(1.0), a.at[i].mul(2.0, unique_indices=True)))
     added, mul = f(x, np.array([0, 0, 9]))  # traced: repeats accumulate, out of bounds is dropped
     np.testing.assert_array_equal(added, [2, 1, 2, 3, 4])
-    with pytest.raises(NotImplementedError, match="repeat"):
-        x.at[np.array([1, 1])].mul(2.0)
+    # repeated indices, eagerly: each occurrence applies in turn (recorded from jax 0.10.2)
+    y, i = jnp.arange(1.0, 6.0), np.array([1, 1, 3])
+    np.testing.assert_array_equal(y.at[i].mul(2.0), [1, 8, 3, 8, 5])
+    np.testing.assert_array_equal(y.at[i].min(np.array([0.5, 1.5, -1.0])), [1, 0.5, 3, -1, 5])
+    np.testing.assert_array_equal(y.at[i].max(7), [1, 7, 3, 7, 5])
+    np.testing.assert_array_equal(y.at[i].divide(2.0), [1, 0.5, 3, 2, 5])
+    np.testing.assert_array_equal(y.at[i].power(2.0), [1, 16, 3, 16, 5])
+    np.testing.assert_array_equal(y.at[i].apply(lambda v: v * 10), [1, 200, 3, 40, 5])
+    with pytest.raises(NotImplementedError, match="repeat"):  # under jit, concrete repeats are refused
+        ember.jit(lambda a: a.at[np.array([1, 1])].mul(2.0))(x)
     with pytest.raises(NotImplementedError, match="unique_indices=True"):
         ember.jit(lambda a, i: a.at[i].max(2.0))(x, np.array([1, 2]))
 

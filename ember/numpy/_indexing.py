@@ -293,6 +293,11 @@ def _clipped_key(key, shape: tuple[int, ...]):
     return tuple(out)
 
 
+# the updates whose repeated indices NumPy combines eagerly (ufunc.at applies each occurrence in turn), as
+# JAX's scatters do
+_AT_UFUNCS = {"multiply": np.multiply, "min": np.minimum, "max": np.maximum, "divide": np.divide, "power": np.power}
+
+
 def _unique_positions(shape, key, unique_indices: bool, what: str) -> None:
     """Refuse an update that combines with the array's values (mul, min, max, apply, ...) where indices
     could repeat and unique_indices does not promise otherwise: each repeat would have to combine, and
@@ -308,13 +313,14 @@ def _unique_positions(shape, key, unique_indices: bool, what: str) -> None:
     pos = np.asarray(_flat_positions(shape, key)).ravel()
     if len(np.unique(pos)) != len(pos):
         raise NotImplementedError(
-            f"at[...].{what}: the indices repeat, and Ember combines repeats only for set and add (at "
-            f"{user_location()})")
+            f"at[...].{what}: the indices repeat (at {user_location()})")
 
 
 class _IndexUpdateRef:
     """`x.at[key]`: JAX's functional updates. set and add combine repeated indices (one of the values
-    wins for set; add accumulates); the others need unique indices (see _unique_positions). Out-of-bounds
+    wins for set; add accumulates) everywhere; multiply, divide, power, min, max and apply apply each
+    occurrence in turn on concrete arrays (NumPy's ufunc.at), and under a trace need indices that
+    cannot repeat (see _unique_positions). Out-of-bounds
     indices: dropped by an update and an error for a static one in get (mode None, "drop", "fill",
     "promise_in_bounds"), or clamped into the array (mode="clip")."""
 
@@ -394,6 +400,16 @@ class _IndexUpdateRef:
     def _combine(self, what: str, op, values, unique_indices: bool, mode):
         key = self._key(mode, what)
         x = asarray(self.array)
+        if what in _AT_UFUNCS and isinstance(x, np.ndarray) and not is_tracing() and not _has_tracer(key) \
+                and not isinstance(values, Tracer):
+            try:  # concrete: NumPy's ufunc.at combines repeated indices as JAX's scatter does
+                pos = np.asarray(_flat_positions(x.shape, key))
+                v = np.broadcast_to(np.asarray(np.asarray(values), dtype=x.dtype), pos.shape)
+                out = np.array(x).reshape(-1)
+                _AT_UFUNCS[what].at(out, pos.reshape(-1), v.reshape(-1))
+                return out.reshape(x.shape).view(Array)
+            except (ValueError, OverflowError):  # a shape or value the traced path words as ember does
+                pass
         _unique_positions(tuple(x.shape), key, unique_indices, what)
         return _update(x, key, P.scatter, op(getitem(x, key), values))
 
@@ -430,7 +446,18 @@ class _IndexUpdateRef:
         return self._combine("max", maximum, values, unique_indices, mode)
 
     def apply(self, func, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
-        """A copy of the array with x[key] = func(x[key]) (func elementwise, as JAX requires)."""
+        """A copy of the array with x[key] = func(x[key]) (func elementwise, as JAX requires); an index
+        that repeats gets func once per occurrence, as in JAX."""
+        key = self._key(mode, "apply")
+        x = asarray(self.array)
+        if isinstance(x, np.ndarray) and not is_tracing() and not _has_tracer(key):
+            pos = np.asarray(_flat_positions(x.shape, key)).reshape(-1)
+            counts = np.bincount(pos, minlength=x.size) if pos.size else np.zeros(x.size, np.int64)
+            out = np.array(x).reshape(-1)
+            for r in range(1, int(counts.max(initial=0)) + 1):
+                chosen = counts >= r
+                out[chosen] = np.asarray(func(out[chosen].view(Array)))
+            return out.reshape(x.shape).view(Array)
         return self._combine("apply", lambda old, _: func(old), None, unique_indices, mode)
 
 
