@@ -19,6 +19,7 @@ import inspect
 import os
 import time
 import types
+import weakref
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -122,14 +123,12 @@ class Jitted:
         options = ("jit", self._static_nums, self._static_names, self.donate_argnums, backend, self._disabled)
         root, chain = cache_key if cache_key is not None else (fun, ())
         self._key = (root, chain + (options,))
-        # one cache per mode: 64-bit mode changes what tracing gives (Python scalars, default dtypes)
+        # one cache per mode: 64-bit mode changes what tracing gives (Python scalars, default dtypes);
+        # `_cache` is the current mode's, swapped when the mode switches (the hit path reads no flag)
         self._caches = (shared_cache(root, self._key[1], cache_size),
                         shared_cache(root, self._key[1] + ("x64",), cache_size))
-
-    @property
-    def _cache(self):
-        """The cache of the current mode (32- or 64-bit defaults)."""
-        return self._caches[config.x64_enabled]
+        self._cache = self._caches[config.x64_enabled]
+        _live.add(self)
 
     def _cache_key(self):
         """(the underlying function, the transforms and options over it): what the cache is shared by."""
@@ -215,7 +214,7 @@ class Jitted:
                 for x in args:
                     sig += ((x.shape, x.dtype) if type(x) is Array or type(x) is np.ndarray or type(x) in DEVICE_TYPES
                             else (type(x),))
-            cache = self._caches[config.x64_enabled]
+            cache = self._cache
             entry = cache.fast.get(sig)
             if entry is None:
                 return self._call_slow(backend, args, kwargs)
@@ -331,7 +330,7 @@ class Jitted:
         """hits: calls served from the cache; misses: traces (one per new signature); size: entries;
         maxsize: the bound (least recently used entries go first). Shared by every jit of the same
         function with the same options."""
-        c = self._caches[config.x64_enabled]
+        c = self._cache
         return CacheInfo(c.hits, c.misses, len(c.entries), c.maxsize)
 
     def clear_cache(self) -> None:
@@ -340,6 +339,17 @@ class Jitted:
 
     def __repr__(self):
         return f"<jit of {fun_name(self._fun)}>"
+
+
+_live: weakref.WeakSet = weakref.WeakSet()  # every Jitted, to swap its cache when the mode switches
+
+
+def _switch_mode(on: bool) -> None:
+    for jitted in list(_live):
+        jitted._cache = jitted._caches[on]
+
+
+config.watch("ember_enable_x64", _switch_mode)
 
 
 def _rebuild_jitted(fun: Callable, options: dict) -> Jitted:

@@ -11,7 +11,6 @@ so threads run them in parallel; small ones through `PYFUNCTYPE`, which saves th
 from __future__ import annotations
 
 import ctypes
-import functools
 import json
 import threading
 import weakref
@@ -30,8 +29,7 @@ if TYPE_CHECKING:
 
 # a thread keeps its workspace across calls up to this size; larger ones are allocated per call
 KEEP_WORKSPACE_BYTES = 64 << 20
-# outputs are ember Arrays from the start (no view on the hit path)
-_empty = functools.partial(np.ndarray.__new__, Array)
+_empty = np.empty
 
 
 class LayoutError(RuntimeError):
@@ -149,9 +147,9 @@ class LLVMExecutable:
         if out is not None:
             outs = list(out)
         elif self._single:  # the common case without the loop (about 0.15 us less)
-            outs = [_empty(*self._outs[0])]
+            outs = [_empty(*self._outs[0]).view(Array)]  # outputs are ember Arrays
         else:
-            outs = [_empty(s, d) for s, d in self._outs]
+            outs = [_empty(s, d).view(Array) for s, d in self._outs]
         if self._entry((*args, *outs, *tail)):
             self._again(args, (*outs, *tail))
         return outs
