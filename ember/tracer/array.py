@@ -55,6 +55,7 @@ def _mutating(name: str):
 class Array(np.ndarray):
     """An immutable n-d array: what ember.numpy and jit return (see the module's docstring)."""
 
+    __slots__ = ()  # no per-instance dict: an Array costs what an ndarray costs to make and free
     weak_type = False  # eager values are strongly typed, as their NumPy dtype says
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
