@@ -37,6 +37,17 @@ def _knuth(key, lam, shape, dtype, max_iters):
     return (k - 1).astype(dtype)
 
 
+def _until_accepted(body, key, shape, work_dtype, dtype, max_iters):
+    """A transformed-rejection loop: `body((i, k, accepted, key))` draws again where no sample was
+    accepted, until all are (or `max_iters`); the samples as `dtype` (-1 where none was accepted)."""
+    def more(state):
+        i, _, accepted, _ = state
+        return jnp.any(~accepted) & (i < max_iters)
+
+    init = (jnp.zeros((), np.int32), jnp.full(shape, -1, work_dtype), jnp.zeros(shape, bool), key)
+    return lax.while_loop(more, body, init)[1].astype(dtype)
+
+
 def _rejection(key, lam, shape, dtype, max_iters):
     """Hormann's transformed rejection with squeeze (PTRS), for large rates."""
     log_lam = jnp.log(lam)
@@ -59,12 +70,7 @@ def _rejection(key, lam, shape, dtype, max_iters):
         accept = accept1 | (~reject & (s <= t))
         return i + 1, jnp.where(accept, k, k_out), accepted | accept, keys[0]
 
-    def more(state):
-        i, _, accepted, _ = state
-        return jnp.any(~accepted) & (i < max_iters)
-
-    init = (jnp.zeros((), np.int32), jnp.full(shape, -1, lam.dtype), jnp.zeros(shape, bool), key)
-    return lax.while_loop(more, body, init)[1].astype(dtype)
+    return _until_accepted(body, key, shape, lam.dtype, dtype, max_iters)
 
 
 @jit(static_argnums=(2, 3))
@@ -155,12 +161,7 @@ def _btrs(key, count, prob, shape, dtype, max_iters):
         accept = accept1 | (~reject & (v <= ub))
         return i + 1, jnp.where(accept, k, k_out), accepted | accept, keys[0]
 
-    def more(state):
-        i, _, accepted, _ = state
-        return jnp.any(~accepted) & (i < max_iters)
-
-    init = (jnp.zeros((), np.int32), jnp.full(shape, -1, prob.dtype), jnp.zeros(shape, bool), key)
-    return lax.while_loop(more, body, init)[1].astype(dtype)
+    return _until_accepted(body, key, shape, prob.dtype, dtype, max_iters)
 
 
 @jit(static_argnums=(3, 4, 5))
