@@ -5,8 +5,9 @@ order. A `Loop` walks an iteration space, computes a scalar op DAG per point (lo
 maps, the primitives' scalar ops, shared subexpressions once), folds values into reductions over
 some of its axes and stores values at the identity index; a `Contraction` is a dot_general into a
 buffer (an epilogue's loop then runs over that buffer); an `ArgReduce` is an argmax/argmin along one
-axis and a `Scatter` writes updates at computed positions (their operands are buffers: a computed
-operand is stored first). Layout ops never appear as ops: broadcast,
+axis, a `Scatter` writes updates at computed positions, a `Cumulative` is a running sum, product,
+max or min along one axis and a `Sort` sorts several operands together along one axis, writing one
+output each (their operands are buffers: a computed operand is stored first). Layout ops never appear as ops: broadcast,
 reshape, transpose, slice, pad, rev, concatenate, iota and gather become index arithmetic
 (kernel_index) and selects. Reductions and dots are the only values held in buffers between steps,
 so consumers of a reduced value run in a later loop over the reduced space. `evaluate` runs a
@@ -28,6 +29,7 @@ from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Literal, Node, Var
 from ember.tracer.primitive import impl_rules
 from ember.tracer.prims.reduce import identity as _identity
+from ember.tracer.prims.sort import cumulative_reference
 
 
 class KernelError(EmberError, ValueError):
@@ -122,7 +124,30 @@ class Scatter:
     out: str
 
 
-Step = Loop | Contraction | ArgReduce | Scatter
+@dataclass(frozen=True)
+class Cumulative:
+    """out = the running `combine` of `operand` along `axis`, from the end when `reverse` (cumsum,
+    cumprod, cummax, cummin); float16 sums and products accumulate in float32 (`acc_dtype`)."""
+
+    combine: str  # add, mul, max, min
+    operand: str
+    axis: int
+    reverse: bool
+    out: str
+
+
+@dataclass(frozen=True)
+class Sort:
+    """outs = `operands` sorted together along `dimension`, stably, lexicographically by the first
+    `num_keys` in JAX's total order (-0.0 equals 0.0; NaNs equal each other, after +inf)."""
+
+    operands: tuple[str, ...]
+    dimension: int
+    num_keys: int
+    outs: tuple[str, ...]
+
+
+Step = Loop | Contraction | ArgReduce | Scatter | Cumulative | Sort
 
 
 @dataclass(frozen=True)
@@ -150,7 +175,16 @@ def step_reads(step: Step) -> tuple[str, ...]:
         return (step.operand,)
     if isinstance(step, Scatter):
         return (step.operand, step.indices, step.updates)
+    if isinstance(step, Cumulative):
+        return (step.operand,)
+    if isinstance(step, Sort):
+        return step.operands
     return ()
+
+
+def step_writes(step: Step) -> tuple[str, ...]:
+    """The buffers a step other than a Loop writes (a Sort one per operand)."""
+    return step.outs if isinstance(step, Sort) else (step.out,)
 
 
 _COMBINE = {P.reduce_sum_p: "add", P.reduce_prod_p: "mul", P.reduce_max_p: "max", P.reduce_min_p: "min"}
@@ -229,8 +263,10 @@ class _Lowering:
                     if a not in self.buffer:
                         jobs.append((self.level_of(self.reads(a)), "store", a, self.assign(a)))
                         after.append(jobs[-1][0])
-                self.level[v] = 1 + max(after)
-                jobs.append((self.level[v], "step", v, self.assign(v, out_names.get(v))))
+                for o in node.outputs:
+                    self.level[o] = 1 + max(after)
+                names = tuple(self.assign(o, out_names.get(o)) for o in node.outputs)
+                jobs.append((self.level[v], "step", v, names if node.prim.multiple_results else names[0]))
             else:
                 self.level[v] = self.level_of(self.reads(node.inputs[0]))
                 jobs.append((self.level[v], "reduce", v, self.assign(v, out_names.get(v))))
@@ -265,7 +301,7 @@ class _Lowering:
         return _alias_epilogues(Kernel(self.kind, self.inputs, self.outputs, tuple(self.temps), tuple(built),
                                        shareable))
 
-    def step(self, job) -> Contraction | ArgReduce | Scatter:
+    def step(self, job) -> Step:
         _, _, v, name = job
         node = self.producer[v]
         return _STEPS[node.prim](*(self.buffer[a] for a in node.inputs), out=name, **node.params)
@@ -491,8 +527,28 @@ def _scatter(mode):
     return rule
 
 
-_STEPS = {P.dot_general_p: _contraction, P.argmax_p: _arg_reduce("argmax"), P.argmin_p: _arg_reduce("argmin"),
-          P.scatter_add_p: _scatter("add"), P.scatter_p: _scatter("replace")}
+def _cumulative(combine):
+    def rule(operand, *, out, axis, reverse):
+        return Cumulative(combine, operand, axis, reverse, out)
+    return rule
+
+
+def _sort(*operands, out, dimension, is_stable, num_keys):
+    return Sort(tuple(operands), dimension, num_keys, tuple(out))
+
+
+_STEPS = {
+    P.dot_general_p: _contraction,
+    P.argmax_p: _arg_reduce("argmax"),
+    P.argmin_p: _arg_reduce("argmin"),
+    P.scatter_add_p: _scatter("add"),
+    P.scatter_p: _scatter("replace"),
+    P.cumsum_p: _cumulative("add"),
+    P.cumprod_p: _cumulative("mul"),
+    P.cummax_p: _cumulative("max"),
+    P.cummin_p: _cumulative("min"),
+    P.sort_p: _sort,
+}
 
 
 def _alias_epilogues(k: Kernel) -> Kernel:
@@ -555,6 +611,10 @@ _STEP_TEXT = {
     ArgReduce: lambda s: f"  {s.out} = {s.combine} {s.operand} axis={s.axis} index_dtype={s.index_dtype.name}",
     Scatter: lambda s: f"  {s.out} = scatter-{s.mode} {s.operand} at {s.indices} of {s.updates} "
                        f"batch_dims={s.batch_dims}",
+    Cumulative: lambda s: f"  {s.out} = cumulative-{s.combine} {s.operand} axis={s.axis}"
+                          f"{' reverse' if s.reverse else ''}",
+    Sort: lambda s: f"  {', '.join(s.outs)} = sort {' '.join(s.operands)} dimension={s.dimension} "
+                    f"num_keys={s.num_keys}",
 }
 
 
@@ -598,7 +658,9 @@ def evaluate(kernel: Kernel, *arrays, math: str = "numpy") -> tuple[np.ndarray, 
         if isinstance(step, Loop):
             _run_loop(step, bufs, math == "algorithm")
         else:
-            bufs[step.out][...] = _STEP_EVAL[type(step)](step, *(bufs[b] for b in step_reads(step)))
+            values = _STEP_EVAL[type(step)](step, *(bufs[b] for b in step_reads(step)))
+            for name, value in zip(step_writes(step), values if isinstance(step, Sort) else (values,)):
+                bufs[name][...] = value
     return tuple(bufs[b.name] for b in kernel.outputs)
 
 
@@ -608,6 +670,8 @@ _STEP_EVAL = {
     ArgReduce: lambda s, x: impl_rules[_PRIMS[s.combine]](x, axis=s.axis, index_dtype=s.index_dtype),
     Scatter: lambda s, x, i, u: impl_rules[P.scatter_add_p if s.mode == "add" else P.scatter_p](
         x, i, u, batch_dims=s.batch_dims),
+    Cumulative: lambda s, x: cumulative_reference(s.combine, x, s.axis, s.reverse),
+    Sort: lambda s, *xs: impl_rules[P.sort_p](*xs, dimension=s.dimension, is_stable=True, num_keys=s.num_keys),
 }
 
 

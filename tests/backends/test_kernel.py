@@ -284,6 +284,11 @@ ONE_NODE = {
         P.reduce_sum, P.reduce_max, P.reduce_min, P.reduce_prod)},
     "argmax": (lambda x: P.argmax(x, 0, np.int32), (((3, 4), F),)),
     "argmin": (lambda x: P.argmin(x, 1, np.int64), (((3, 4), F),)),
+    "cumsum": (lambda x: P.cumsum(x, 1), (((3, 4), F),)),
+    "cumprod": (lambda x: P.cumprod(x, 0, True), (((3, 4), F),)),
+    "cummax": (lambda x: P.cummax(x, 1, True), (((3, 4), F),)),
+    "cummin": (lambda x: P.cummin(x, 0), (((3, 4), F),)),
+    "sort": (lambda x, y: P.sort((x, y), 1)[1], (((3, 4), F), ((3, 4), I))),
 }
 # the pipeline inlines the calls and drops the names; fusions never nest; control flow is run by the
 # backend around its bodies, never a kernel

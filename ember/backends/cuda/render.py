@@ -18,6 +18,7 @@ math functions they call. Each step of the description becomes:
 - a `Scatter`: the operand copied to the output, then one thread per update element; `add` adds with
   atomics (float results may then vary run to run in the last bits: the one kernel that may), `replace`
   lets the last update in row-major order win through an atomicMax claim, as the reference does.
+- a `Cumulative` or a `Sort`: one thread per row (cuda/sort.py).
 
 Values are computed in register types and stored in memory types (types.py); scalar ops come from
 `scalar.py`'s table and transcendental functions from `mathlib.py`, keyed by name in `need`.
@@ -31,8 +32,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ember.backends.cuda import scalar as S
+from ember.backends.cuda import sort as sort_rules
 from ember.backends.cuda.types import memory_type, register_type
-from ember.backends.kernel import ArgReduce, Buffer, Contraction, Kernel, Loop, Op, Scatter, strides
+from ember.backends.kernel import ArgReduce, Buffer, Contraction, Cumulative, Kernel, Loop, Op, Scatter, Sort, strides
 from ember.backends.kernel_index import Ix
 from ember.backends.schedule import GridPolicy, affine, gpu_grid, no_alias, offset, round_up
 
@@ -815,7 +817,14 @@ def _scatter(ctx: _Context, step: Scatter) -> None:
     ctx.out.launches.append(ctx.define(text, params, grid, [step.indices, claim, step.updates, step.out]))
 
 
-_STEP_RULES = {Loop: _loop, Contraction: _contraction, ArgReduce: _arg_reduce, Scatter: _scatter}
+_STEP_RULES = {
+    Loop: _loop,
+    Contraction: _contraction,
+    ArgReduce: _arg_reduce,
+    Scatter: _scatter,
+    Cumulative: sort_rules.cumulative,
+    Sort: sort_rules.sort,
+}
 
 # Helpers every kernel source may use, in CUDA C that the device prelude and the host header both accept.
 COMMON = r"""

@@ -121,6 +121,18 @@ from ember.tracer.prims.reduce import (  # noqa: F401
 )
 from ember.tracer.prims.remat import checkpoint_name, checkpoint_name_p, remat_call_p  # noqa: F401
 from ember.tracer.prims.select import select, select_p  # noqa: F401
+from ember.tracer.prims.sort import (  # noqa: F401
+    cummax,
+    cummax_p,
+    cummin,
+    cummin_p,
+    cumprod,
+    cumprod_p,
+    cumsum,
+    cumsum_p,
+    sort,
+    sort_p,
+)
 from ember.tracer.prims.special import (  # noqa: F401
     digamma,
     digamma_p,

@@ -15,7 +15,7 @@ from ember.backends import kernel
 from ember.backends.cuda import control, render, scalar
 from ember.backends.cuda.backend import compile_many
 from ember.backends.debug import ORACLE_RTOL
-from ember.backends.kernel import ArgReduce, Contraction, Loop, Scatter
+from ember.backends.kernel import ArgReduce, Contraction, Cumulative, Loop, Scatter, Sort
 from ember.backends.llvm import scalar as llvm_scalar
 from ember.passes.memory import plan_memory
 from ember.tracer import prims as P
@@ -41,7 +41,9 @@ def cuda_rule(prim) -> str | None:
         return "a tree reduction (render._reduction)" if Loop in render._STEP_RULES else None
     if prim in kernel._STEPS:
         step = {P.dot_general_p: Contraction, P.argmax_p: ArgReduce, P.argmin_p: ArgReduce,
-                P.scatter_add_p: Scatter, P.scatter_p: Scatter}.get(prim)
+                P.scatter_add_p: Scatter, P.scatter_p: Scatter,
+                P.cumsum_p: Cumulative, P.cumprod_p: Cumulative, P.cummax_p: Cumulative, P.cummin_p: Cumulative,
+                P.sort_p: Sort}.get(prim)
         return f"a step rule ({step.__name__})" if step in render._STEP_RULES else None
     return None
 
@@ -66,7 +68,7 @@ def test_a_primitive_without_a_rule_is_named():
 
 
 def test_every_step_kind_has_a_rule():
-    assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter}
+    assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter, Cumulative, Sort}
 
 
 def test_every_control_primitive_has_a_runner_and_an_example():

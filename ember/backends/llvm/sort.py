@@ -1,0 +1,171 @@
+"""The Cumulative and Sort steps of a kernel description as IR loops (loops.py dispatches them here).
+
+A cumulative step walks each slab of the operand (the axes before `axis`) along `axis`, keeping one
+running value per element of a row slice (the axes after it) in scratch, in the accumulator dtype:
+the innermost loop runs over contiguous memory and vectorizes. A sort sorts, per row along
+`dimension`, a permutation of the row's positions with a stable bottom-up merge sort (ceil(log2 n)
+passes, each merging pairs of sorted runs from one permutation in scratch into the other), comparing
+the keys through the permutation in JAX's total order (NaNs equal and last, -0.0 equal to 0.0), then
+gathers every operand through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from math import prod
+
+import numpy as np
+from llvmlite import ir
+
+from ember.backends.kernel import Buffer, Cumulative, Op, Sort, acc_dtype
+from ember.backends.llvm import scalar
+from ember.backends.llvm.indexing import ALIGN, _loop
+from ember.backends.llvm.types import I64, element_ptr, index, load, store
+
+_I64 = np.dtype(np.int64)
+
+
+def step_scratch_bytes(step: Cumulative | Sort, buffers: Mapping[str, Buffer]) -> int:
+    """Bytes of scratch `emit_step` needs: a cumulative step's running values (one per element of a
+    row slice), a sort's permutation and the merge's second permutation (i64 each)."""
+    if isinstance(step, Cumulative):
+        x = buffers[step.operand]
+        nbytes = prod(x.shape[step.axis + 1:]) * acc_dtype(step.combine, x.dtype).itemsize
+    else:
+        nbytes = 2 * buffers[step.operands[0]].shape[step.dimension] * 8
+    return -(-nbytes // ALIGN) * ALIGN
+
+
+def emit_step(builder: ir.IRBuilder, step: Cumulative | Sort, buffers: Mapping[str, Buffer],
+              ptrs: Mapping[str, ir.Value], scratch: ir.Value) -> None:
+    """Append the loops computing `step` at the builder's position, which ends after them."""
+    if isinstance(step, Cumulative):
+        _cumulative(builder, step, buffers, ptrs, scratch)
+    elif isinstance(step, Sort):
+        _sort(builder, step, buffers, ptrs, scratch)
+    else:
+        raise TypeError(f"sort.emit_step renders Cumulative and Sort steps, not {type(step).__name__}")
+
+
+def _add(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
+    return builder.add(a, b, flags=["nsw", "nuw"])
+
+
+def _mul(builder: ir.IRBuilder, a: ir.Value, c: int) -> ir.Value:
+    return a if c == 1 else builder.mul(a, index(c), flags=["nsw", "nuw"])
+
+
+def _min(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
+    return builder.select(builder.icmp_signed("<", a, b), a, b)
+
+
+# --- cumulative ----------------------------------------------------------------------------------------
+
+def _cumulative(builder, step: Cumulative, buffers, ptrs, scratch) -> None:
+    x = buffers[step.operand]
+    outer, n, inner = prod(x.shape[:step.axis]), x.shape[step.axis], prod(x.shape[step.axis + 1:])
+    dt, acc = x.dtype, acc_dtype(step.combine, x.dtype)
+    src, dst = ptrs[step.operand], ptrs[step.out]
+    op = Op(step.combine, (0, 1), acc)
+
+    def slab(o):
+        def element(k, first: bool):
+            kk = builder.sub(index(n - 1), k) if step.reverse else k
+            row = _add(builder, _mul(builder, o, n * inner), _mul(builder, kk, inner))
+
+            def lane(i):
+                at = _add(builder, row, i)
+                v = scalar.convert(builder, load(builder, src, at, dt), dt, acc)
+                if not first:
+                    v = scalar.emit_op(builder, op, [load(builder, scratch, i, acc), v], [acc, acc])
+                store(builder, v, scratch, i, acc)
+                store(builder, scalar.convert(builder, v, acc, dt), dst, at, dt)
+            _loop(builder, 0, inner, lane)
+
+        element(index(0), True)
+        _loop(builder, 1, n, lambda k: element(k, False))
+
+    if n:
+        _loop(builder, 0, outer, slab)
+
+
+# --- sort -------------------------------------------------------------------------------------------
+
+def _key_less(builder: ir.IRBuilder, a: ir.Value, b: ir.Value, dtype: np.dtype) -> ir.Value:
+    """a < b in JAX's sort order: for floats a NaN is above everything and equal to a NaN, and the
+    ordered compare already makes -0.0 equal to 0.0."""
+    if dtype.kind == "f":
+        return builder.or_(builder.fcmp_ordered("<", a, b),
+                           builder.and_(builder.fcmp_ordered("ord", a, a), builder.fcmp_unordered("uno", b, b)))
+    if dtype.kind == "i":
+        return builder.icmp_signed("<", a, b)
+    return builder.icmp_unsigned("<", a, b)  # unsigned ints, and bools as i1
+
+
+def _less(builder: ir.IRBuilder, keys, p: ir.Value, q: ir.Value) -> ir.Value:
+    """Whether the element at row position p sorts before the one at q: the keys compared
+    lexicographically, the first deciding unless equal."""
+    result = None
+    for ptr, base, stride, dtype in reversed(keys):
+        a = load(builder, ptr, _add(builder, base, _mul(builder, p, stride)), dtype)
+        b = load(builder, ptr, _add(builder, base, _mul(builder, q, stride)), dtype)
+        lt = _key_less(builder, a, b, dtype)
+        if result is not None:
+            equal = builder.not_(builder.or_(lt, _key_less(builder, b, a, dtype)))
+            lt = builder.or_(lt, builder.and_(equal, result))
+        result = lt
+    return result
+
+
+def _merge_pass(builder, keys, src: ir.Value, dst: ir.Value, n: int, width: ir.Value) -> None:
+    """Merge each pair of sorted runs of `width` of the permutation `src` into `dst`, the left run
+    winning ties (so the sort is stable)."""
+    twice = builder.shl(width, index(1))
+
+    def block(b):
+        lo = builder.mul(b, twice)
+        mid = _min(builder, _add(builder, lo, width), index(n))
+        hi = _min(builder, _add(builder, lo, twice), index(n))
+
+        def take(k, i, j):
+            # clamped positions keep the loads in range once a run is used up
+            pi = load(builder, src, _min(builder, i, builder.sub(mid, index(1))), _I64)
+            pj = load(builder, src, _min(builder, j, builder.sub(hi, index(1))), _I64)
+            right = builder.and_(builder.icmp_signed("<", j, hi),
+                                 builder.or_(builder.icmp_signed(">=", i, mid), _less(builder, keys, pj, pi)))
+            store(builder, builder.select(right, pj, pi), dst, k, _I64)
+            step = builder.zext(right, I64)
+            return [builder.sub(_add(builder, i, index(1)), step), _add(builder, j, step)]
+
+        _loop(builder, lo, hi, take, [lo, mid])
+
+    blocks = builder.udiv(_add(builder, index(n - 1), twice), twice)
+    _loop(builder, 0, blocks, block)
+
+
+def _sort(builder, step: Sort, buffers, ptrs, scratch) -> None:
+    x = buffers[step.operands[0]]
+    d = step.dimension
+    outer, n, inner = prod(x.shape[:d]), x.shape[d], prod(x.shape[d + 1:])
+    perm, spare = scratch, element_ptr(builder, scratch, index(n), _I64)
+
+    def row(o, i):
+        base = _add(builder, _mul(builder, o, n * inner), i)
+        keys = [(ptrs[name], base, inner, buffers[name].dtype) for name in step.operands[:step.num_keys]]
+        _loop(builder, 0, n, lambda k: store(builder, k, perm, k, _I64))
+
+        def merge(p, src, dst):
+            _merge_pass(builder, keys, src, dst, n, builder.shl(index(1), p))
+            return [dst, src]
+        src, _ = _loop(builder, 0, (n - 1).bit_length(), merge, [perm, spare])
+
+        def gather(k):
+            at = _add(builder, base, _mul(builder, k, inner))
+            from_at = _add(builder, base, _mul(builder, load(builder, src, k, _I64), inner))
+            for name, out in zip(step.operands, step.outs):
+                dt = buffers[name].dtype
+                store(builder, load(builder, ptrs[name], from_at, dt), ptrs[out], at, dt)
+        _loop(builder, 0, n, gather)
+
+    if n:
+        _loop(builder, 0, outer, lambda o: _loop(builder, 0, inner, lambda i: row(o, i)))
