@@ -137,6 +137,32 @@ from ember.numpy._shape import (
     transpose,
     vstack,
 )
+from ember.numpy._sorting import (
+    argpartition,
+    argsort,
+    argwhere,
+    bincount,
+    cumprod,
+    cumsum,
+    cumulative_prod,
+    cumulative_sum,
+    digitize,
+    flatnonzero,
+    lexsort,
+    median,
+    nancumprod,
+    nancumsum,
+    nanmedian,
+    nanpercentile,
+    nanquantile,
+    nonzero,
+    partition,
+    percentile,
+    quantile,
+    searchsorted,
+    sort,
+    unique,
+)
 from ember.tracer import trace as _trace
 from ember.tracer.array import Array
 
@@ -194,6 +220,12 @@ __all__ = [
     "cbrt", "copysign", "exp2", "hypot", "logaddexp", "logaddexp2", "nextafter",
     "bitwise_xor", "bitwise_not", "invert", "bitwise_invert", "left_shift", "right_shift", "bitwise_left_shift",
     "bitwise_right_shift", "bitwise_count",
+]
+# scans, sorts and what is built on them (ember/numpy/_sorting.py)
+__all__ += [
+    "argpartition", "argsort", "argwhere", "bincount", "cumprod", "cumsum", "cumulative_prod", "cumulative_sum",
+    "digitize", "flatnonzero", "lexsort", "median", "nancumprod", "nancumsum", "nanmedian", "nanpercentile",
+    "nanquantile", "nonzero", "partition", "percentile", "quantile", "searchsorted", "sort", "unique",
 ]
 
 

@@ -152,6 +152,13 @@ ARRAY_PARAMS: dict[str, tuple[int, ...] | str] = {
                      "norm"], (0,)),
     **dict.fromkeys(["dot", "inner", "matmul", "outer", "tensordot", "vdot", "take", "full_like"], (0, 1)),
     **dict.fromkeys(["concatenate", "stack", "hstack", "vstack"], _SEQ),
+    # scans, sorts and what is built on them (_sorting.py)
+    **dict.fromkeys(["argpartition", "argsort", "argwhere", "cumprod", "cumsum", "cumulative_prod", "cumulative_sum",
+                     "flatnonzero", "median", "nancumprod", "nancumsum", "nanmedian", "nonzero", "partition", "sort",
+                     "unique"], (0,)),
+    **dict.fromkeys(["bincount", "digitize", "nanpercentile", "nanquantile", "percentile", "quantile", "searchsorted"],
+                    (0, 1)),
+    "lexsort": _SEQ,
 }
 
 
