@@ -127,7 +127,8 @@ class Scatter:
 @dataclass(frozen=True)
 class Cumulative:
     """out = the running `combine` of `operand` along `axis`, from the end when `reverse` (cumsum,
-    cumprod, cummax, cummin); float16 sums and products accumulate in float32 (`acc_dtype`)."""
+    cumprod, cummax, cummin); float16 sums and products accumulate in float32 (`acc_dtype`), and a
+    float sum starts from +0.0 (as JAX's: a sum of -0.0s is +0.0)."""
 
     combine: str  # add, mul, max, min
     operand: str

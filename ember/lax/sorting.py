@@ -1,5 +1,5 @@
 """lax's scans and sorts: `cumsum`, `cumprod`, `cummax`, `cummin` (the primitives of
-tracer/prims/sort.py, with lax's negative-axis handling), `sort` of one operand or several,
+tracer/prims/sort.py; no negative axes, as lax), `sort` of one operand or several,
 `sort_key_val` and `top_k` (a sort by a key that orders floats as XLA's TopK does).
 """
 
@@ -15,16 +15,19 @@ from ember.tracer import prims as P
 from ember.tracer.prims.util import shape_of
 
 
-def _axis(name: str, axis: int, ndim: int) -> int:
-    if not -ndim <= axis < ndim:
-        raise AxisError(f"lax.{name}: axis {axis} is out of bounds for an operand of rank {ndim}", user_location())
+def _axis(name: str, axis: int, ndim: int, negative: bool = True) -> int:
+    """`axis` in [0, ndim), counted from the end when negative where lax allows it (its sorts; its
+    cumulative reductions take none: "XLA operations do not allow negative axes")."""
+    if not (-ndim if negative else 0) <= axis < ndim:
+        raise AxisError(f"lax.{name}: axis {axis} is out of bounds for an operand of rank {ndim}"
+                        f"{'' if negative else ' (lax takes no negative axes here)'}", user_location())
     return int(axis) % ndim
 
 
 def _cumulative(prim_fn, name: str):
     def fn(operand, axis: int = 0, reverse: bool = False):
         operand = as_operand(operand)
-        return prim_fn(operand, _axis(name, axis, len(shape_of(operand))), reverse)
+        return prim_fn(operand, _axis(name, axis, len(shape_of(operand)), negative=False), reverse)
 
     fn.__name__ = name
     fn.__doc__ = f"The running {name[3:]} of `operand` along `axis` (from the end when `reverse`), as lax.{name}."

@@ -32,6 +32,15 @@ def _write(name: str, at: str, value: str, dtype: np.dtype) -> str:
     return f"{name}[{at}] = {f'ember_f2h({value})' if dtype == np.float16 else value};"
 
 
+def _combine(op: Op, need: set) -> str:
+    """r combined with v: a float max/min orders -0.0 below 0.0 and propagates NaN, as JAX's scans;
+    everything else is the primitive's scalar op."""
+    if op.prim not in ("max", "min") or op.dtype.kind != "f":
+        return S.emit_op(op, ["r", "v"], [op.dtype, op.dtype], need)
+    cmp, tie = (">", "(signbit(r) ? v : r)") if op.prim == "max" else ("<", "(signbit(r) ? r : v)")
+    return f"((r != r || v != v) ? r + v : (v {cmp} r ? v : (v == r ? {tie} : r)))"
+
+
 def _launch_rows(ctx, rows: tuple[int, int, int], body: str, params: list, args: list) -> None:
     """Launch `body` once per row, in a grid-stride loop (thread `w`, `base` the flat index of its row's
     first element)."""
@@ -50,13 +59,15 @@ def cumulative(ctx, step: Cumulative) -> None:
         return
     dt, acc = x.dtype, acc_dtype(step.combine, x.dtype)
     rt = register_type(acc)
-    combined = S.emit_op(Op(step.combine, (0, 1), acc), ["r", "v"], [acc, acc], ctx.out.need)
+    combined = _combine(Op(step.combine, (0, 1), acc), ctx.out.need)
     at = f"base + {f'({n - 1}LL - k)' if step.reverse else 'k'} * {inner}LL"
+    # a float sum starts from +0.0, as JAX's (a sum of -0.0s is +0.0)
+    first = f"v + {S.constant(0.0, acc)}" if step.combine == "add" and acc.kind == "f" else "v"
     body = (f"    {rt} r = {S.constant(0, acc)};\n"
             f"    for (long long k = 0; k < {n}LL; ++k) {{\n"
             f"      const long long at = {at};\n"
             f"      const {rt} v = {S.convert(_read('x', 'at', dt), dt, acc)};\n"
-            f"      r = k == 0 ? v : {combined};\n"
+            f"      r = k == 0 ? {first} : {combined};\n"
             f"      {_write('out', 'at', S.convert('r', acc, dt), dt)}\n"
             "    }\n")
     params = [(ctx.param(step.operand, False)[0], "x"), (ctx.param(step.out, True)[0], "out")]

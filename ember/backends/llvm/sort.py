@@ -61,6 +61,23 @@ def _min(builder: ir.IRBuilder, a: ir.Value, b: ir.Value) -> ir.Value:
 
 # --- cumulative ----------------------------------------------------------------------------------------
 
+def _signbit(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    bits = ir.IntType({"half": 16, "float": 32, "double": 64}[str(x.type)])
+    return builder.icmp_signed("<", builder.bitcast(x, bits), ir.Constant(bits, 0))
+
+
+def _combine(builder: ir.IRBuilder, op: Op, a: ir.Value, b: ir.Value) -> ir.Value:
+    """a combined with b: a float max/min orders -0.0 below 0.0 and propagates NaN, as JAX's scans;
+    everything else is the primitive's scalar op."""
+    if op.prim not in ("max", "min") or op.dtype.kind != "f":
+        return scalar.emit_op(builder, op, [a, b], [op.dtype, op.dtype])
+    beyond = builder.fcmp_ordered(">" if op.prim == "max" else "<", b, a)
+    # equal: zeros of two signs, where the sign bit of a decides
+    tie = builder.select(_signbit(builder, a), b, a) if op.prim == "max" else builder.select(_signbit(builder, a), a, b)
+    best = builder.select(beyond, b, builder.select(builder.fcmp_ordered("==", a, b), tie, a))
+    return builder.select(builder.fcmp_unordered("uno", a, b), builder.fadd(a, b), best)
+
+
 def _cumulative(builder, step: Cumulative, buffers, ptrs, scratch) -> None:
     x = buffers[step.operand]
     outer, n, inner = prod(x.shape[:step.axis]), x.shape[step.axis], prod(x.shape[step.axis + 1:])
@@ -77,7 +94,9 @@ def _cumulative(builder, step: Cumulative, buffers, ptrs, scratch) -> None:
                 at = _add(builder, row, i)
                 v = scalar.convert(builder, load(builder, src, at, dt), dt, acc)
                 if not first:
-                    v = scalar.emit_op(builder, op, [load(builder, scratch, i, acc), v], [acc, acc])
+                    v = _combine(builder, op, load(builder, scratch, i, acc), v)
+                elif step.combine == "add" and acc.kind == "f":  # a float sum starts from +0.0, as JAX's
+                    v = builder.fadd(v, scalar.constant(0.0, acc))
                 store(builder, v, scratch, i, acc)
                 store(builder, scalar.convert(builder, v, acc, dt), dst, at, dt)
             _loop(builder, 0, inner, lane)

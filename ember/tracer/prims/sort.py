@@ -95,12 +95,31 @@ _ACCUMULATE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.m
 
 def cumulative_reference(combine: str, x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
     """The running `combine` of `x` along `axis`; float16 sums and products run in float32 and are
-    rounded at each output, as ember's reductions accumulate them."""
+    rounded at each output, as ember's reductions accumulate them. Signed zeros come out as JAX's: a
+    float sum starts from +0.0 (XLA's windowed sums fold in their initial value: a sum of -0.0s is
+    +0.0), and a running max/min orders -0.0 below 0.0."""
     wide = np.float32 if x.dtype == np.float16 and combine in ("add", "mul") else x.dtype
     if reverse:
         x = np.flip(x, axis)
-    out = _ACCUMULATE[combine].accumulate(x, axis=axis, dtype=wide).astype(x.dtype, copy=False)
+    out = _ACCUMULATE[combine].accumulate(x, axis=axis, dtype=wide)
+    if combine == "add" and x.dtype.kind == "f":
+        out = out + np.zeros((), wide)
+    if combine in ("max", "min") and x.dtype.kind == "f":
+        out = _ordered_zeros(combine, x, out, axis)
+    out = out.astype(x.dtype, copy=False)
     return np.ascontiguousarray(np.flip(out, axis) if reverse else out)
+
+
+def _ordered_zeros(combine: str, x: np.ndarray, out: np.ndarray, axis: int) -> np.ndarray:
+    """A running max (min) whose zeros order -0.0 below 0.0, as JAX's (NumPy's maximum keeps either):
+    a zero result is 0.0 (-0.0) where the prefix holds a 0.0 (-0.0)."""
+    zero = out == 0
+    if not zero.any():
+        return out
+    wanted = (x == 0) & (np.signbit(x) == (combine == "min"))
+    seen = np.logical_or.accumulate(wanted, axis=axis)
+    signed = np.where(seen == (combine == "min"), -np.zeros((), out.dtype), np.zeros((), out.dtype))
+    return np.where(zero, signed, out)
 
 
 def _cumulative_impl(combine: str):
