@@ -191,29 +191,44 @@ def test_cumulative_gradients_match_recorded_jax_at_ties_and_zeros():
                                                               f"at {c['x']}")
 
 
-def test_sort_gradient_and_jvp_match_jax():
+def _sort_point():
+    """x with ties and a NaN, y, and two cotangents (float64)."""
     rng = np.random.default_rng(4)
     x = rng.integers(-2, 3, size=(3, 6)).astype(np.float64)
     x[0, 2] = np.nan
     y = rng.normal(size=(3, 6))
     w1, w2 = rng.normal(size=(2, 3, 6))
+    return x, y, w1, w2
 
-    def loss(sort):
-        return lambda x, y: (sort((x, y))[0] * w1).sum() + (sort((x, y))[1] * w2).sum()
 
-    ours = ember.jit(ember.grad(loss(lambda ops: P.sort(ops, 1)), (0, 1)), backend="numpy")(x, y)
-    def reference(x, y):  # one jit: JAX compiles each eager op of its own
-        return (jax.grad(loss(lambda ops: jax.lax.sort(ops, dimension=1)), (0, 1))(x, y),
+def _sort_loss(sort, w1, w2):
+    return lambda x, y: (sort((x, y))[0] * w1).sum() + (sort((x, y))[1] * w2).sum()
+
+
+@functools.cache
+def _jax_sort_derivatives():
+    """JAX's gradient of a sort of two operands, and its JVPs of sort and cummax (once for both
+    backends' runs; one jit, as JAX compiles each eager op of its own)."""
+    x, y, w1, w2 = _sort_point()
+
+    def reference(x, y):
+        return (jax.grad(_sort_loss(lambda ops: jax.lax.sort(ops, dimension=1), w1, w2), (0, 1))(x, y),
                 jax.jvp(lambda x: jax.lax.sort(x, dimension=0), (x,), (w1,)),
                 jax.jvp(lambda x: jax.lax.cummax(x, 1), (x,), (w1,)))
 
     with jax.enable_x64(True):
-        theirs, jvp_theirs, cum_theirs = jax.jit(reference)(x, y)
+        return jax.tree_util.tree_map(np.asarray, jax.jit(reference)(x, y))
+
+
+def test_sort_gradient_and_jvp_match_jax():
+    x, y, w1, w2 = _sort_point()
+    theirs, jvp_theirs, cum_theirs = _jax_sort_derivatives()
+    ours = ember.jit(ember.grad(_sort_loss(lambda ops: P.sort(ops, 1), w1, w2), (0, 1)), backend="numpy")(x, y)
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b, rtol=0, atol=0)
     jvp_ours = ember.jit(lambda x, t: ember.jvp(lambda x: P.sort((x,), 0)[0], (x,), (t,)), backend="numpy")(x, w1)
     cum_ours = ember.jit(lambda x, t: ember.jvp(lambda x: P.cummax(x, 1), (x,), (t,)), backend="numpy")(x, w1)
-    for a, b in zip(jvp_ours + cum_ours, jvp_theirs + cum_theirs):
+    for a, b in zip(jvp_ours + cum_ours, (*jvp_theirs, *cum_theirs)):
         np.testing.assert_allclose(a, b, rtol=1e-15, atol=0)
 
 
