@@ -222,7 +222,6 @@ HINTS: dict[str, dict[str, str]] = {
         "multi_dot": "chain ember.numpy.matmul (x @ y @ z)",
     },
     "ember.lax": {
-        "cumlogsumexp": "use ember.lax.scan with ember.numpy.logaddexp as the step",
         "associative_scan": "ember.lax.scan computes the same prefix combination sequentially",
         "reduce": "use ember.lax.reduce_sum, reduce_max, reduce_min or reduce_prod (ember.lax.scan for others)",
         "reduce_window": "sum shifted slices (ember.lax.slice) of the padded operand (ember.lax.pad)",

@@ -127,10 +127,10 @@ class Scatter:
 @dataclass(frozen=True)
 class Cumulative:
     """out = the running `combine` of `operand` along `axis`, from the end when `reverse` (cumsum,
-    cumprod, cummax, cummin); float16 sums and products accumulate in float32 (`acc_dtype`), and a
+    cumprod, cummax, cummin, cumlogsumexp); float16 sums and products accumulate in float32 (`acc_dtype`), and a
     float sum starts from +0.0 (as JAX's: a sum of -0.0s is +0.0)."""
 
-    combine: str  # add, mul, max, min
+    combine: str  # add, mul, max, min, logaddexp
     operand: str
     axis: int
     reverse: bool
@@ -548,6 +548,7 @@ _STEPS = {
     P.cumprod_p: _cumulative("mul"),
     P.cummax_p: _cumulative("max"),
     P.cummin_p: _cumulative("min"),
+    P.cumlogsumexp_p: _cumulative("logaddexp"),
     P.sort_p: _sort,
 }
 

@@ -64,7 +64,7 @@ from ember.lax.slicing import (
     slice_in_dim,
     split,
 )
-from ember.lax.sorting import cummax, cummin, cumprod, cumsum, sort, sort_key_val, top_k
+from ember.lax.sorting import cumlogsumexp, cummax, cummin, cumprod, cumsum, sort, sort_key_val, top_k
 from ember.naming import publish as _publish
 from ember.tracer import prims as _P
 
@@ -176,7 +176,7 @@ __all__ += [
     "slice", "slice_in_dim", "split", "clamp",
 ]
 # scans and sorts (ember/lax/sorting.py)
-__all__ += ["cumsum", "cumprod", "cummax", "cummin", "sort", "sort_key_val", "top_k"]
+__all__ += ["cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "sort", "sort_key_val", "top_k"]
 
 
 _publish(globals(), __name__, __all__)

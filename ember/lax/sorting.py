@@ -1,4 +1,4 @@
-"""lax's scans and sorts: `cumsum`, `cumprod`, `cummax`, `cummin` (the primitives of
+"""lax's scans and sorts: `cumsum`, `cumprod`, `cummax`, `cummin`, `cumlogsumexp` (the primitives of
 tracer/prims/sort.py; no negative axes, as lax), `sort` of one operand or several,
 `sort_key_val` and `top_k` (a sort by a key that orders floats as XLA's TopK does).
 """
@@ -38,6 +38,7 @@ cumsum = _cumulative(P.cumsum, "cumsum")
 cumprod = _cumulative(P.cumprod, "cumprod")
 cummax = _cumulative(P.cummax, "cummax")
 cummin = _cumulative(P.cummin, "cummin")
+cumlogsumexp = _cumulative(P.cumlogsumexp, "cumlogsumexp")
 
 
 def sort(operand, dimension: int = -1, is_stable: bool = True, num_keys: int = 1):

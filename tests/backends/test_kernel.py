@@ -288,6 +288,7 @@ ONE_NODE = {
     "cumprod": (lambda x: P.cumprod(x, 0, True), (((3, 4), F),)),
     "cummax": (lambda x: P.cummax(x, 1, True), (((3, 4), F),)),
     "cummin": (lambda x: P.cummin(x, 0), (((3, 4), F),)),
+    "cumlogsumexp": (lambda x: P.cumlogsumexp(x, 1, True), (((3, 4), F),)),
     "sort": (lambda x, y: P.sort((x, y), 1)[1], (((3, 4), F), ((3, 4), I))),
 }
 # the pipeline inlines the calls and drops the names; fusions never nest; control flow is run by the

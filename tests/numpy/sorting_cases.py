@@ -23,6 +23,7 @@ class Case:
     name: str
     fn: Callable
     traced: bool = True
+    rtol: float = 0.0  # 0: exact
 
 
 CASES = [
@@ -74,6 +75,8 @@ CASES = [
     Case("bincount_weights", lambda m, lax, x, i: m.bincount(i, weights=i.astype(np.float32) * 0.5, length=9)),
     Case("lax_cumulative", lambda m, lax, x, i: [lax.cumsum(x, 1, reverse=True), lax.cummax(x, 0),
                                                  lax.cummin(x, 1, reverse=True), lax.cumprod(i)]),
+    Case("lax_cumlogsumexp", lambda m, lax, x, i: [lax.cumlogsumexp(x, 1), lax.cumlogsumexp(x, 0, reverse=True)],
+         rtol=1e-6),
     Case("lax_sort", lambda m, lax, x, i: [lax.sort(x, dimension=0), *lax.sort((x, x * 2), num_keys=1)]),
     Case("lax_sort_key_val", lambda m, lax, x, i: lax.sort_key_val(x, -x, dimension=1)),
     Case("lax_top_k", lambda m, lax, x, i: [*lax.top_k(x, 3), *lax.top_k(i, 4)]),

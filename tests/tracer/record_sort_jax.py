@@ -12,7 +12,7 @@ HERE = Path(__file__).resolve().parent
 OUT = HERE / "sort_jax_values.json"
 # (primitive, axis, reverse) of a (2, n) operand; n covers every shape of JAX's associative scan's levels
 CONFIGS = [("cummax", 1, False), ("cummin", 1, True), ("cumprod", 0, True), ("cummax", 0, True), ("cumprod", 1, False),
-           ("cumsum", 1, True)]
+           ("cumsum", 1, True), ("cumlogsumexp", 1, False)]
 LENGTHS = (1, 2, 3, 4, 5, 8, 9)
 
 

@@ -107,6 +107,44 @@ def test_cumulative_matches_jax_and_both_backends():
             np.testing.assert_array_equal(ours[k], next(theirs), err_msg=str((CUM_CASES[case], k % 8)))
 
 
+LOGSUMEXP_TOL = {np.dtype(np.float16): 2e-3, np.dtype(np.float32): 1e-6, np.dtype(np.float64): 1e-13}
+
+
+def _logsumexp_data() -> list:
+    """Floats of both signs and magnitudes with -inf entries (a row of them too), per float dtype."""
+    rng = np.random.default_rng(7)
+    xs = []
+    for dtype in LOGSUMEXP_TOL:
+        x = (rng.normal(size=(3, 6)) * 5).astype(dtype)
+        x[0, 2], x[1, :] = -np.inf, -np.inf
+        xs.append(x)
+    return xs
+
+
+def _all_logsumexp(lax, *xs) -> list:
+    return [lax.cumlogsumexp(x, axis, reverse=rev) for x in xs for axis, rev in ((1, False), (0, True))]
+
+
+@functools.cache
+def _jax_logsumexp() -> list:
+    with jax.enable_x64(True):
+        return [np.asarray(o) for o in jax.jit(lambda *xs: _all_logsumexp(jax.lax, *xs))(*_logsumexp_data())]
+
+
+def test_cumlogsumexp_matches_jax_and_both_backends():
+    """To the last bits of exp and log (the math library's against NumPy's and XLA's)."""
+    xs = _logsumexp_data()
+    fn = lambda *xs: _all_logsumexp(P, *xs)  # noqa: E731
+    with np.errstate(invalid="ignore"):
+        ours, ref = ember.jit(fn)(*xs), ember.jit(fn, backend="numpy")(*xs)
+    for k, (a, b, j) in enumerate(zip(ours, ref, _jax_logsumexp())):
+        tol = LOGSUMEXP_TOL[a.dtype]
+        for other in (b, j):
+            assert a.dtype == other.dtype and np.array_equal(np.isneginf(a), np.isneginf(other)), k
+            np.testing.assert_allclose(a.astype(np.float64), other.astype(np.float64), rtol=tol, atol=tol,
+                                       err_msg=str(k))
+
+
 # (dtype, shape, dimension, num_keys): keys of every dtype, with a float and an int operand alongside
 SORT_CASES = [(d, shape, dim, keys) for d in DTYPES for shape, dim, keys in (((3, 9, 2), 1, 1), ((2, 37), 1, 2),
                                                                              ((6, 3), 0, 1))]
@@ -187,8 +225,8 @@ def test_cumulative_gradients_match_recorded_jax_at_ties_and_zeros():
 
     cts = [np.array(c["ct"]) for c in cases]
     for got, c in zip(ember.jit(pulled_back, backend="numpy")(*xs, *cts), cases):
-        np.testing.assert_array_equal(got, c["grad"], err_msg=f"{c['prim']} axis={c['axis']} reverse={c['reverse']} "
-                                                              f"at {c['x']}")
+        np.testing.assert_allclose(got, c["grad"], rtol=1e-14, atol=1e-14,  # exp's last bits: cumlogsumexp
+                                   err_msg=f"{c['prim']} axis={c['axis']} reverse={c['reverse']} at {c['x']}")
 
 
 def _sort_point():
@@ -276,9 +314,11 @@ def test_rule_errors_name_the_users_line():
     raises_naming(ArgumentValueError, ember.jit(lambda x: P.sort((x,), 0, 2)), x, words=("num_keys",),
                   location=THIS_FILE)
     raises_naming(AxisError, ember.jit(lambda x: P.sort((x,), 2)), x, words=("dimension 2",), location=THIS_FILE)
+    raises_naming(DTypeError, ember.jit(lambda i: P.cumlogsumexp(i, 0)), np.ones(3, np.int32),
+                  words=("cumlogsumexp", "int32"), location=THIS_FILE)
     with pytest.raises(TypeError):  # JAX's class for both
         ember.jit(lambda b: P.cumprod(b, 0))(np.ones(3, bool))
 
 
-COVERED = {aspect: {"cumsum", "cumprod", "cummax", "cummin", "sort"}
+COVERED = {aspect: {"cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "sort"}
            for aspect in ("reference", "errors", "vjp", "batch")}

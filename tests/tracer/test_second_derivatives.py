@@ -167,6 +167,7 @@ CASES = [
     Case("cumprod", lambda x: P.cumprod(x, 0), [(_rand(41, (5,)),), (_a(0.0, 2.0, 0.0, 3.0, -1.0),)]),
     Case("cummax", lambda x: P.cummax(x, 0), [(_rand(42, (6,)),)], note="no ties"),
     Case("cummin", lambda x: P.cummin(x, 1, True), [(_rand(43, (2, 5)),)], note="no ties"),
+    Case("cumlogsumexp", lambda x: P.cumlogsumexp(x, 0, True), [(_rand(46, (5,)),), (_a(-30.0, 0.0, 1.0, 30.0),)]),
     Case("sort", lambda x, y: P.sort((x, y), 1)[1] * P.sort((x, y), 1)[0], [(_rand(44, (2, 5)), _rand(45, (2, 5)))],
          note="no ties"),
     Case("custom_vjp_call", lambda x: _custom_sin(x), [(_rand(36, (4,)),), (_a(0.0, 1.0, _BIG),)]),

@@ -122,6 +122,8 @@ from ember.tracer.prims.reduce import (  # noqa: F401
 from ember.tracer.prims.remat import checkpoint_name, checkpoint_name_p, remat_call_p  # noqa: F401
 from ember.tracer.prims.select import select, select_p  # noqa: F401
 from ember.tracer.prims.sort import (  # noqa: F401
+    cumlogsumexp,
+    cumlogsumexp_p,
     cummax,
     cummax_p,
     cummin,

@@ -1,11 +1,11 @@
-"""Sorting and scans: the cumulative reductions cumsum, cumprod, cummax, cummin along one `axis`
-(`reverse` scans from the end), and `sort`, several operands sorted together along `dimension` by
+"""Sorting and scans: the cumulative reductions cumsum, cumprod, cummax, cummin, cumlogsumexp along
+one `axis` (`reverse` scans from the end), and `sort`, several operands sorted together along `dimension` by
 the first `num_keys` of them, lexicographically.
 
 Sort's order is JAX's total order: -0.0 and 0.0 are equal (a stable sort keeps their order), NaNs of
 either sign are equal to each other and after +inf; the outputs are the operands' own elements, moved.
 
-Gradients are JAX's: cumsum's is a reverse cumsum; cumprod's, cummax's and cummin's are those of JAX's
+Gradients are JAX's: cumsum's is a reverse cumsum; the others' are those of JAX's
 associative scan (`lax.associative_scan`, which JAX differentiates in place of the primitive), so ties
 of cummax/cummin split the cotangent the way that scan's pairwise max/min do; sort's moves each
 cotangent back to where its element came from (a sort of an iota alongside gives the permutation).
@@ -20,16 +20,17 @@ import numpy as np
 from ember.errors import ArgumentValueError, AxisError, DTypeError, ShapeError
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
-from ember.tracer.primitive import Primitive, def_batch, def_impl, def_jvp, def_shape, def_vjp
+from ember.tracer.primitive import Primitive, def_batch, def_impl, def_jvp, def_shape, def_vjp, vjp_rules
 from ember.tracer.prims.util import batch_size, bdim_at_front, moveaxis, shape_of
 
 cumsum_p = Primitive("cumsum", kind="opaque", expensive=True)
 cumprod_p = Primitive("cumprod", kind="opaque", expensive=True)
 cummax_p = Primitive("cummax", kind="opaque", expensive=True)
 cummin_p = Primitive("cummin", kind="opaque", expensive=True)
+cumlogsumexp_p = Primitive("cumlogsumexp", kind="opaque", expensive=True)
 sort_p = Primitive("sort", multiple_results=True, kind="opaque", expensive=True)
 
-CUMULATIVE = {cumsum_p: "add", cumprod_p: "mul", cummax_p: "max", cummin_p: "min"}
+CUMULATIVE = {cumsum_p: "add", cumprod_p: "mul", cummax_p: "max", cummin_p: "min", cumlogsumexp_p: "logaddexp"}
 
 
 # --- wrappers -------------------------------------------------------------------------------------
@@ -47,6 +48,7 @@ cumsum = _cumulative(cumsum_p)
 cumprod = _cumulative(cumprod_p)
 cummax = _cumulative(cummax_p)
 cummin = _cumulative(cummin_p)
+cumlogsumexp = _cumulative(cumlogsumexp_p)
 
 
 def sort(operands: Sequence, dimension: int, num_keys: int = 1, is_stable: bool = True) -> tuple:
@@ -58,10 +60,12 @@ def sort(operands: Sequence, dimension: int, num_keys: int = 1, is_stable: bool 
 # --- shape rules ----------------------------------------------------------------------------------
 
 def _cumulative_shape(prim):
+    accepts = "f" if CUMULATIVE[prim] == "logaddexp" else "fiu"
+
     def rule(x, *, axis, reverse):
-        if x.dtype.kind not in "fiu":
+        if x.dtype.kind not in accepts:
             raise DTypeError(f"{prim.name} does not accept dtype {x.dtype.name}. Accepted dtypes are subtypes "
-                             "of number.")
+                             f"of {'floating' if accepts == 'f' else 'number'}.")
         if not 0 <= axis < x.ndim:
             raise AxisError(f"{prim.name}: axis {axis} is out of bounds for array of shape {x.shape}")
         return ShapedArray(x.shape, x.dtype, x.weak_type)
@@ -90,7 +94,7 @@ def _sort_shape(*avals, dimension, is_stable, num_keys):
 
 # --- numpy references -----------------------------------------------------------------------------
 
-_ACCUMULATE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+_ACCUMULATE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum, "logaddexp": np.logaddexp}
 
 
 def cumulative_reference(combine: str, x: np.ndarray, axis: int, reverse: bool) -> np.ndarray:
@@ -178,7 +182,12 @@ def _extremum_vjp(ct, a, b, out):
     return P.mul(ct, _balanced(a, out, b)), P.mul(ct, _balanced(b, out, a))
 
 
-_COMBINE = {"mul": (P.mul, _mul_vjp), "max": (P.maximum, _extremum_vjp), "min": (P.minimum, _extremum_vjp)}
+def _logaddexp_vjp(ct, a, b, out):
+    return vjp_rules[P.logaddexp_p](ct, a, b, out=out, active=(True, True))
+
+
+_COMBINE = {"mul": (P.mul, _mul_vjp), "max": (P.maximum, _extremum_vjp), "min": (P.minimum, _extremum_vjp),
+            "logaddexp": (P.logaddexp, _logaddexp_vjp)}
 
 
 def _take(x, axis: int, start: int, stop: int, stride: int = 1):
@@ -268,7 +277,7 @@ def _associative_vjp(prim):
     return rule
 
 
-for _p in (cumprod_p, cummax_p, cummin_p):
+for _p in (cumprod_p, cummax_p, cummin_p, cumlogsumexp_p):
     def_vjp(_p)(_associative_vjp(_p))
 
 

@@ -43,6 +43,7 @@ def cuda_rule(prim) -> str | None:
         step = {P.dot_general_p: Contraction, P.argmax_p: ArgReduce, P.argmin_p: ArgReduce,
                 P.scatter_add_p: Scatter, P.scatter_p: Scatter,
                 P.cumsum_p: Cumulative, P.cumprod_p: Cumulative, P.cummax_p: Cumulative, P.cummin_p: Cumulative,
+                P.cumlogsumexp_p: Cumulative,
                 P.sort_p: Sort}.get(prim)
         return f"a step rule ({step.__name__})" if step in render._STEP_RULES else None
     return None
@@ -183,7 +184,7 @@ def compiled():
     return _compiled("cuda-host")
 
 
-MATH = {p.name for p in llvm_scalar.MATH_LIBRARY} | {"pow"}
+MATH = {p.name for p in llvm_scalar.MATH_LIBRARY} | {"pow", "cumlogsumexp"}
 # sums in another order than NumPy's (which adds a column of a float32 matrix one row after another):
 # the oracle check's tolerance; scatter_add adds with atomics, in any order (the one kernel whose float
 # results may vary run to run)
