@@ -162,6 +162,10 @@ from ember.numpy._sorting import (
     searchsorted,
     sort,
     unique,
+    unique_all,
+    unique_counts,
+    unique_inverse,
+    unique_values,
 )
 from ember.tracer import trace as _trace
 from ember.tracer.array import Array
@@ -226,6 +230,7 @@ __all__ += [
     "argpartition", "argsort", "argwhere", "bincount", "cumprod", "cumsum", "cumulative_prod", "cumulative_sum",
     "digitize", "flatnonzero", "lexsort", "median", "nancumprod", "nancumsum", "nanmedian", "nanpercentile",
     "nanquantile", "nonzero", "partition", "percentile", "quantile", "searchsorted", "sort", "unique",
+    "unique_all", "unique_counts", "unique_inverse", "unique_values",
 ]
 
 

@@ -155,7 +155,7 @@ ARRAY_PARAMS: dict[str, tuple[int, ...] | str] = {
     # scans, sorts and what is built on them (_sorting.py)
     **dict.fromkeys(["argpartition", "argsort", "argwhere", "cumprod", "cumsum", "cumulative_prod", "cumulative_sum",
                      "flatnonzero", "median", "nancumprod", "nancumsum", "nanmedian", "nonzero", "partition", "sort",
-                     "unique"], (0,)),
+                     "unique", "unique_all", "unique_counts", "unique_inverse", "unique_values"], (0,)),
     **dict.fromkeys(["bincount", "digitize", "nanpercentile", "nanquantile", "percentile", "quantile", "searchsorted"],
                     (0, 1)),
     "lexsort": _SEQ,

@@ -1,7 +1,8 @@
 """Scans, sorts and what is built on them, with jax.numpy's semantics: cumsum, cumprod, their nan- and
 cumulative_ forms; sort, argsort (stable, descending), lexsort, partition, argpartition;
 searchsorted, digitize; quantile, percentile, median and their nan- forms; and the jit-able forms of
-the functions whose result size depends on the data (nonzero, flatnonzero, argwhere, unique, bincount:
+the functions whose result size depends on the data (nonzero, flatnonzero, argwhere, unique and the Array
+API's unique_values/_counts/_inverse/_all, bincount:
 `size=` / `length=` fix it, as in JAX; without it the values must be concrete).
 
 All compose the primitives of tracer/prims/sort.py with gathers and scatters, as JAX composes lax.sort
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -536,3 +538,41 @@ def unique(ar, return_index: bool = False, return_inverse: bool = False, return_
         else:
             out.append(P.full((0,), 0, dtypes.int_))
     return out[0] if len(out) == 1 else tuple(out)
+
+
+class UniqueCountsResult(NamedTuple):
+    values: object
+    counts: object
+
+
+class UniqueInverseResult(NamedTuple):
+    values: object
+    inverse_indices: object
+
+
+class UniqueAllResult(NamedTuple):
+    values: object
+    indices: object
+    inverse_indices: object
+    counts: object
+
+
+def unique_values(x, /, *, size: int | None = None, fill_value=None):
+    """The Array API's unique_values: `unique(x)`, NaNs each their own value."""
+    return unique(x, equal_nan=False, size=size, fill_value=fill_value)
+
+
+def unique_counts(x, /, *, size: int | None = None, fill_value=None) -> UniqueCountsResult:
+    """The Array API's unique_counts: (values, counts), NaNs each their own value."""
+    return UniqueCountsResult(*unique(x, return_counts=True, equal_nan=False, size=size, fill_value=fill_value))
+
+
+def unique_inverse(x, /, *, size: int | None = None, fill_value=None) -> UniqueInverseResult:
+    """The Array API's unique_inverse: (values, inverse_indices), NaNs each their own value."""
+    return UniqueInverseResult(*unique(x, return_inverse=True, equal_nan=False, size=size, fill_value=fill_value))
+
+
+def unique_all(x, /, *, size: int | None = None, fill_value=None) -> UniqueAllResult:
+    """The Array API's unique_all: (values, indices, inverse_indices, counts), NaNs each their own value."""
+    return UniqueAllResult(*unique(x, return_index=True, return_inverse=True, return_counts=True, equal_nan=False,
+                                   size=size, fill_value=fill_value))

@@ -89,6 +89,10 @@ CASES = [
     Case("unique_rows", lambda m, lax, x, i: m.unique(m.array([[1, 2], [0, 1], [1, 2]]), axis=0, return_counts=True),
          traced=False),
     Case("bincount", lambda m, lax, x, i: m.bincount(i, minlength=10), traced=False),
+    Case("unique_array_api", lambda m, lax, x, i: [m.unique_values(x), *m.unique_counts(i), *m.unique_inverse(i),
+                                                   *m.unique_all(x)], traced=False),
+    Case("unique_array_api_size", lambda m, lax, x, i: [*m.unique_all(x, size=12, fill_value=-5.0),
+                                                        m.unique_counts(i, size=4).counts]),
 ]
 
 
