@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ember.errors import ArgumentValueError, ConcretizationError, DTypeError, user_location
-from ember.numpy._core import asarray, normalize_axis, to_dtype
+from ember.errors import ArgumentError, ArgumentValueError, ConcretizationError, DTypeError, user_location
+from ember.numpy._core import asarray, normalize_axis, promote, to_dtype
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.trace import Tracer
@@ -30,12 +30,12 @@ def _flat(a):
     return P.reshape(a, (math.prod(a.shape),))
 
 
-def _along(a, axis):
+def _along(a, axis, name: str):
     """`a` and the axis to work along: the flattened array and 0 for axis None."""
     a = asarray(a)
     if axis is None:
         return _flat(a), 0
-    return a, normalize_axis(axis, len(a.shape), "sort")
+    return a, normalize_axis(axis, len(a.shape), name)
 
 
 def _const(value, dtype):
@@ -63,7 +63,7 @@ def _cumulative(prim_fn, name: str, nan_to=None):
         if out is not None:
             raise ArgumentValueError(f"{name}: the out argument is not supported (arrays are immutable)",
                                      user_location())
-        a, ax = _along(a, axis)
+        a, ax = _along(a, axis, name)
         if nan_to is not None and a.dtype.kind == "f":
             a = P.select(P.ne(a, a), P.full(a.shape, nan_to, a.dtype), a)
         return prim_fn(to_dtype(a, _scan_dtype(a, dtype)), ax)
@@ -122,7 +122,7 @@ def sort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = True
     """`a` sorted along `axis` (the flattened array when None): -0.0 equals 0.0, NaNs come last (first
     when `descending`), as jnp.sort."""
     _no_kind("sort", kind, order)
-    a, ax = _along(a, axis)
+    a, ax = _along(a, axis, "sort")
     out = P.sort((a,), ax, 1, stable)[0]
     return P.rev(out, (ax,)) if descending else out
 
@@ -135,7 +135,7 @@ def argsort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = T
             dtype=None):
     """The indices that sort `a` along `axis` (equal elements in their order, also when `descending`)."""
     _no_kind("argsort", kind, order)
-    a, ax = _along(a, axis)
+    a, ax = _along(a, axis, "argsort")
     idx_dtype = dtypes.canonicalize(dtype) if dtype is not None else _index_dtype(a.shape[ax])
     iota = P.iota(idx_dtype, a.shape, ax)
     if descending and stable:  # reversed first, so equal elements keep their order once reversed back
@@ -148,7 +148,7 @@ def lexsort(keys: Sequence, axis: int = -1):
     """The indices sorting by the last key, then the one before it, ..., as jnp.lexsort."""
     keys = [asarray(k) for k in keys]
     if not keys:
-        raise DTypeError("need sequence of keys with len > 0 in lexsort", user_location())
+        raise ArgumentError("need sequence of keys with len > 0 in lexsort", user_location())
     if len({k.shape for k in keys}) > 1:
         raise ArgumentValueError("all keys need to be the same shape", user_location())
     if not keys[0].shape:
@@ -234,8 +234,6 @@ def searchsorted(a, v, side: str = "left", sorter=None, *, method: str = "scan")
     if method not in _SEARCH_METHODS:
         raise ArgumentValueError(f"method={method!r} not recognized; expected one of {list(_SEARCH_METHODS)}",
                                  user_location())
-    from ember.numpy._core import promote
-
     a, v = asarray(a), asarray(v)
     if len(a.shape) != 1:
         raise ArgumentValueError("a should be 1-dimensional", user_location())
@@ -293,8 +291,6 @@ def _reduced_last(a, axis, keepdims: bool):
 def _quantile(a, q, axis, method: str, keepdims: bool, skip_nans: bool, name: str, scale: int = 1):
     if method not in _METHODS:
         raise ArgumentValueError(f"{name}: method can only be {', '.join(map(repr, _METHODS))}", user_location())
-    from ember.numpy._core import promote
-
     a = asarray(a)
     if a.dtype.kind != "f":
         a = to_dtype(a, dtypes.default_float_for(a.dtype))

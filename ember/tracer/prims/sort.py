@@ -294,7 +294,7 @@ def _permutation(operands, dimension: int, num_keys: int, is_stable: bool):
 
 
 def _rows(x, dimension: int):
-    """x with `dimension` last, and its length: the layout of a gather/scatter of rows."""
+    """x with `dimension` last: the layout of a gather/scatter of rows."""
     return moveaxis(x, dimension, len(shape_of(x)) - 1)
 
 
