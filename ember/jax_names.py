@@ -154,7 +154,6 @@ JAX_NAMES: dict[str, frozenset[str]] = {module: frozenset(text.split()) for modu
 
 # What to use in Ember for the JAX names it lacks that ported code reaches for most, per Ember module.
 # tests/test_missing_names.py checks that every ember.* name a hint mentions exists.
-_UNDER_JIT = "outside jit, compute it with NumPy and pass the result in"
 _NO_COMPLEX = "Ember has no complex dtypes"
 HINTS: dict[str, dict[str, str]] = {
     "ember.numpy": {
