@@ -1,9 +1,9 @@
 """Scans, sorts and what is built on them, with jax.numpy's semantics: cumsum, cumprod, their nan- and
 cumulative_ forms; sort, argsort (stable, descending), lexsort, partition, argpartition;
-searchsorted, digitize; quantile, percentile, median and their nan- forms; and the jit-able forms of
-the functions whose result size depends on the data (nonzero, flatnonzero, argwhere, unique and the Array
-API's unique_values/_counts/_inverse/_all, bincount:
-`size=` / `length=` fix it, as in JAX; without it the values must be concrete).
+searchsorted, digitize; quantile, percentile, median and their nan- forms (every method JAX has, weights
+with "inverted_cdf"); and the jit-able forms of the functions whose result size depends on the data
+(nonzero, flatnonzero, argwhere, unique and the Array API's unique_values/_counts/_inverse/_all,
+bincount: `size=` / `length=` fix it, as in JAX; without it the values must be concrete).
 
 All compose the primitives of tracer/prims/sort.py with gathers and scatters, as JAX composes lax.sort
 and lax.cumsum, so they trace, differentiate, batch and compile as those do.
@@ -270,27 +270,49 @@ def digitize(x, bins, right: bool = False, *, method: str | None = None):
 
 # --- quantiles ----------------------------------------------------------------------------------------
 
-_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+_METHODS = ("linear", "lower", "higher", "midpoint", "nearest", "inverted_cdf")
 
 
-def _reduced_last(a, axis, keepdims: bool):
-    """`a` with the reduced axes moved last and merged into one, and the shape keepdims gives back."""
-    nd = len(a.shape)
+def _reduced_axes(axis, nd: int) -> tuple[int, ...] | None:
     if axis is None:
-        return _flat(a), (1,) * nd if keepdims else None
+        return None
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    axes = tuple(sorted(normalize_axis(int(ax), nd, "quantile") for ax in axes))
+    axes = tuple(normalize_axis(int(ax), nd, "quantile") for ax in axes)
     if len(set(axes)) != len(axes):
         raise ArgumentValueError("quantile: repeated axis", user_location())
+    return tuple(sorted(axes))
+
+
+def _reduced_last(a, axes, keepdims: bool):
+    """`a` with the reduced axes (all when None) moved last and merged into one, and the shape keepdims
+    gives back."""
+    nd = len(a.shape)
+    if axes is None:
+        return _flat(a), (1,) * nd if keepdims else None
     kept = tuple(i for i in range(nd) if i not in axes)
     moved = P.transpose(a, kept + axes) if kept + axes != tuple(range(nd)) else a
     rows = P.reshape(moved, tuple(a.shape[i] for i in kept) + (math.prod(a.shape[i] for i in axes),))
     return rows, tuple(1 if i in axes else a.shape[i] for i in range(nd)) if keepdims else None
 
 
-def _quantile(a, q, axis, method: str, keepdims: bool, skip_nans: bool, name: str, scale: int = 1):
+def _weights_like(weights, a, axes):
+    """`weights` of a's shape, or of the reduced axes' shape broadcast to it, as jnp.quantile takes them."""
+    if weights.shape == a.shape:
+        return weights
+    if axes is None:
+        raise ArgumentValueError("Weights shape must match 'a' shape when axis is None.", user_location())
+    if weights.shape != tuple(a.shape[ax] for ax in axes):
+        raise ArgumentValueError(f"Weights shape {weights.shape} must match reduction axes "
+                                 f"{tuple(a.shape[ax] for ax in axes)}", user_location())
+    return P.broadcast_in_dim(weights, a.shape, axes)
+
+
+def _quantile(a, q, axis, method: str, keepdims: bool, skip_nans: bool, name: str, scale: int = 1, weights=None):
     if method not in _METHODS:
         raise ArgumentValueError(f"{name}: method can only be {', '.join(map(repr, _METHODS))}", user_location())
+    if weights is not None and method != "inverted_cdf":
+        raise NotImplementedError(f"{method} doesn't support weights. Only method 'inverted_cdf' supports weights. "
+                                  f"(at {user_location()})")
     a = asarray(a)
     if a.dtype.kind != "f":
         a = to_dtype(a, dtypes.default_float_for(a.dtype))
@@ -301,42 +323,88 @@ def _quantile(a, q, axis, method: str, keepdims: bool, skip_nans: bool, name: st
         raise ArgumentValueError(f"q must be have rank <= 1, got shape {q.shape}", user_location())
     if scale != 1:  # a percentage: q / 100 as XLA computes JAX's, times the rounded reciprocal
         q = P.mul(q, _const(1 / scale, q.dtype))
-    rows, kept_shape = _reduced_last(a, axis, keepdims)
-    last = len(rows.shape) - 1
-    lead, n = rows.shape[:-1], rows.shape[-1]
-    nan = P.full(rows.shape, np.nan, rows.dtype)
-    if skip_nans:
-        rows = P.sort((P.select(P.ne(rows, rows), nan, rows),), last)[0]
-        counts = P.reduce_sum(to_dtype(P.eq(rows, rows), q.dtype), (last,))
-    else:
-        has_nan = P.reduce_max(P.ne(rows, rows), (last,))
-        rows = P.sort((P.select(P.broadcast_in_dim(has_nan, rows.shape, tuple(range(last))), nan, rows),), last)[0]
-        counts = P.full(lead, n, q.dtype)
+    axes = _reduced_axes(axis, len(a.shape))
+    rows, kept_shape = _reduced_last(a, axes, keepdims)
     qs = q if q.shape else P.reshape(q, (1,))
-    m = qs.shape[0]
-    # positions: (m,) + lead
-    pos = P.mul(P.broadcast_in_dim(qs, (m,) + lead, (0,)),
-                P.sub(P.broadcast_in_dim(counts, (m,) + lead, tuple(range(1, len(lead) + 1))), _const(1, q.dtype)))
+    if method == "inverted_cdf":
+        w = P.full(a.shape, 1, a.dtype) if weights is None else to_dtype(_weights_like(asarray(weights), a, axes),
+                                                                           a.dtype)
+        out = _inverted_cdf(rows, _reduced_last(w, axes, False)[0], qs, skip_nans)
+    else:
+        out = _interpolated(rows, qs, method, skip_nans)
+    if kept_shape is not None:
+        out = P.reshape(out, (qs.shape[0],) + kept_shape)
+    return out if q.shape else P.reshape(out, out.shape[1:])
+
+
+def _sorted_rows(rows, skip_nans: bool, *others):
+    """The rows sorted (every NaN a positive NaN, so last; a row with a NaN all NaN unless `skip_nans`),
+    `others` moved with them."""
+    last = len(rows.shape) - 1
+    nan = P.full(rows.shape, np.nan, rows.dtype)
+    isnan = P.ne(rows, rows)
+    if not skip_nans:
+        isnan = P.broadcast_in_dim(P.reduce_max(isnan, (last,)), rows.shape, tuple(range(last)))
+    return P.sort((P.select(isnan, nan, rows), *others), last)
+
+
+def _valid_counts(rows, skip_nans: bool, dtype):
+    """Per row, how many values count: the non-NaN ones when skipping NaNs, else all."""
+    last = len(rows.shape) - 1
+    if skip_nans:
+        return P.reduce_sum(to_dtype(P.eq(rows, rows), dtype), (last,))
+    return P.full(rows.shape[:-1], rows.shape[-1], dtype)
+
+
+def _over_quantiles(x, m: int):
+    """A per-row value broadcast over the m quantiles: (m,) + the rows' leading shape."""
+    return P.broadcast_in_dim(x, (m,) + x.shape, tuple(range(1, len(x.shape) + 1)))
+
+
+def _interpolated(rows, qs, method: str, skip_nans: bool):
+    """The quantiles `qs` of each row between its two nearest order statistics, as `method` picks."""
+    (rows,) = _sorted_rows(rows, skip_nans)
+    lead, m, dt = rows.shape[:-1], qs.shape[0], qs.dtype
+    top = _over_quantiles(P.sub(_valid_counts(rows, skip_nans, dt), _const(1, dt)), m)
+    pos = P.mul(P.broadcast_in_dim(qs, (m,) + lead, (0,)), top)
     low, high = P.floor(pos), P.ceil(pos)
     high_weight = P.sub(pos, low)
-    low_weight = P.sub(_const(1, q.dtype), high_weight)
-    top = P.broadcast_in_dim(P.sub(counts, _const(1, q.dtype)) if skip_nans else P.full(lead, n - 1, q.dtype),
-                             (m,) + lead, tuple(range(1, len(lead) + 1)))
+    low_weight = P.sub(_const(1, dt), high_weight)
     clamp = lambda x: P.maximum(P.full(x.shape, 0, x.dtype), P.minimum(x, top))  # noqa: E731
     low_value, high_value = (_row_values(rows, to_dtype(clamp(x), dtypes.int_), m) for x in (low, high))
     if method == "linear":
-        out = P.add(P.mul(to_dtype(low_value, q.dtype), low_weight), P.mul(to_dtype(high_value, q.dtype), high_weight))
-    elif method == "lower":
-        out = low_value
-    elif method == "higher":
-        out = high_value
-    elif method == "nearest":
-        out = P.select(P.le(high_weight, _const(0.5, high_weight.dtype)), low_value, high_value)
-    else:
-        out = P.mul(P.add(low_value, high_value), _const(0.5, low_value.dtype))
-    if kept_shape is not None:
-        out = P.reshape(out, (m,) + kept_shape)
-    return out if q.shape else P.reshape(out, out.shape[1:])
+        return P.add(P.mul(to_dtype(low_value, dt), low_weight), P.mul(to_dtype(high_value, dt), high_weight))
+    if method == "lower":
+        return low_value
+    if method == "higher":
+        return high_value
+    if method == "nearest":
+        return P.select(P.le(high_weight, _const(0.5, high_weight.dtype)), low_value, high_value)
+    return P.mul(P.add(low_value, high_value), _const(0.5, low_value.dtype))
+
+
+def _inverted_cdf(rows, weights, qs, skip_nans: bool):
+    """The first value of each sorted row whose cumulative weight reaches q times the row's total, as
+    jnp.quantile's method="inverted_cdf": NaN where a weight is negative or NaN, or where a NaN is
+    (every value being NaN, when skipping NaNs)."""
+    last = len(rows.shape) - 1
+    lead, m = rows.shape[:-1], qs.shape[0]
+    any_nan = P.reduce_max(P.ne(rows, rows), (last,))
+    rows, weights = _sorted_rows(rows, skip_nans, weights)
+    zeros = P.full(weights.shape, 0, weights.dtype)
+    bad = P.or_(P.lt(weights, zeros), P.ne(weights, weights))
+    cum = P.cumsum(P.select(P.or_(bad, P.ne(rows, rows)), zeros, weights), last)
+    total = P.reshape(P.slice(cum, (0,) * last + (rows.shape[-1] - 1,), cum.shape), lead)
+    target = P.mul(P.broadcast_in_dim(qs, (m,) + lead, (0,)), _over_quantiles(total, m))
+    below = P.lt(_over_quantiles(cum, m), P.broadcast_in_dim(target, (m,) + cum.shape, tuple(range(last + 1))))
+    idx = P.reduce_sum(to_dtype(below, dtypes.int_), (last + 1,))
+    valid = _valid_counts(rows, skip_nans, qs.dtype)
+    top = _over_quantiles(to_dtype(P.sub(valid, _const(1, valid.dtype)), dtypes.int_), m)
+    idx = P.maximum(P.full(idx.shape, 0, idx.dtype), P.minimum(idx, top))
+    out = _row_values(rows, idx, m)
+    any_bad = P.reduce_max(bad, (last,))
+    force_nan = P.or_(any_bad, P.eq(valid, P.full(lead, 0, valid.dtype)) if skip_nans else any_nan)
+    return P.select(_over_quantiles(force_nan, m), P.full(out.shape, np.nan, out.dtype), out)
 
 
 def _row_values(rows, index, m: int):
@@ -352,10 +420,7 @@ def _quantile_fn(name: str, skip_nans: bool, scale: float):
         if out is not None:
             raise ArgumentValueError(f"{name}: the out argument is not supported (arrays are immutable)",
                                      user_location())
-        if weights is not None:
-            raise ArgumentValueError(f"{name}: weights (JAX's method='inverted_cdf') are not implemented in Ember",
-                                     user_location())
-        return _quantile(a, q, axis, method, keepdims, skip_nans, name, scale)
+        return _quantile(a, q, axis, method, keepdims, skip_nans, name, scale, weights)
 
     fn.__name__ = name
     fn.__doc__ = (f"The q-th {'percentile' if scale != 1 else 'quantile'} along `axis` (all axes when None)"

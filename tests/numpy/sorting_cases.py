@@ -57,6 +57,10 @@ CASES = [
     Case("quantile_methods", lambda m, lax, x, i: [m.quantile(x[1:], 0.4, axis=1, method=k)
                                                    for k in ("lower", "higher", "midpoint", "nearest")]),
     Case("quantile_axes", lambda m, lax, x, i: m.quantile(x[1:3], 0.6, axis=(0, 1), keepdims=True)),
+    Case("quantile_inverted_cdf", lambda m, lax, x, i: [
+        m.quantile(x, m.array([0.2, 0.9]), axis=1, method="inverted_cdf", weights=m.abs(x[::-1]) + 0.5),
+        m.nanquantile(x, 0.5, axis=0, method="inverted_cdf", weights=m.arange(4.0) - 1.0, keepdims=True),
+        m.percentile(i, 40, method="inverted_cdf")]),
     Case("nanquantile", lambda m, lax, x, i: m.nanquantile(x, 0.3, axis=1)),
     Case("percentile", lambda m, lax, x, i: m.percentile(x, 30, axis=1)),
     Case("nanpercentile", lambda m, lax, x, i: m.nanpercentile(x, m.array([10.0, 90.0]), axis=1)),

@@ -91,6 +91,8 @@ def test_errors_are_jaxs():
     raises_naming(ArgumentValueError, lambda: jnp.quantile(X, 0.5, method="bad"), words=("method",),
                   location=THIS_FILE)
     raises_naming(ArgumentValueError, lambda: jnp.sort(X, kind="stable"), words=("kind",), location=THIS_FILE)
+    raises_naming(NotImplementedError, lambda: jnp.quantile(X, 0.5, weights=X), words=("inverted_cdf",),
+                  location=THIS_FILE)
     raises_naming(ArgumentValueError, lambda: jnp.cumulative_sum(X), words=("axis",), location=THIS_FILE)
     raises_naming(ArgumentValueError, lambda: lax.top_k(X, 7), words=("k argument",), location=THIS_FILE)
     raises_naming(AxisError, lambda: lax.cumsum(X, -1), words=("negative",), location=THIS_FILE)
