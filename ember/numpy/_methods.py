@@ -21,16 +21,18 @@ _OPERANDS = (Tracer, np.ndarray, np.generic, bool, int, float)
 
 
 def _binop(fn, reflected: bool = False):
-    fast = fast_path(fn, "*")  # an eager Array's operators replay an earlier call of their signature
+    binary = fast_path(fn, "*").binary  # an eager Array's operators replay an earlier call of their signature
 
     def method(self, other):
-        if isinstance(other, (list, tuple)):  # as in JAX: no implicit conversion of sequences
-            raise ArgumentError(f"{fn.__name__} of a traced array and a {type(other).__name__}; wrap it with "
-                                "ember.numpy.asarray(...) (or np.array(...))", user_location())
-        if not isinstance(other, _OPERANDS):
-            return NotImplemented
+        t = type(other)
+        if not (t is float or t is Array or t is int):  # the common operands skip the isinstance checks
+            if isinstance(other, (list, tuple)):  # as in JAX: no implicit conversion of sequences
+                raise ArgumentError(f"{fn.__name__} of a traced array and a {t.__name__}; wrap it with "
+                                    "ember.numpy.asarray(...) (or np.array(...))", user_location())
+            if not isinstance(other, _OPERANDS):
+                return NotImplemented
         args = (other, self) if reflected else (self, other)
-        out = fast(args, {})
+        out = binary(*args)
         return fn(*args) if out is MISS else out
 
     return method
