@@ -272,6 +272,9 @@ ONE_NODE = {
     "gather": (P.gather, (((5, 3), F), ((4, 1), I))),
     "scatter_add": (P.scatter_add, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
     "scatter": (P.scatter, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
+    "scatter_mul": (P.scatter_mul, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
+    "scatter_min": (P.scatter_min, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
+    "scatter_max": (P.scatter_max, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
     "broadcast_in_dim": (lambda x: P.broadcast_in_dim(x, (2, 3), (1,)), (((3,), F),)),
     "reshape": (lambda x: P.reshape(x, (4, 3)), (((3, 4), F),)),
     "transpose": (lambda x: P.transpose(x, (1, 0)), (((3, 4), F),)),
@@ -285,6 +288,8 @@ ONE_NODE = {
     "argmax": (lambda x: P.argmax(x, 0, np.int32), (((3, 4), F),)),
     "argmin": (lambda x: P.argmin(x, 1, np.int64), (((3, 4), F),)),
 }
+# the ONE_NODE examples whose second operand is an index array (repeated and out-of-range vectors in it)
+INDEXED = ("gather", "scatter_add", "scatter", "scatter_mul", "scatter_min", "scatter_max")
 # the pipeline inlines the calls and drops the names; fusions never nest; control flow is run by the
 # backend around its bodies, never a kernel
 NOT_IN_KERNELS = {"fusion", "custom_vjp_call", "custom_jvp_call", "remat_call", "checkpoint_name", "cond", "while",
@@ -298,7 +303,7 @@ def test_lower_kernel_takes_a_one_node_body_of_every_primitive(prim):
     g = body(lambda *a: [fn(*a)], *avals)
     assert [n.prim.name for n in g.nodes] == [prim]
     args = [(np.abs(data(s, d)) + 1).astype(d) if np.dtype(d).kind in "fiu" else data(s, d) for s, d in avals]
-    if prim in ("gather", "scatter_add", "scatter"):
+    if prim in INDEXED:
         args[1] = np.array([[1], [4], [1], [-2]], np.int32)
     with np.errstate(all="ignore"):
         check(g, *args, exact=prim != "dot_general")
