@@ -7,6 +7,7 @@ NaN), in the one module that test builds for every primitive.
 """
 
 import functools
+import warnings
 
 import numpy as np
 import pytest
@@ -226,6 +227,69 @@ def test_vmap_matches_a_loop(rng):
         for name, got, want in zip(NAMES, ember.vmap(f, axes)(op, idx, upd), loop_vmap(f, axes, (op, idx, upd))):
             np.testing.assert_allclose(got, want, rtol=1e-15, err_msg=f"{name} {axes}")
     assert set(NAMES) <= prim_names(ember.vmap(f, axes), op, idx, upd)
+
+
+# --- x.at[...] on them -----------------------------------------------------------------------------
+
+def at_methods(a, i, u):
+    """Every combining .at method at indices `i` (repeats, negatives, out of bounds under jit) of `a`
+    (5,), and max at rows `i` of a (5, 5) array built from it."""
+    rows = a[:, None] + a[None, :]
+    return {"multiply": a.at[i].multiply(u), "min": a.at[i].min(u), "max": a.at[i].max(u),
+            "divide": a.at[i].divide(u), "power": a.at[i].power(2), "apply": a.at[i].apply(lambda v: v * 2 + 1),
+            "multiply-clip": a.at[i].multiply(3.5, mode="clip"), "max-rows": rows.at[i, 1:].max(u[:, None])}
+
+
+AT_INDICES = np.array([1, 1, 3, -1, 1, 0])  # a repeat three times, a negative index (wraps)
+AT_VALUES = {"float32": np.array([2.0, 3.0, np.nan, 0.5, -1.0, 4.0], np.float32),
+             "int32": np.array([2, 3, -4, 1, -1, 5], np.int32)}
+
+
+@functools.cache
+def jax_at_results(dtype: str, out_of_bounds: bool) -> dict:
+    with jax.enable_x64(False), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # JAX's deprecation of int32.at[i].multiply(3.5)
+        i = np.where(np.arange(6) == 4, 9, AT_INDICES) if out_of_bounds else AT_INDICES
+        a = np.arange(1, 6, dtype=dtype)
+        return {k: np.asarray(v) for k, v in jax.jit(at_methods)(a, i, AT_VALUES[dtype]).items()}
+
+
+def test_at_methods_under_jit_combine_repeats_as_eagerly_and_as_jax():
+    """Traced indices (a repeat, a wrapped negative, one out of bounds, dropped) under jit, and the
+    same concrete ones eagerly and under jit (the eager path and the unrolled apply): JAX's values and
+    dtypes (an integer array divided gives floats; multiply by 3.5 rounds back to int, as JAX)."""
+    for dtype, u in AT_VALUES.items():
+        a = np.arange(1, 6, dtype=dtype)
+        traced = ember.jit(at_methods)(a, np.where(np.arange(6) == 4, 9, AT_INDICES), u)
+        for k, want in jax_at_results(dtype, True).items():
+            assert traced[k].dtype == want.dtype, (dtype, k)
+            np.testing.assert_array_equal(traced[k], want, err_msg=f"{dtype} {k} traced")
+        eager = at_methods(ember.numpy.asarray(a), AT_INDICES, u)
+        concrete = ember.jit(lambda a, u: at_methods(a, AT_INDICES, u))(a, u)
+        for k, want in jax_at_results(dtype, False).items():
+            assert eager[k].dtype == concrete[k].dtype == want.dtype, (dtype, k)
+            np.testing.assert_array_equal(eager[k], want, err_msg=f"{dtype} {k} eager")
+            np.testing.assert_array_equal(concrete[k], want, err_msg=f"{dtype} {k} concrete indices under jit")
+
+
+def test_at_gradients_as_jax():
+    """Gradients through .at[...].min/max/multiply with repeated traced indices: JAX's numbers at ties;
+    multiply's in its values raises as JAX's unless unique_indices=True."""
+    x, u = np.array([1.0, 5.0, 2.0, 4.0]), np.array([1.0, 1.0, 0.5, 6.0, 4.0])
+    i = np.array([0, 0, 2, 1, 3])
+
+    def loss(x, u, i):
+        return (x.at[i].min(u) * 2.0 + x.at[i].max(u) * 3.0).sum() + x.at[i].multiply(3.0).sum()
+
+    got = ember.grad(loss, (0, 1))(x, u, i)
+    with jax.enable_x64(True):
+        want = jax.jit(jax.grad(loss, (0, 1)))(x, u, i)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-15)
+    with pytest.raises(NotImplementedError, match="unique_indices=True"):
+        ember.grad(lambda x, u, i: x.at[i].multiply(u).sum(), 1)(x, u, i)
+    g = ember.grad(lambda x, u, i: x.at[i].multiply(u, unique_indices=True).sum(), 1)(x, u[:3], i[2:])
+    np.testing.assert_array_equal(g, x[i[2:]])
 
 
 COVERED = {aspect: set(NAMES) for aspect in ("reference", "errors", "vjp", "batch")}
