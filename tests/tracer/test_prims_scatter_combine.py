@@ -272,24 +272,30 @@ def test_at_methods_under_jit_combine_repeats_as_eagerly_and_as_jax():
             np.testing.assert_array_equal(concrete[k], want, err_msg=f"{dtype} {k} concrete indices under jit")
 
 
+AT_X, AT_U, AT_I = np.array([1.0, 5.0, 2.0, 4.0]), np.array([1.0, 1.0, 0.5, 6.0, 4.0]), np.array([0, 0, 2, 1, 3])
+
+
+def at_loss(x, u, i):
+    """min and max with ties (x[0] with two updates, x[3] with one) and multiply by a constant, at
+    repeated indices."""
+    return (x.at[i].min(u) * 2.0 + x.at[i].max(u) * 3.0).sum() + x.at[i].multiply(3.0).sum()
+
+
+@functools.cache
+def jax_at_gradients() -> list:
+    with jax.enable_x64(True):
+        return [np.asarray(g) for g in jax.jit(jax.grad(at_loss, (0, 1)))(AT_X, AT_U, AT_I)]
+
+
 def test_at_gradients_as_jax():
     """Gradients through .at[...].min/max/multiply with repeated traced indices: JAX's numbers at ties;
     multiply's in its values raises as JAX's unless unique_indices=True."""
-    x, u = np.array([1.0, 5.0, 2.0, 4.0]), np.array([1.0, 1.0, 0.5, 6.0, 4.0])
-    i = np.array([0, 0, 2, 1, 3])
-
-    def loss(x, u, i):
-        return (x.at[i].min(u) * 2.0 + x.at[i].max(u) * 3.0).sum() + x.at[i].multiply(3.0).sum()
-
-    got = ember.grad(loss, (0, 1))(x, u, i)
-    with jax.enable_x64(True):
-        want = jax.jit(jax.grad(loss, (0, 1)))(x, u, i)
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-15)
+    for g, w in zip(ember.grad(at_loss, (0, 1))(AT_X, AT_U, AT_I), jax_at_gradients()):
+        np.testing.assert_allclose(g, w, rtol=1e-15)
     with pytest.raises(NotImplementedError, match="unique_indices=True"):
-        ember.grad(lambda x, u, i: x.at[i].multiply(u).sum(), 1)(x, u, i)
-    g = ember.grad(lambda x, u, i: x.at[i].multiply(u, unique_indices=True).sum(), 1)(x, u[:3], i[2:])
-    np.testing.assert_array_equal(g, x[i[2:]])
+        ember.grad(lambda x, u, i: x.at[i].multiply(u).sum(), 1)(AT_X, AT_U, AT_I)
+    g = ember.grad(lambda x, u, i: x.at[i].multiply(u, unique_indices=True).sum(), 1)(AT_X, AT_U[:3], AT_I[2:])
+    np.testing.assert_array_equal(g, AT_X[AT_I[2:]])
 
 
 COVERED = {aspect: set(NAMES) for aspect in ("reference", "errors", "vjp", "batch")}

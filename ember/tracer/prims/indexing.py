@@ -272,13 +272,12 @@ def _extremal_vjp(ct, operand, indices, updates, *, out, active, batch_dims):
     update that equals it); elsewhere ct passes to the operand. The shares are exact (ct / n, not ct
     less n pieces)."""
     dt, o_shape, u_shape = ct.dtype, shape_of(operand), shape_of(updates)
-    ones, none = P.full(u_shape, 1, dt), P.full(u_shape, 0, dt)
+    u_one, u_zero, o_one = P.full(u_shape, 1, dt), P.full(u_shape, 0, dt), P.full(o_shape, 1, dt)
     won = P.eq(updates, gather(out, indices, batch_dims))
-    winners = scatter_add(P.full(o_shape, 0, dt), indices, P.select(won, ones, none), batch_dims)
+    winners = scatter_add(P.full(o_shape, 0, dt), indices, P.select(won, u_one, u_zero), batch_dims)
     kept = P.eq(operand, out)
-    one = P.full(o_shape, 1, dt)
     # 1 / the number of contributors (where there is none, a NaN result, the share is never used)
-    share = P.div(one, P.maximum(P.select(kept, P.add(winners, one), winners), one))
+    share = P.div(o_one, P.maximum(P.select(kept, P.add(winners, o_one), winners), o_one))
     ct_op = None
     if active[0]:
         touched = scatter(P.full(o_shape, False, np.bool_), indices, P.full(u_shape, True, np.bool_), batch_dims)
@@ -286,7 +285,7 @@ def _extremal_vjp(ct, operand, indices, updates, *, out, active, batch_dims):
     if not active[2]:
         return (ct_op, None, None)
     landed = P.and_(won, _in_range(indices, o_shape, batch_dims, u_shape))
-    ct_upd = P.mul(gather(ct, indices, batch_dims), P.select(landed, gather(share, indices, batch_dims), none))
+    ct_upd = P.mul(gather(ct, indices, batch_dims), P.select(landed, gather(share, indices, batch_dims), u_zero))
     return (ct_op, None, ct_upd)
 
 
