@@ -12,7 +12,16 @@ from hypothesis import strategies as st
 
 import ember.numpy as jnp
 from ember.backends import kernel_index as ix
-from ember.backends.kernel import ArgReduce, Contraction, KernelError, Loop, Scatter, evaluate, lower_kernel
+from ember.backends.kernel import (
+    SCATTER_MODES,
+    ArgReduce,
+    Contraction,
+    KernelError,
+    Loop,
+    Scatter,
+    evaluate,
+    lower_kernel,
+)
 from ember.tracer import ShapedArray, trace_flat
 from ember.tracer import prims as P
 from ember.tracer.primitive import impl_rules
@@ -477,27 +486,30 @@ def scatter_cases(draw):
     indices = np.stack(cols, -1).astype(idtype) if cols else np.zeros(lead + n + (0,), idtype)
     operand = tie_heavy(rng, lead + indexed + rest, dtype)
     updates = tie_heavy(rng, lead + n + rest, dtype)
-    return draw(st.sampled_from(["add", "replace"])), operand, indices, updates, nb
+    return draw(st.sampled_from(["add", "replace", "mul", "min", "max"])), operand, indices, updates, nb
 
 
 def scatter_loop(mode, operand, indices, updates, nb) -> np.ndarray:
-    """The documented rule, one update at a time in row-major order (a duplicate adds, or the last wins);
-    an index vector out of range drops its update."""
+    """The documented rule, one update at a time in row-major order (a duplicate combines by the mode's
+    ufunc, or the last wins); an index vector out of range drops its update."""
     out = operand.copy()
     sizes = operand.shape[nb:nb + indices.shape[-1]]
     for lead in np.ndindex(indices.shape[:-1]):
         vec = [int(v) for v in indices[lead]]
         if all(0 <= v < n for v, n in zip(vec, sizes)):
             target = out[lead[:nb] + tuple(vec) + (Ellipsis,)]
-            if mode == "add":
-                target += updates[lead + (Ellipsis,)]
-            else:
+            if mode == "replace":
                 target[...] = updates[lead + (Ellipsis,)]
+            else:
+                target[...] = SCATTER_UFUNCS[mode](target, updates[lead + (Ellipsis,)])
     return out
 
 
+SCATTER_UFUNCS = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
+
+
 def scatter_body(mode, operand, indices, updates, nb):
-    prim = P.scatter_add if mode == "add" else P.scatter
+    prim = {m: getattr(P, p.name) for p, m in SCATTER_MODES.items()}[mode]
     return body(lambda x, i, u: [prim(x, i, u, nb)], (operand.shape, operand.dtype), (indices.shape, indices.dtype),
                 (updates.shape, updates.dtype))
 
