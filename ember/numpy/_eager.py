@@ -22,7 +22,7 @@ from ember.tracer import dtypes
 from ember.tracer.array import Array
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Var
-from ember.tracer.primitive import impl_rules, operand_impls
+from ember.tracer.primitive import eager_specializers, impl_rules, operand_impls
 from ember.tracer.trace import Tracer, trace_flat, trace_state
 from ember.tree import tree_flatten, tree_unflatten
 
@@ -60,6 +60,8 @@ class _Replay:
         for k, node in enumerate(graph.nodes):
             args = [names[a] if isinstance(a, Var) else const(a.val) for a in node.inputs]
             direct = operand_impls.get(node.prim)
+            if direct is None and node.prim in eager_specializers and all(isinstance(a, Var) for a in node.inputs):
+                direct = eager_specializers[node.prim](node.params, [a.aval for a in node.inputs])
             if direct is not None:
                 call = f"{const(direct)}({', '.join(args)})"
             else:
