@@ -243,3 +243,11 @@ def test_bad_input_names_the_users_line():
         raises_naming(exc, call, words=words, location=here)
     with pytest.raises(NotImplementedError, match="sort"):
         jnp.pad(M34, 1, "median")
+
+
+def test_methods():
+    x = jnp.asarray(M234)
+    got = ember.jit(lambda x: (x.trace(1, 1, 2), x.diagonal(0, 0, 2), x.repeat(2, axis=1)))(x)
+    for g, w in zip(got, (M234.trace(1, 1, 2), M234.diagonal(0, 0, 2), M234.repeat(2, axis=1))):
+        assert_matches(g, w, np.float32)
+    assert_matches(x.trace(), M234.trace(), np.float32)
