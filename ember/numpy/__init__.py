@@ -136,6 +136,7 @@ from ember.numpy._math import (
     true_divide,
     where,
 )
+from ember.numpy._numeric import allclose, array_equal, array_equiv, interp, isclose, polyadd, polysub, polyval
 from ember.numpy._products import dot, einsum, inner, matmul, outer, tensordot, vdot
 from ember.numpy._reductions import all, amax, amin, any, argmax, argmin, max, mean, min, prod, std, sum, var
 from ember.numpy._shape import (
@@ -159,6 +160,23 @@ from ember.numpy._shape import (
     swapaxes,
     transpose,
     vstack,
+)
+from ember.numpy._stats import (
+    average,
+    bincount,
+    corrcoef,
+    cov,
+    histogram,
+    histogram2d,
+    nanargmax,
+    nanargmin,
+    nanmax,
+    nanmean,
+    nanmin,
+    nanprod,
+    nanstd,
+    nansum,
+    nanvar,
 )
 from ember.tracer import trace as _trace
 from ember.tracer.array import Array
@@ -219,6 +237,9 @@ __all__ = [
     "bitwise_right_shift", "bitwise_count",
     "cross", "diag", "diagflat", "diagonal", "diff", "ediff1d", "gradient", "indices", "kron", "meshgrid", "pad",
     "put_along_axis", "repeat", "roll", "rot90", "take_along_axis", "tile", "trace", "tri", "tril", "triu",
+    "allclose", "array_equal", "array_equiv", "interp", "isclose", "polyadd", "polysub", "polyval",
+    "average", "bincount", "corrcoef", "cov", "histogram", "histogram2d", "nanargmax", "nanargmin", "nanmax",
+    "nanmean", "nanmin", "nanprod", "nanstd", "nansum", "nanvar",
 ]
 
 
