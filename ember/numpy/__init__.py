@@ -168,6 +168,7 @@ from ember.numpy._stats import (
     cov,
     histogram,
     histogram2d,
+    histogram_bin_edges,
     nanargmax,
     nanargmin,
     nanmax,
@@ -238,8 +239,8 @@ __all__ = [
     "cross", "diag", "diagflat", "diagonal", "diff", "ediff1d", "gradient", "indices", "kron", "meshgrid", "pad",
     "put_along_axis", "repeat", "roll", "rot90", "take_along_axis", "tile", "trace", "tri", "tril", "triu",
     "allclose", "array_equal", "array_equiv", "interp", "isclose", "polyadd", "polysub", "polyval",
-    "average", "bincount", "corrcoef", "cov", "histogram", "histogram2d", "nanargmax", "nanargmin", "nanmax",
-    "nanmean", "nanmin", "nanprod", "nanstd", "nansum", "nanvar",
+    "average", "bincount", "corrcoef", "cov", "histogram", "histogram2d", "histogram_bin_edges", "nanargmax",
+    "nanargmin", "nanmax", "nanmean", "nanmin", "nanprod", "nanstd", "nansum", "nanvar",
 ]
 
 

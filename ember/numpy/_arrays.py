@@ -11,14 +11,14 @@ import math
 import numpy as np
 
 from ember.errors import ArgumentError, ArgumentValueError, DTypeError, user_location
-from ember.numpy._core import asarray, dtype_weak, normalize_axis, promote, shape_of, to_dtype
+from ember.numpy._core import asarray, broadcast_shapes, dtype_weak, normalize_axis, promote, shape_of, to_dtype
 from ember.numpy._indexing import getitem, take
 from ember.numpy._math import add, divide, multiply, negative, not_equal, round, subtract
 from ember.numpy._reductions import max as _max
 from ember.numpy._reductions import mean as _mean
 from ember.numpy._reductions import min as _min
 from ember.numpy._reductions import sum as _sum
-from ember.numpy._shape import concatenate, flip, moveaxis, ravel, reshape, swapaxes
+from ember.numpy._shape import concatenate, flip, moveaxis, ravel, reshape, stack, swapaxes
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.trace import Tracer
@@ -146,7 +146,8 @@ def kron(a, b):
 
 def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None):
     """Cross product of 2- or 3-vectors along `axisa`/`axisb` (or `axis`), the result's vectors along
-    `axisc`; two 2-vectors give the scalar z component, as numpy.cross."""
+    `axisc`; a 2-vector has a zero third component, and two 2-vectors give the scalar z component, as
+    numpy.cross."""
     if axis is not None:
         axisa = axisb = axisc = axis
     a, b = promote(asarray(a), asarray(b), name="cross")
@@ -154,27 +155,14 @@ def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | N
     if a.shape[-1] not in (2, 3) or b.shape[-1] not in (2, 3):
         raise ArgumentValueError(f"cross: incompatible dimensions for cross product (dimension must be 2 or 3); "
                                  f"got vectors of length {a.shape[-1]} and {b.shape[-1]}", user_location())
-
-    def component(x, i):
-        return getitem(x, (Ellipsis, i)) if i < x.shape[-1] else None
-
-    def times(x, y):
-        return None if x is None or y is None else multiply(x, y)
-
-    def minus(x, y):
-        if y is None:
-            return x if x is not None else _zeros_like(multiply(component(a, 0), component(b, 0)))
-        return subtract(x, y) if x is not None else P.neg(y)
-
-    a0, a1, a2 = (component(a, i) for i in range(3))
-    b0, b1, b2 = (component(b, i) for i in range(3))
-    z = minus(times(a0, b1), times(a1, b0))
+    a0, a1, b0, b1 = (getitem(v, (Ellipsis, i)) for v in (a, b) for i in (0, 1))
+    z = subtract(multiply(a0, b1), multiply(a1, b0))
     if a.shape[-1] == 2 and b.shape[-1] == 2:
         return z
-    x = minus(times(a1, b2), times(a2, b1))
-    y = minus(times(a2, b0), times(a0, b2))
-    from ember.numpy._shape import stack
-
+    a2 = getitem(a, (Ellipsis, 2)) if a.shape[-1] == 3 else _zeros_like(a0)
+    b2 = getitem(b, (Ellipsis, 2)) if b.shape[-1] == 3 else _zeros_like(b0)
+    x = subtract(multiply(a1, b2), multiply(a2, b1))
+    y = subtract(multiply(a2, b0), multiply(a0, b2))
     return moveaxis(stack([x, y, z], axis=0), 0, axisc)
 
 
@@ -299,10 +287,7 @@ def roll(a, shift, axis=None):
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), a.shape)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    shifts = (shift,) if isinstance(shift, (int, np.integer, Tracer)) and shape_of(shift) == () else shift
-    if isinstance(shifts, Tracer):
-        shifts = [getitem(shifts, i) for i in range(shifts.shape[0])]
-    shifts = list(shifts) if isinstance(shifts, (list, tuple, np.ndarray)) else [shifts]
+    shifts = _shift_list(shift)
     if len(shifts) != len(axes):
         if len(shifts) == 1:
             shifts = shifts * len(axes)
@@ -313,6 +298,13 @@ def roll(a, shift, axis=None):
     for s, ax in zip(shifts, axes):
         a = _roll_axis(a, s, normalize_axis(ax, len(a.shape), "roll"))
     return a
+
+
+def _shift_list(shift) -> list:
+    """roll's shifts as a list of ints or traced scalars (one per axis, or one for all)."""
+    if isinstance(shift, Tracer):
+        return [shift] if shift.shape == () else [getitem(shift, i) for i in range(shift.shape[0])]
+    return [int(s) for s in np.ravel(shift)]
 
 
 def _roll_axis(a, shift, axis: int):
@@ -350,9 +342,9 @@ def rot90(m, k: int = 1, axes: tuple[int, int] = (0, 1)):
 
 # --- indexing along an axis -----------------------------------------------------------------------
 
-def _along_axis(arr, indices, axis, name: str):
-    """The operand, full index vectors (shape out + (ndim,)) and axis of take/put_along_axis: indices
-    on `axis` (negative ones wrapped once), iotas on the other axes, broadcast as JAX does."""
+def _along_axis(arr, indices, axis, name: str, wrap: bool = True):
+    """The operand, indices (broadcast to the result's shape, negative ones wrapped once if `wrap`) and
+    axis of take/put_along_axis, with JAX's broadcasting: indices' other axes against arr's."""
     arr, indices = asarray(arr), asarray(indices)
     if not dtypes.is_int(indices.dtype):
         raise DTypeError(f"{name}: indices must be of integer type, got {indices.dtype}", user_location())
@@ -366,19 +358,20 @@ def _along_axis(arr, indices, axis, name: str):
         raise ArgumentValueError(f"{name}: indices and arr must have the same number of dimensions; "
                                  f"{len(indices.shape)} vs. {nd}", user_location())
     axis = normalize_axis(axis, nd, name)
-    from ember.numpy._core import broadcast_shapes
-
     out_shape = broadcast_shapes(indices.shape, tuple(1 if i == axis else d for i, d in enumerate(arr.shape)),
                                  name=name)
-    n = arr.shape[axis]
     itype = np.dtype(np.int64) if indices.dtype == np.int64 else np.dtype(np.int32)
     idx = P.broadcast_to(to_dtype(indices, itype), out_shape)
-    idx = P.select(P.lt(idx, itype.type(0)), P.add(idx, itype.type(n)), idx)
-    cols = []
-    for i in range(nd):
-        col = idx if i == axis else P.iota(itype, out_shape, i)
-        cols.append(P.reshape(col, out_shape + (1,)))
-    return arr, P.concatenate(cols, nd), idx, axis
+    if wrap:
+        idx = P.select(P.lt(idx, itype.type(0)), P.add(idx, itype.type(arr.shape[axis])), idx)
+    return arr, idx, axis
+
+
+def _index_vectors(idx, axis: int):
+    """Gather/scatter index vectors (shape idx.shape + (ndim,)): idx on `axis`, iotas on the others."""
+    shape = shape_of(idx)
+    cols = [idx if i == axis else P.iota(idx.dtype, shape, i) for i in range(len(shape))]
+    return P.concatenate([P.reshape(c, shape + (1,)) for c in cols], len(shape))
 
 
 def _fill_value(dtype: np.dtype, fill_value):
@@ -401,15 +394,16 @@ def take_along_axis(arr, indices, axis: int | None = -1, mode=None, fill_value=N
     if mode not in (None, "fill", "clip", "promise_in_bounds"):
         raise ArgumentValueError(f"take_along_axis: unsupported mode {mode!r} (JAX's: 'fill', 'clip', "
                                  "'promise_in_bounds')", user_location())
-    arr, full, idx, axis = _along_axis(arr, indices, axis, "take_along_axis")
-    out = P.gather(arr, full)
+    arr, idx, axis = _along_axis(arr, indices, axis, "take_along_axis", wrap=mode != "promise_in_bounds")
+    dt, weak = dtype_weak(arr)
+    n = arr.shape[axis]
+    if n == 0:  # nothing to read: zeros, as JAX
+        return P.full(shape_of(idx), 0, dt, weak_type=weak)
+    out = P.gather(arr, _index_vectors(idx, axis))
     if mode not in (None, "fill"):
         return out
-    n = arr.shape[axis]
     ok = P.and_(P.ge(idx, idx.dtype.type(0)), P.lt(idx, idx.dtype.type(n)))
-    dt, weak = dtype_weak(out)
-    fill = P.full(shape_of(out), _fill_value(dt, fill_value), dt, weak_type=weak)
-    return P.select(ok, out, fill)
+    return P.select(ok, out, P.full(shape_of(out), _fill_value(dt, fill_value), dt, weak_type=weak))
 
 
 def put_along_axis(arr, indices, values, axis: int | None, inplace: bool = True, mode=None):
@@ -421,17 +415,12 @@ def put_along_axis(arr, indices, values, axis: int | None, inplace: bool = True,
     if mode not in (None, "drop", "promise_in_bounds", "clip"):
         raise ArgumentValueError(f"put_along_axis: unsupported mode {mode!r}", user_location())
     a = asarray(arr)
-    target, full, idx, ax = _along_axis(a, indices, axis, "put_along_axis")
+    target, idx, ax = _along_axis(a, indices, axis, "put_along_axis", wrap=mode != "promise_in_bounds")
     if mode == "clip":
-        n = target.shape[ax]
         it = idx.dtype.type
-        clipped = P.maximum(P.minimum(idx, it(n - 1)), it(0))
-        full = P.concatenate([P.reshape(clipped, idx.shape + (1,)) if i == ax else
-                              P.slice(full, (0,) * len(idx.shape) + (i,), idx.shape + (i + 1,))
-                              for i in range(len(idx.shape))], len(idx.shape))
-    dt, weak = dtype_weak(target)
-    vals = P.broadcast_to(to_dtype(asarray(values), dt), idx.shape)
-    out = P.scatter(target, full, vals)
+        idx = P.maximum(P.minimum(idx, it(target.shape[ax] - 1)), it(0))
+    vals = P.broadcast_to(to_dtype(asarray(values), dtype_weak(target)[0]), shape_of(idx))
+    out = P.scatter(target, _index_vectors(idx, ax), vals)
     return reshape(out, a.shape) if axis is None else out
 
 

@@ -1,6 +1,6 @@
 """Statistics with jax.numpy's semantics, composed of existing primitives: the NaN-ignoring reductions
 (nansum, nanprod, nanmax, nanmin, nanargmax, nanargmin, nanmean, nanvar, nanstd), average, cov,
-corrcoef, and counting into bins (bincount, histogram, histogram2d) with static bin counts."""
+corrcoef, and counting into bins (bincount, histogram, histogram2d, histogram_bin_edges) with static bin counts."""
 
 from __future__ import annotations
 
@@ -285,6 +285,13 @@ def _bin_edges(a, bins, range, name: str):
     hi = P.select(same, P.add(hi, dt.type(0.5)), hi)
     t = P.div(P.iota(dt, (int(bins) + 1,), 0), dt.type(int(bins)))
     return P.add(P.mul(lo, P.sub(dt.type(1), t)), P.mul(hi, t))
+
+
+def histogram_bin_edges(a, bins=10, range=None, weights=None):
+    """The edges histogram bins `a` with: `bins` itself when 1-D, else bins + 1 evenly spaced edges over
+    `range` (a's extremes when None). `weights` is unused, as in JAX (no string bins)."""
+    (a,) = _inexact(a)
+    return _bin_edges(reshape(a, (-1,)), bins, range, "histogram_bin_edges")
 
 
 def _bin_one_hot(values, edges, dtype: np.dtype):

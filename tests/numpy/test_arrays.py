@@ -133,6 +133,8 @@ JAX_CASES = [
       for x, kw in ((M34, {}), (I34, {}), (M34, {"mode": "clip"}), (M34, {"fill_value": -1.0}))),
     *((f"repeat {r} {t}", lambda m, r=r, t=t: m.repeat(M34, r, axis=0, total_repeat_length=t))
       for r, t in ((np.array([1, 0, 2]), 5), (np.array([2, 1, 1]), 2), (2, 7), (np.array([0, 0, 0]), 2))),
+    ("take empty axis", lambda m: m.take_along_axis(np.zeros((3, 0), np.float32), IDX, 1)),
+    ("take promise_in_bounds", lambda m: m.take_along_axis(M34, IDX, 1, mode="promise_in_bounds")),
     ("gradient int", lambda m: m.gradient(I34)), ("tri", lambda m: m.tri(3)),
     ("trace int8", lambda m: m.trace(I34.astype(np.int8))),
     ("diff uint8", lambda m: m.diff(np.array([1, 5, 2], np.uint8))),

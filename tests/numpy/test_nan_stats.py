@@ -148,6 +148,7 @@ def test_binning_matches_numpy():
         ("histogram_edges", lambda m: m.histogram(a, edges, weights=w), None),
         ("histogram_density", lambda m: m.histogram(a, 6, density=True), None),
         ("histogram_flat", lambda m: m.histogram(np.ones(4, np.float32), 3), None),
+        ("histogram_bin_edges", lambda m: m.histogram_bin_edges(a.reshape(5, 8), 7, (-1.5, 2)), None),
         ("histogram2d", lambda m: m.histogram2d(a, b, 4), None),
         ("histogram2d_edges", lambda m: m.histogram2d(a, b, [3, edges], weights=w, density=True), None),
         ("bincount", lambda m: m.bincount(ints), np.int32), ("bincount_w", lambda m: m.bincount(ints, w[:7]), None),
