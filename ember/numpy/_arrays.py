@@ -232,7 +232,7 @@ def _repeat_positions(repeats, total: int):
                                  P.full((n, n), 0, dtypes.int_)), (1,))  # inclusive running totals
     pos = P.iota(dtypes.int_, (total, n), 0)
     passed = P.convert_element_type(P.ge(pos, P.broadcast_to(P.reshape(ends, (1, n)), (total, n))), dtypes.int_)
-    return P.minimum(P.reduce_sum(passed, (1,)), np.int32(n - 1)) if n else passed
+    return P.minimum(P.reduce_sum(passed, (1,)), dtypes.int_.type(n - 1)) if n else passed
 
 
 def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | None = None):
@@ -312,8 +312,9 @@ def _roll_axis(a, shift, axis: int):
     if n == 0:
         return a
     if isinstance(shift, Tracer):  # a traced shift: gather at (i - shift) mod n
-        s = P.rem(to_dtype(shift, dtypes.int_), np.int32(n))
-        src = P.rem(P.add(P.sub(P.iota(dtypes.int_, (n,), 0), s), np.int32(n)), np.int32(n))
+        it = dtypes.int_.type
+        s = P.rem(to_dtype(shift, dtypes.int_), it(n))
+        src = P.rem(P.add(P.sub(P.iota(dtypes.int_, (n,), 0), s), it(n)), it(n))
         return take(a, src, axis=axis)
     s = int(shift) % n
     if s == 0:

@@ -199,11 +199,13 @@ def test_structure_under_jit():
 
 
 def test_traced_roll_shift_and_repeat_counts():
-    f = ember.jit(lambda x, s, r: (jnp.roll(x, s, axis=1), jnp.repeat(x, r, axis=0, total_repeat_length=6)))
-    roll, rep = f(M34, np.int32(-3), np.array([3, 0, 2], np.int32))
-    assert_matches(roll, np.roll(M34, -3, axis=1), np.float32)
-    want = np.repeat(M34, [3, 0, 2], axis=0)
-    assert_matches(rep, np.concatenate([want, want[-1:]]), np.float32)
+    want_rep = np.repeat(M34, [3, 0, 2], axis=0)
+    for x64 in (False, True):  # the index arithmetic is in the default int of either mode
+        with ember.enable_x64(x64):
+            f = ember.jit(lambda x, s, r: (jnp.roll(x, s, axis=1), jnp.repeat(x, r, axis=0, total_repeat_length=6)))
+            roll, rep = f(M34, np.int32(-3), np.array([3, 0, 2], np.int32))
+        assert_matches(roll, np.roll(M34, -3, axis=1), np.float32)
+        assert_matches(rep, np.concatenate([want_rep, want_rep[-1:]]), np.float32)
 
 
 GRAD_X = np.random.default_rng(5).standard_normal((3, 4))
