@@ -57,7 +57,8 @@ class _Replay:
         for k, node in enumerate(graph.nodes):
             args = [names[a] if isinstance(a, Var) else const(a.val) for a in node.inputs]
             fn = const(impl_rules[node.prim])
-            call = f"{fn}({', '.join(args)}{', **' + const(dict(node.params)) if node.params else ''})"
+            # (a node without operands, iota, has only its params)
+            call = f"{fn}({', '.join(args + (['**' + const(dict(node.params))] if node.params else []))})"
             if node.prim.multiple_results:
                 outs = [f"r{k}_{j}" for j in range(len(node.outputs))]
                 lines.append(f"    {', '.join(outs)}, = {call}")

@@ -21,6 +21,7 @@ from ember.numpy._reductions import sum as _sum
 from ember.numpy._shape import atleast_2d, concatenate, reshape, transpose
 from ember.tracer import dtypes
 from ember.tracer import prims as P
+from ember.tracer.array import Array
 from ember.tracer.trace import Tracer
 
 
@@ -269,7 +270,9 @@ def _bin_edges(a, bins, range, name: str):
     if isinstance(bins, str):
         raise NotImplementedError(f"{name}: string values for bins are not implemented")
     if len(shape_of(bins)) == 1:
-        return to_dtype(asarray(bins), dt)
+        edges = to_dtype(asarray(bins), dt)
+        # returned in a tuple, which the operand check does not copy: never the caller's own array
+        return np.array(edges).view(Array) if isinstance(edges, np.ndarray) else edges
     if isinstance(bins, Tracer) or not isinstance(bins, (int, np.integer)):
         raise ArgumentError(f"{name}: bins must be a static int or a 1-D array of edges", user_location())
     if range is None:
