@@ -64,9 +64,9 @@ class _Replay:
                 direct = eager_specializers[node.prim](node.params, [a.aval for a in node.inputs])
             if direct is not None:
                 call = f"{const(direct)}({', '.join(args)})"
-            else:
-                call = (f"{const(impl_rules[node.prim])}({', '.join(args)}"
-                        f"{', **' + const(dict(node.params)) if node.params else ''})")
+            else:  # (a node without operands, iota, has only its params)
+                call = (f"{const(impl_rules[node.prim])}"
+                        f"({', '.join(args + (['**' + const(dict(node.params))] if node.params else []))})")
             if node.prim.multiple_results:
                 outs = [f"r{k}_{j}" for j in range(len(node.outputs))]
                 lines.append(f"    {', '.join(outs)}, = {call}")
