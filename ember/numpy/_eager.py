@@ -193,13 +193,15 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
         replay = table.get((ka, kb))
         if replay.__class__ is not _Replay:
             return slow((a, b), {})
-        if replay.convert is not None:
+        if replay.convert is not None:  # a Python scalar: its conversion, remembered (see _scalar)
             if ka.__class__ is type:
-                x = _scalar(replay, 0, x)
+                memo = replay.memo[0]
+                x = memo[1] if memo[0] is x else _scalar(replay, 0, x)
                 if x is MISS:
                     return MISS
             if kb.__class__ is type:
-                y = _scalar(replay, 1, y)
+                memo = replay.memo[1]
+                y = memo[1] if memo[0] is y else _scalar(replay, 1, y)
                 if y is MISS:
                     return MISS
         return replay.run(x, y)
