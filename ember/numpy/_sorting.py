@@ -2,8 +2,8 @@
 cumulative_ forms; sort, argsort (stable, descending), lexsort, partition, argpartition;
 searchsorted, digitize; quantile, percentile, median and their nan- forms (every method JAX has, weights
 with "inverted_cdf"); and the jit-able forms of the functions whose result size depends on the data
-(nonzero, flatnonzero, argwhere, unique and the Array API's unique_values/_counts/_inverse/_all,
-bincount: `size=` / `length=` fix it, as in JAX; without it the values must be concrete).
+(nonzero, flatnonzero, argwhere, unique and the Array API's unique_values/_counts/_inverse/_all: `size=`
+fixes it, as in JAX; without it the values must be concrete). nonzero counts through _stats' bincount.
 
 All compose the primitives of tracer/prims/sort.py with gathers and scatters, as JAX composes lax.sort
 and lax.cumsum, so they trace, differentiate, batch and compile as those do.
@@ -17,8 +17,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ember.errors import ArgumentError, ArgumentValueError, ConcretizationError, DTypeError, user_location
+from ember.errors import ArgumentError, ArgumentValueError, ConcretizationError, user_location
 from ember.numpy._core import asarray, normalize_axis, promote, to_dtype
+from ember.numpy._stats import bincount
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.trace import Tracer
@@ -445,28 +446,6 @@ def nanmedian(a, axis=None, out=None, overwrite_input: bool = False, keepdims: b
 
 
 # --- data-dependent sizes -----------------------------------------------------------------------------
-
-def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None):
-    """How many times each value 0, 1, ... occurs in the non-negative ints `x` (the sum of their
-    `weights`); `length` fixes the result's length (values beyond it are dropped), as jnp.bincount."""
-    x = asarray(x)
-    if x.dtype.kind not in "iu":
-        raise DTypeError(f"x argument to bincount must have an integer type; got {x.dtype}", user_location())
-    if len(x.shape) != 1:
-        raise ArgumentValueError("only 1-dimensional input supported.", user_location())
-    if length is None:
-        values = _concrete(x, "bincount", "the result's length depends on the values of x; pass length= to use "
-                                          "it in traced code")
-        length = max(minlength, int(values.max()) + 1 if values.size else 0)
-    if weights is None:
-        weights = P.full(x.shape, 1, dtypes.int_)
-    else:
-        weights = asarray(weights)
-        if weights.shape != x.shape:
-            raise ArgumentValueError("shape of weights must match shape of x.", user_location())
-    at = P.maximum(x, P.full(x.shape, 0, x.dtype))
-    return P.scatter_add(P.full((int(length),), 0, weights.dtype), P.reshape(at, x.shape + (1,)), weights)
-
 
 def _size(mask, size, name: str) -> int:
     if size is not None:

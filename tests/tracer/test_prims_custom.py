@@ -264,6 +264,7 @@ COVERED = {
 NO_RULE_ERRORS = {"stop_gradient"}
 FAMILY_MODULES = ["elementwise", "layout", "reduce", "dot", "indexing", "custom", "custom_jvp", "fusion", "remat",
                   "control", "bits",
+                  "scatter_combine",
                   "sort"]
 
 
