@@ -5,8 +5,9 @@ order. A `Loop` walks an iteration space, computes a scalar op DAG per point (lo
 maps, the primitives' scalar ops, shared subexpressions once), folds values into reductions over
 some of its axes and stores values at the identity index; a `Contraction` is a dot_general into a
 buffer (an epilogue's loop then runs over that buffer); an `ArgReduce` is an argmax/argmin along one
-axis and a `Scatter` writes updates at computed positions (their operands are buffers: a computed
-operand is stored first). Layout ops never appear as ops: broadcast,
+axis, a `Scatter` writes updates at computed positions and a `Factorization` runs a dense
+linear-algebra routine on stacks of matrices, writing each of its outputs (their operands are buffers: a
+computed operand is stored first). Layout ops never appear as ops: broadcast,
 reshape, transpose, slice, pad, rev, concatenate, iota and gather become index arithmetic
 (kernel_index) and selects. Reductions and dots are the only values held in buffers between steps,
 so consumers of a reduced value run in a later loop over the reduced space. `evaluate` runs a
@@ -122,7 +123,23 @@ class Scatter:
     out: str
 
 
-Step = Loop | Contraction | ArgReduce | Scatter
+@dataclass(frozen=True)
+class Factorization:
+    """outs = dense linear-algebra `routine` (cholesky, triangular_solve, lu) of the `operands` buffers,
+    each a stack of matrices (the last two axes; the leading ones batched), with the primitive's
+    `params` (sorted name, value pairs): what the primitive's numpy reference computes. One step
+    writes every output of its routine (lu's factors, pivots and permutation)."""
+
+    routine: str
+    operands: tuple[str, ...]
+    params: tuple
+    outs: tuple[str, ...]
+
+    def param(self, name: str):
+        return dict(self.params)[name]
+
+
+Step = Loop | Contraction | ArgReduce | Scatter | Factorization
 
 
 @dataclass(frozen=True)
@@ -150,7 +167,14 @@ def step_reads(step: Step) -> tuple[str, ...]:
         return (step.operand,)
     if isinstance(step, Scatter):
         return (step.operand, step.indices, step.updates)
+    if isinstance(step, Factorization):
+        return step.operands
     return ()
+
+
+def step_writes(step: Step) -> tuple[str, ...]:
+    """The buffers a step other than a Loop writes (a Loop writes its reductions' and stores' buffers)."""
+    return step.outs if isinstance(step, Factorization) else (step.out,)
 
 
 _COMBINE = {P.reduce_sum_p: "add", P.reduce_prod_p: "mul", P.reduce_max_p: "max", P.reduce_min_p: "min"}
@@ -229,8 +253,10 @@ class _Lowering:
                     if a not in self.buffer:
                         jobs.append((self.level_of(self.reads(a)), "store", a, self.assign(a)))
                         after.append(jobs[-1][0])
-                self.level[v] = 1 + max(after)
-                jobs.append((self.level[v], "step", v, self.assign(v, out_names.get(v))))
+                for w in node.outputs:  # a step writes every output of its node
+                    self.level[w] = 1 + max(after)
+                    self.assign(w, out_names.get(w))
+                jobs.append((self.level[v], "step", v, self.buffer[v]))
             else:
                 self.level[v] = self.level_of(self.reads(node.inputs[0]))
                 jobs.append((self.level[v], "reduce", v, self.assign(v, out_names.get(v))))
@@ -265,10 +291,11 @@ class _Lowering:
         return _alias_epilogues(Kernel(self.kind, self.inputs, self.outputs, tuple(self.temps), tuple(built),
                                        shareable))
 
-    def step(self, job) -> Contraction | ArgReduce | Scatter:
+    def step(self, job) -> Contraction | ArgReduce | Scatter | Factorization:
         _, _, v, name = job
         node = self.producer[v]
-        return _STEPS[node.prim](*(self.buffer[a] for a in node.inputs), out=name, **node.params)
+        out = tuple(self.buffer[w] for w in node.outputs) if node.prim.multiple_results else name
+        return _STEPS[node.prim](*(self.buffer[a] for a in node.inputs), out=out, **node.params)
 
     def loop(self, key, jobs) -> Loop:
         _, space, axes = key
@@ -491,8 +518,19 @@ def _scatter(mode):
     return rule
 
 
+def _factorization(routine):
+    def rule(*operands, out, **params):
+        outs = out if isinstance(out, tuple) else (out,)
+        return Factorization(routine, operands, tuple(sorted(params.items())), outs)
+    return rule
+
+
 _STEPS = {P.dot_general_p: _contraction, P.argmax_p: _arg_reduce("argmax"), P.argmin_p: _arg_reduce("argmin"),
-          P.scatter_add_p: _scatter("add"), P.scatter_p: _scatter("replace")}
+          P.scatter_add_p: _scatter("add"), P.scatter_p: _scatter("replace"),
+          P.cholesky_p: _factorization("cholesky"),
+          P.triangular_solve_p: _factorization("triangular_solve"),
+          P.lu_p: _factorization("lu"),
+          }
 
 
 def _alias_epilogues(k: Kernel) -> Kernel:
@@ -555,6 +593,8 @@ _STEP_TEXT = {
     ArgReduce: lambda s: f"  {s.out} = {s.combine} {s.operand} axis={s.axis} index_dtype={s.index_dtype.name}",
     Scatter: lambda s: f"  {s.out} = scatter-{s.mode} {s.operand} at {s.indices} of {s.updates} "
                        f"batch_dims={s.batch_dims}",
+    Factorization: lambda s: f"  {', '.join(s.outs)} = {s.routine} {' '.join(s.operands)}"
+                             + "".join(f" {k}={v}" for k, v in s.params),
 }
 
 
@@ -598,7 +638,10 @@ def evaluate(kernel: Kernel, *arrays, math: str = "numpy") -> tuple[np.ndarray, 
         if isinstance(step, Loop):
             _run_loop(step, bufs, math == "algorithm")
         else:
-            bufs[step.out][...] = _STEP_EVAL[type(step)](step, *(bufs[b] for b in step_reads(step)))
+            result = _STEP_EVAL[type(step)](step, *(bufs[b] for b in step_reads(step)))
+            results = result if isinstance(step, Factorization) else (result,)
+            for name, value in zip(step_writes(step), results, strict=True):
+                bufs[name][...] = value
     return tuple(bufs[b.name] for b in kernel.outputs)
 
 
@@ -608,7 +651,15 @@ _STEP_EVAL = {
     ArgReduce: lambda s, x: impl_rules[_PRIMS[s.combine]](x, axis=s.axis, index_dtype=s.index_dtype),
     Scatter: lambda s, x, i, u: impl_rules[P.scatter_add_p if s.mode == "add" else P.scatter_p](
         x, i, u, batch_dims=s.batch_dims),
+    Factorization: lambda s, *xs: _factorization_eval(s, xs),
 }
+
+
+def _factorization_eval(step: Factorization, operands) -> tuple:
+    """The routine's primitive's reference on the operand buffers, as a tuple of outputs."""
+    prim = _PRIMS[step.routine]
+    result = impl_rules[prim](*operands, **dict(step.params))
+    return tuple(result) if prim.multiple_results else (result,)
 
 
 def _run_loop(loop: Loop, bufs: dict, algorithms: bool = False) -> None:

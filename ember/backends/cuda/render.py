@@ -15,6 +15,8 @@ math functions they call. Each step of the description becomes:
   kernel (one thread per output element, the contraction walked in order) for the other dtypes and
   for host execution.
 - an `ArgReduce`: one kernel, a (value, index) fold per lane and the same trees.
+- a `Factorization` (cholesky, triangular_solve, lu): kernels of linalg.py, a block per matrix or a
+  thread per right-hand side.
 - a `Scatter`: the operand copied to the output, then one thread per update element; `add` adds with
   atomics (float results may then vary run to run in the last bits: the one kernel that may), `replace`
   lets the last update in row-major order win through an atomicMax claim, as the reference does.
@@ -30,9 +32,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ember.backends.cuda import linalg
 from ember.backends.cuda import scalar as S
 from ember.backends.cuda.types import memory_type, register_type
-from ember.backends.kernel import ArgReduce, Buffer, Contraction, Kernel, Loop, Op, Scatter, strides
+from ember.backends.kernel import ArgReduce, Buffer, Contraction, Factorization, Kernel, Loop, Op, Scatter, strides
 from ember.backends.kernel_index import Ix
 from ember.backends.schedule import GridPolicy, affine, gpu_grid, no_alias, offset, round_up
 
@@ -815,7 +818,8 @@ def _scatter(ctx: _Context, step: Scatter) -> None:
     ctx.out.launches.append(ctx.define(text, params, grid, [step.indices, claim, step.updates, step.out]))
 
 
-_STEP_RULES = {Loop: _loop, Contraction: _contraction, ArgReduce: _arg_reduce, Scatter: _scatter}
+_STEP_RULES = {Loop: _loop, Contraction: _contraction, ArgReduce: _arg_reduce, Scatter: _scatter,
+               Factorization: linalg.render}
 
 # Helpers every kernel source may use, in CUDA C that the device prelude and the host header both accept.
 COMMON = r"""

@@ -105,6 +105,14 @@ from ember.tracer.prims.layout import (  # noqa: F401
     transpose,
     transpose_p,
 )
+from ember.tracer.prims.linalg import (  # noqa: F401
+    cholesky,
+    cholesky_p,
+    lu,
+    lu_p,
+    triangular_solve,
+    triangular_solve_p,
+)
 from ember.tracer.prims.reduce import (  # noqa: F401
     argmax,
     argmax_p,

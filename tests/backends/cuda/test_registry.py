@@ -15,7 +15,7 @@ from ember.backends import kernel
 from ember.backends.cuda import control, render, scalar
 from ember.backends.cuda.backend import compile_many
 from ember.backends.debug import ORACLE_RTOL
-from ember.backends.kernel import ArgReduce, Contraction, Loop, Scatter
+from ember.backends.kernel import ArgReduce, Contraction, Factorization, Loop, Scatter
 from ember.backends.llvm import scalar as llvm_scalar
 from ember.passes.memory import plan_memory
 from ember.tracer import prims as P
@@ -24,7 +24,7 @@ from ember.tracer.primitive import Primitive, impl_rules, primitives
 from ember.tracer.prims.fusion import run_body
 from tests.backends import control_cases
 from tests.backends.llvm.test_registry import NOT_COMPILED
-from tests.backends.test_kernel import ONE_NODE, body, data
+from tests.backends.test_kernel import LINALG, ONE_NODE, body, data, positive_definite
 
 
 def cuda_rule(prim) -> str | None:
@@ -41,7 +41,9 @@ def cuda_rule(prim) -> str | None:
         return "a tree reduction (render._reduction)" if Loop in render._STEP_RULES else None
     if prim in kernel._STEPS:
         step = {P.dot_general_p: Contraction, P.argmax_p: ArgReduce, P.argmin_p: ArgReduce,
-                P.scatter_add_p: Scatter, P.scatter_p: Scatter}.get(prim)
+                P.scatter_add_p: Scatter, P.scatter_p: Scatter,
+                P.cholesky_p: Factorization, P.triangular_solve_p: Factorization, P.lu_p: Factorization,
+                }.get(prim)
         return f"a step rule ({step.__name__})" if step in render._STEP_RULES else None
     return None
 
@@ -66,7 +68,7 @@ def test_a_primitive_without_a_rule_is_named():
 
 
 def test_every_step_kind_has_a_rule():
-    assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter}
+    assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter, Factorization}
 
 
 def test_every_control_primitive_has_a_runner_and_an_example():
@@ -90,6 +92,8 @@ def _cases() -> dict:
         fn, avals = ONE_NODE[prim]
         for dtype in ("float32", "float64", "float16"):
             if dtype != "float32" and not any(np.dtype(d).kind == "f" for _, d in avals):
+                continue
+            if dtype == "float16" and prim in LINALG:  # float32 and float64 only
                 continue
             av = _with_dtype(avals, dtype)
             out[f"{prim}-{dtype}"] = (fn, av)
@@ -116,6 +120,12 @@ def _cases() -> dict:
         "mul-vector-int8": (lambda x: x * np.int8(3) - x, (((4099,), "int8"),)),
         "convert-vector-f64-to-f32": (lambda x: P.convert_element_type(x, np.float32), (((1030,), "float64"),)),
         "dot-int": (lambda a, b: P.dot_general(a, b, (((1,), (0,)), ((), ()))), (((3, 4), "int32"), ((4, 2), "int32"))),
+        "cholesky-batched": (P.cholesky, (((3, 5, 5), "float64"),)),
+        "triangular_solve-right-upper-transposed-unit": (
+            lambda a, b: P.triangular_solve(a, b, transpose_a=True, unit_diagonal=True),
+            (((2, 4, 4), "float64"), ((2, 3, 4), "float64"))),
+        "lu-wide-batched": (lambda x: P.lu(x)[0], (((2, 3, 5), "float32"),)),
+        "lu-tall-permutation": (lambda x: P.lu(x)[2], (((5, 3), "float64"),)),
     }
     out.update(big)
     return out
@@ -129,6 +139,8 @@ def _args(name, avals):
     args = [(np.abs(data(s, d)) + 1).astype(d) if np.dtype(d).kind in "fiu" else data(s, d) for s, d in avals]
     if prim in ("gather", "scatter_add", "scatter"):
         args[1] = np.array([[1], [4], [1], [-2]], np.int32)
+    if prim == "cholesky":
+        args[0] = positive_definite(args[0])
     if name.startswith("argmax-block"):
         args[0][1, 1500] = np.nan
         args[0][2, :] = 1.0  # ties: the first index wins
@@ -193,7 +205,7 @@ def _tolerance(name: str, dtype) -> float | None:
     prim, dtype = name.split("-")[0], np.dtype(dtype)
     if dtype.kind != "f":
         return None
-    if prim in SUMS:
+    if prim in SUMS or prim in LINALG:  # the factorizations too: LAPACK's order of operations is not ours
         return ORACLE_RTOL[dtype]
     if prim in MATH:
         return {np.float16: 2e-3, np.float32: 2e-6, np.float64: 1e-13}[dtype.type]
