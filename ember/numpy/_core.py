@@ -152,6 +152,9 @@ ARRAY_PARAMS: dict[str, tuple[int, ...] | str] = {
                      "norm"], (0,)),
     **dict.fromkeys(["dot", "inner", "matmul", "outer", "tensordot", "vdot", "take", "full_like"], (0, 1)),
     **dict.fromkeys(["concatenate", "stack", "hstack", "vstack"], _SEQ),
+    **dict.fromkeys(["cholesky", "det", "inv", "matrix_power", "slogdet"], (0,)),  # ember.numpy.linalg
+    "solve": (0, 1),
+    "multi_dot": _SEQ,
 }
 
 

@@ -57,7 +57,9 @@ class _Replay:
         for k, node in enumerate(graph.nodes):
             args = [names[a] if isinstance(a, Var) else const(a.val) for a in node.inputs]
             fn = const(impl_rules[node.prim])
-            call = f"{fn}({', '.join(args)}{', **' + const(dict(node.params)) if node.params else ''})"
+            if node.params:  # (a node without operands, such as iota, has only its params)
+                args.append("**" + const(dict(node.params)))
+            call = f"{fn}({', '.join(args)})"
             if node.prim.multiple_results:
                 outs = [f"r{k}_{j}" for j in range(len(node.outputs))]
                 lines.append(f"    {', '.join(outs)}, = {call}")

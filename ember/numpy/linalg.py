@@ -1,6 +1,20 @@
-"""ember.numpy.linalg: norms (vector and matrix), as numpy.linalg.norm."""
+"""ember.numpy.linalg, as jax.numpy.linalg: factorizations and solves on stacks of matrices (the last
+two axes; the leading ones batched and broadcast) and norms.
+
+cholesky, solve, inv, det and slogdet compose the primitives of tracer/prims/linalg.py (cholesky, lu,
+triangular_solve), so they trace, differentiate (their gradients are those primitives' rules), batch
+and compile as those do. As in JAX: integer operands are promoted to floats; a singular matrix's
+solve and inverse hold infinities and NaN (the triangular solves divide by a zero pivot), its det is 0
+and its slogdet (0, -inf); det and slogdet of 2 x 2 (and det of 3 x 3) matrices are JAX's closed
+forms. Unlike JAX, the gradient of det at a singular matrix of size 4 or more is NaN (JAX's custom
+rule gives the adjugate there).
+"""
 
 from __future__ import annotations
+
+import math
+import operator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -8,10 +22,218 @@ from ember.errors import AxisError, IncompatibleShapesError, ShapeError, user_lo
 from ember.errors import missing_attribute as _missing_attribute
 from ember.numpy import _math as m
 from ember.numpy import _reductions as r
-from ember.numpy._core import asarray, normalize_axes, normalize_axis, to_dtype
+from ember.numpy._core import asarray, broadcast_shapes, normalize_axes, normalize_axis, promote, to_dtype
+from ember.numpy._creation import eye
+from ember.numpy._products import matmul
+from ember.numpy._shape import broadcast_to, expand_dims, squeeze, swapaxes
 from ember.tracer import dtypes
+from ember.tracer import prims as P
 
-__all__ = ["norm"]
+__all__ = ["cholesky", "det", "inv", "matrix_power", "multi_dot", "norm", "slogdet", "solve"]
+
+
+class SlogdetResult(NamedTuple):
+    """slogdet's (sign, logabsdet), as jax.numpy.linalg's."""
+
+    sign: object
+    logabsdet: object
+
+
+def _inexact(x):
+    """x as an array of a float dtype (integers and bools promoted as jnp's promote_dtypes_inexact)."""
+    x = asarray(x)
+    return x if dtypes.is_float(x.dtype) else to_dtype(x, dtypes.default_float_for(x.dtype))
+
+
+def _square(x, name: str, error=IncompatibleShapesError):
+    """x, which must be a stack of square matrices: else `error` (JAX's class) naming the user's line."""
+    shape = tuple(x.shape)
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise error(f"{name}: the argument must have shape [..., n, n] (a stack of square matrices), got {shape}",
+                    user_location())
+    return x
+
+
+def _mT(x):
+    return swapaxes(x, -1, -2)
+
+
+def _diagonal(x):
+    """The diagonals of a stack of square matrices (..., n)."""
+    n = x.shape[-1]
+    return r.sum(m.multiply(x, eye(n, dtype=x.dtype)), axis=-1)
+
+
+def cholesky(a, *, upper: bool = False, symmetrize_input: bool = True):
+    """The Cholesky factor of each symmetric positive-definite matrix: lower (a = L L^T), or upper
+    (a = U^T U) with `upper`; NaN where a matrix is not positive definite, as JAX. With
+    `symmetrize_input` the factorization reads (a + a^T) / 2, so its gradient is symmetric."""
+    a = _square(_inexact(a), "cholesky")
+    if symmetrize_input:
+        a = m.multiply(m.add(a, _mT(a)), 0.5)
+    factor = P.cholesky(a)
+    return _mT(factor) if upper else factor
+
+
+def _solve_matrices(a, b):
+    """X with a X = b for a (..., m, m) and b (..., m, k) of the same leading axes, through a's LU."""
+    lu, _, permutation = P.lu(a)
+    return P.lu_solve(lu, permutation, b)
+
+
+def solve(a, b):
+    """x with a @ x = b: b (m,) is one right-hand side for every matrix of a, b (..., m, k) a stack of them,
+    the leading axes broadcast against a's."""
+    a, b = promote(_inexact(asarray(a)), _inexact(asarray(b)), name="solve")
+    if len(a.shape) < 2:
+        raise IncompatibleShapesError(f"solve: the left-hand side must be at least two-dimensional, got shape "
+                                      f"{tuple(a.shape)}", user_location())
+    _square(a, "solve")
+    n = a.shape[-1]
+    vector = len(b.shape) == 1
+    if vector:
+        b = expand_dims(b, -1)
+    if len(b.shape) < 2 or b.shape[-2] != n:
+        given = tuple(b.shape[:-1] if vector else b.shape)
+        raise IncompatibleShapesError(f"solve: shapes {tuple(a.shape)} and {given} do not match (b must be (n,) "
+                                      "or (..., n, k))", user_location())
+    batch = broadcast_shapes(a.shape[:-2], b.shape[:-2] if not vector else (), name="solve")
+    x = _solve_matrices(broadcast_to(a, batch + (n, n)), broadcast_to(b, batch + tuple(b.shape[-2:])))
+    return squeeze(x, -1) if vector else x
+
+
+def inv(a):
+    """The inverse of each square matrix (a singular one's holds infinities and NaN, as JAX's)."""
+    a = _square(_inexact(a), "inv")
+    n = a.shape[-1]
+    return _solve_matrices(a, broadcast_to(eye(n, dtype=a.dtype), tuple(a.shape)))
+
+
+def _entry(a, i: int, j: int):
+    return a[..., i, j]
+
+
+def _det_2x2(a):
+    return m.subtract(m.multiply(_entry(a, 0, 0), _entry(a, 1, 1)), m.multiply(_entry(a, 0, 1), _entry(a, 1, 0)))
+
+
+def _det_3x3(a):
+    """JAX's closed form (its six products, in its order)."""
+    def term(*ij):
+        return m.multiply(m.multiply(_entry(a, *ij[0]), _entry(a, *ij[1])), _entry(a, *ij[2]))
+    plus = m.add(m.add(term((0, 0), (1, 1), (2, 2)), term((0, 1), (1, 2), (2, 0))), term((0, 2), (1, 0), (2, 1)))
+    return m.subtract(m.subtract(m.subtract(plus, term((0, 2), (1, 1), (2, 0))), term((0, 0), (1, 2), (2, 1))),
+                      term((0, 1), (1, 0), (2, 2)))
+
+
+def _lu_sign_and_diagonal(a):
+    """The sign of the row permutation of a's LU (+-1 per matrix) and U's diagonal."""
+    lu, pivots, _ = P.lu(a)
+    n = a.shape[-1]
+    swaps = r.sum(m.not_equal(pivots, np.arange(n, dtype=np.int32)), axis=-1)
+    parity = m.where(m.equal(m.remainder(swaps, 2), 0), 1.0, -1.0).astype(a.dtype)
+    return parity, _diagonal(lu)
+
+
+def det(a):
+    """The determinant of each square matrix: closed forms for 2 x 2 and 3 x 3 (as JAX), else the product
+    of U's diagonal times the sign of the LU's row swaps."""
+    a = _square(_inexact(a), "det")
+    n = a.shape[-1]
+    if n == 2:
+        return _det_2x2(a)
+    if n == 3:
+        return _det_3x3(a)
+    parity, diagonal = _lu_sign_and_diagonal(a)
+    return m.multiply(parity, r.prod(diagonal, axis=-1))
+
+
+def slogdet(a, *, method: str | None = None) -> SlogdetResult:
+    """(sign, log |det|) of each square matrix, as JAX's: a singular matrix gives (0, -inf); 1 x 1 and
+    2 x 2 matrices use the closed forms, larger ones the LU factorization (method 'lu')."""
+    a = _square(_inexact(a), "slogdet")
+    if method not in (None, "lu"):
+        raise ValueError(f"slogdet: unknown method {method!r} (Ember has 'lu')")
+    n = a.shape[-1]
+    if n <= 2:
+        value = _entry(a, 0, 0) if n == 1 else _det_2x2(a)
+        return SlogdetResult(m.sign(value), m.log(m.abs(value)))
+    parity, diagonal = _lu_sign_and_diagonal(a)
+    zero = r.any(m.equal(diagonal, 0), axis=-1)
+    negatives = r.sum(m.less(diagonal, 0), axis=-1)
+    sign = m.where(zero, 0.0, m.where(m.equal(m.remainder(negatives, 2), 0), parity, m.negative(parity)))
+    logdet = m.where(zero, -np.inf, r.sum(m.log(m.abs(diagonal)), axis=-1))
+    return SlogdetResult(sign.astype(a.dtype), logdet.astype(a.dtype))
+
+
+def matrix_power(a, n: int):
+    """a raised to the integer power n by repeated squaring (n < 0: of the inverse; n == 0: identity)."""
+    a = _inexact(a) if not hasattr(a, "dtype") else asarray(a)
+    _square(a, "matrix_power", ShapeError)
+    try:
+        n = operator.index(n)
+    except TypeError as e:
+        raise ShapeError(f"matrix_power: the exponent must be an integer, got {n!r}", user_location()) from e
+    if n == 0:
+        return broadcast_to(eye(a.shape[-1], dtype=a.dtype), tuple(a.shape))
+    if n < 0:
+        a, n = inv(a), -n
+    result, power = None, a
+    while True:
+        n, bit = divmod(n, 2)
+        if bit:
+            result = power if result is None else matmul(result, power)
+        if n == 0:
+            return result
+        power = matmul(power, power)
+
+
+def _chain_order(dims: list[int]) -> list[list[int]]:
+    """The cheapest parenthesization of a chain of matrices with shapes dims[i] x dims[i + 1] (the
+    textbook dynamic program, as numpy.linalg.multi_dot): split[i][j] is where (i..j) splits."""
+    n = len(dims) - 1
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = math.inf
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+    return split
+
+
+def multi_dot(arrays, *, precision=None):
+    """The product of a chain of matrices in the cheapest order; the first and last may be vectors."""
+    del precision  # Ember computes in the operands' precision
+    arrays = [asarray(x) for x in arrays]
+    if len(arrays) < 2:
+        raise ValueError(f"multi_dot requires at least two arrays; got {len(arrays)}")
+    if not (arrays[0].ndim in (1, 2) and arrays[-1].ndim in (1, 2) and all(x.ndim == 2 for x in arrays[1:-1])):
+        raise IncompatibleShapesError("multi_dot: the arrays must be two-dimensional, except the first and last, "
+                                      f"which may be one-dimensional; got shapes {[tuple(x.shape) for x in arrays]}",
+                                      user_location())
+    first_vector, last_vector = arrays[0].ndim == 1, arrays[-1].ndim == 1
+    if first_vector:
+        arrays[0] = expand_dims(arrays[0], 0)
+    if last_vector:
+        arrays[-1] = expand_dims(arrays[-1], -1)
+    if any(x.shape[1] != y.shape[0] for x, y in zip(arrays, arrays[1:])):
+        raise IncompatibleShapesError("multi_dot: each array's last dimension must match the next one's first; got "
+                                      f"shapes {[tuple(x.shape) for x in arrays]}", user_location())
+    split = _chain_order([arrays[0].shape[0]] + [x.shape[1] for x in arrays])
+
+    def product(i: int, j: int):
+        return arrays[i] if i == j else matmul(product(i, split[i][j]), product(split[i][j] + 1, j))
+
+    out = product(0, len(arrays) - 1)
+    if first_vector:
+        out = squeeze(out, 0)
+    if last_vector:
+        out = squeeze(out, -1)
+    return out
 
 
 def _vector_norm(x, ord, axis, keepdims):

@@ -108,8 +108,11 @@ from ember.tracer.prims.layout import (  # noqa: F401
 from ember.tracer.prims.linalg import (  # noqa: F401
     cholesky,
     cholesky_p,
+    inverse_permutation,
     lu,
     lu_p,
+    lu_solve,
+    take_rows,
     triangular_solve,
     triangular_solve_p,
 )

@@ -276,3 +276,35 @@ def _triangular_solve_batch(args, dims, **params):
 def _lu_batch(args, dims):
     (x,), (d,) = args, dims
     return lu(moveaxis(x, d, 0)), [0, 0, 0]
+
+
+# --- compositions the numpy, scipy and lax faces share ----------------------------------------------------
+
+def take_rows(x, rows):
+    """x[..., rows[..., i], :] for each i: the rows of each matrix of x (..., m, k) picked by the int32
+    indices rows (..., r), the leading axes batched."""
+    nb = len(shape_of(x)) - 2
+    return P.gather(x, P.reshape(rows, shape_of(rows) + (1,)), batch_dims=nb)
+
+
+def inverse_permutation(permutation):
+    """The permutation undoing `permutation` (..., m): inverse[permutation[i]] = i (exact integer sums)."""
+    shape = shape_of(permutation)
+    m, nd = shape[-1], len(shape)
+    full = shape + (m,)
+    hits = P.eq(P.broadcast_in_dim(permutation, full, tuple(range(nd))), P.iota(np.int32, full, nd))
+    return P.reduce_sum(P.select(hits, P.iota(np.int32, full, nd - 1), 0), (nd - 1,))
+
+
+def lu_solve(lu_out, permutation, b, trans: int = 0):
+    """X with A X = b (trans 0) or A^T X = b (trans 1, 2) from A's packed LU factors and permutation,
+    b (..., m, k) batched as lu_out: the two triangular solves of JAX's `_lu_solve_core`."""
+    if trans == 0:
+        x = take_rows(b, permutation)
+        x = triangular_solve(lu_out, x, left_side=True, lower=True, unit_diagonal=True)
+        return triangular_solve(lu_out, x, left_side=True, lower=False)
+    if trans in (1, 2):
+        x = triangular_solve(lu_out, b, left_side=True, lower=False, transpose_a=True)
+        x = triangular_solve(lu_out, x, left_side=True, lower=True, unit_diagonal=True, transpose_a=True)
+        return take_rows(x, inverse_permutation(permutation))
+    raise ValueError(f"lu_solve: 'trans' must be 0, 1 or 2, got {trans!r}")
