@@ -125,7 +125,7 @@ class Scatter:
 
 @dataclass(frozen=True)
 class Factorization:
-    """outs = dense linear-algebra `routine` (cholesky, triangular_solve, lu) of the `operands` buffers,
+    """outs = dense linear-algebra `routine` (cholesky, triangular_solve, lu, qr, eigh, svd) of the `operands`,
     each a stack of matrices (the last two axes; the leading ones batched), with the primitive's
     `params` (sorted name, value pairs): what the primitive's numpy reference computes. One step
     writes every output of its routine (lu's factors, pivots and permutation)."""
@@ -530,6 +530,9 @@ _STEPS = {P.dot_general_p: _contraction, P.argmax_p: _arg_reduce("argmax"), P.ar
           P.cholesky_p: _factorization("cholesky"),
           P.triangular_solve_p: _factorization("triangular_solve"),
           P.lu_p: _factorization("lu"),
+          P.qr_p: _factorization("qr"),
+          P.eigh_p: _factorization("eigh"),
+          P.svd_p: _factorization("svd"),
           }
 
 

@@ -287,9 +287,12 @@ ONE_NODE = {
     "cholesky": (P.cholesky, (((2, 3, 3), F),)),
     "triangular_solve": (lambda a, b: P.triangular_solve(a, b, left_side=True, lower=True), (((3, 3), F), ((3, 2), F))),
     "lu": (lambda x: P.lu(x)[0], (((2, 3, 4), F),)),
+    "qr": (lambda x: P.qr(x, full_matrices=False)[0], (((4, 3), F),)),
+    "eigh": (lambda x: P.eigh(x)[1], (((2, 3, 3), F),)),
+    "svd": (lambda x: P.svd(x, full_matrices=False)[0], (((3, 4), F),)),
 }
 # the linear-algebra primitives (float32/float64 only); cholesky's example is given a positive-definite operand
-LINALG = {"cholesky", "triangular_solve", "lu"}
+LINALG = {"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"}
 
 
 def positive_definite(x: np.ndarray) -> np.ndarray:

@@ -21,7 +21,8 @@ jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
 THIS_FILE = "test_prims_linalg.py"
-COVERED = {aspect: {"cholesky", "triangular_solve", "lu"} for aspect in ("reference", "errors", "vjp", "batch")}
+COVERED = {aspect: {"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"}
+           for aspect in ("reference", "errors", "vjp", "batch")}
 
 FLAGS = [dict(left_side=left, lower=lower, transpose_a=tr, unit_diagonal=unit)
          for left in (True, False) for lower in (True, False) for tr in (True, False) for unit in (True, False)]
@@ -120,6 +121,46 @@ def test_lu_values_match_jax(dtype, rng):
         np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_qr_eigh_svd_values_match_numpy(dtype, rng):
+    """LAPACK's conventions (Householder signs, ascending eigenvalues, descending singular values), as
+    NumPy's own calls of the same routines give them; one jitted function per dtype."""
+    shapes = [(4, 4), (5, 3), (3, 5), (2, 4, 3)]
+    xs = [rng.normal(size=sh).astype(dtype) for sh in shapes]
+    sym = rng.normal(size=(2, 4, 4)).astype(dtype)
+
+    def decompositions(xs, sym):
+        return ([(P.qr(x), P.qr(x, full_matrices=False), P.svd(x), P.svd(x, full_matrices=False),
+                  P.svd(x, compute_uv=False)) for x in xs], P.eigh(sym), P.eigh(sym, lower=False))
+
+    per_x, lower, upper = ember.jit(decompositions)(xs, sym)
+    tol = dict(rtol=_tol(dtype) * 10, atol=_tol(dtype) * 10)
+    for x, (qr_full, qr_reduced, svd_full, svd_reduced, (s,)) in zip(xs, per_x):
+        for got, mode in ((qr_full, "complete"), (qr_reduced, "reduced")):
+            for g, w in zip(got, np.linalg.qr(x, mode=mode)):
+                assert g.dtype == dtype
+                np.testing.assert_allclose(g, w, **tol, err_msg=f"qr {x.shape} {mode}")
+        for got, full in ((svd_full, True), (svd_reduced, False)):
+            u, sv, vt = np.linalg.svd(x, full_matrices=full)
+            for g, w in zip(got, (sv, u, vt)):
+                np.testing.assert_allclose(g, w, **tol, err_msg=f"svd {x.shape} {full}")
+        np.testing.assert_allclose(s, np.linalg.svd(x, compute_uv=False), **tol)
+    for (v, w), uplo in ((lower, "L"), (upper, "U")):
+        want_w, want_v = np.linalg.eigh(sym, UPLO=uplo)
+        np.testing.assert_allclose(w, want_w, **tol)
+        np.testing.assert_allclose(v, want_v, **tol)
+
+
+def test_decompositions_without_a_derivative_say_so_as_jax():
+    from ember.errors import DifferentiationError
+
+    wide = np.ones((2, 3))
+    for fn in (lambda x: P.qr(x, full_matrices=False)[1], lambda x: P.qr(x)[0], lambda x: P.svd(x)[1]):
+        with pytest.raises(DifferentiationError):
+            ember.grad(lambda x, fn=fn: P.reduce_sum(fn(x), (0, 1)))(wide)
+    assert issubclass(DifferentiationError, NotImplementedError)
+
+
 # --- errors ------------------------------------------------------------------------------------------------
 
 def test_shape_and_dtype_errors_name_the_users_line():
@@ -138,6 +179,9 @@ def test_shape_and_dtype_errors_name_the_users_line():
         (IncompatibleShapesError, solve, (np.zeros((2, 3), np.float32), f32), ("square",)),
         (ShapeError, lu, (np.zeros(3),), ("lu", "rank")),
         (DTypeError, lu, (np.zeros((2, 2), np.int32),), ("lu", "int32")),
+        (ShapeError, lambda x: P.qr(x), (np.zeros(3),), ("qr", "rank")),
+        (DTypeError, lambda x: P.svd(x), (np.zeros((2, 2), np.float16),), ("svd", "float16")),
+        (IncompatibleShapesError, lambda x: P.eigh(x), (np.zeros((2, 3)),), ("eigh", "square")),
     ]
     for exc, fn, args, words in cases:
         raises_naming(exc, ember.jit(fn), *args, words=words, location=THIS_FILE)
@@ -165,11 +209,29 @@ def test_vjps_match_finite_differences(rng):
         x = rng.normal(size=shape)
         wl = rng.normal(size=shape)
         check_grads(lambda x, wl=wl: P.reduce_sum(P.mul(P.lu(x)[0], wl), (0, 1)), (x,))
+    x, wq, wr = rng.normal(size=(4, 3)), rng.normal(size=(4, 3)), rng.normal(size=(3, 3))
+    check_grads(lambda x: P.add(P.reduce_sum(P.mul(P.qr(x, full_matrices=False)[0], wq), (0, 1)),
+                                P.reduce_sum(P.mul(P.qr(x, full_matrices=False)[1], wr), (0, 1))), (x,))
+    wv, ww = rng.normal(size=(3, 3)), rng.normal(size=3)
+    check_grads(lambda x: P.add(P.reduce_sum(P.mul(P.eigh(_sym(x))[0], wv), (0, 1)),
+                                P.reduce_sum(P.mul(P.eigh(_sym(x))[1], ww), (0,))), (s,))
+    for shape in [(4, 3), (3, 4)]:
+        x = rng.normal(size=shape)
+        ws, wu, wvt = (rng.normal(size=a.shape) for a in P.svd(x, full_matrices=False))
+
+        def svd_loss(x, ws=ws, wu=wu, wvt=wvt):
+            sv, u, vt = P.svd(x, full_matrices=False)
+            return P.add(P.add(P.reduce_sum(P.mul(sv, ws), (0,)), P.reduce_sum(P.mul(u, wu), (0, 1))),
+                         P.reduce_sum(P.mul(vt, wvt), (0, 1)))
+        check_grads(svd_loss, (x,))
 
 
 def _theirs(s, x, a, b):
+    svd = jax.lax.linalg.svd(x, full_matrices=False)
     return (jax.lax.linalg.cholesky(s, symmetrize_input=False), jax.lax.linalg.lu(x)[0],
-            jax.lax.linalg.triangular_solve(a, b, left_side=True, lower=True, transpose_a=True))
+            jax.lax.linalg.triangular_solve(a, b, left_side=True, lower=True, transpose_a=True),
+            *jax.lax.linalg.qr(x, full_matrices=False), *jax.lax.linalg.eigh(a, symmetrize_input=False),
+            svd[1], svd[0], svd[2])
 
 
 @functools.cache
@@ -185,18 +247,21 @@ def _jax_derivatives():
 
 def test_gradients_and_jvps_match_jax():
     """The VJPs are JAX's rules (cholesky's unsymmetrized, as lax.linalg.cholesky_p's), and forward mode,
-    transposed from them, gives JAX's JVPs (one graph for the three primitives)."""
+    transposed from them, gives JAX's JVPs (one graph for all six primitives)."""
     rng = np.random.default_rng(7)
-    points = (spd(rng, (2, 3, 3)), rng.normal(size=(2, 3, 4)), spd(rng, (2, 3, 3)))
+    # x tall: qr's and svd's derivatives need m >= n
+    points = (spd(rng, (2, 3, 3)), rng.normal(size=(2, 4, 3)), spd(rng, (2, 3, 3)))
     tangents = tuple(rng.normal(size=p.shape) for p in points)
     b = rng.normal(size=(2, 3, 2))
-    ws = tuple(rng.normal(size=s) for s in ((2, 3, 3), (2, 3, 4), (2, 3, 2)))
 
     def ours(s, x, a):
-        return (P.cholesky(s), P.lu(x)[0], P.triangular_solve(a, b, left_side=True, lower=True, transpose_a=True))
+        return (P.cholesky(s), P.lu(x)[0], P.triangular_solve(a, b, left_side=True, lower=True, transpose_a=True),
+                *P.qr(x, full_matrices=False), *P.eigh(a), *P.svd(x, full_matrices=False))
+
+    ws = tuple(rng.normal(size=np.shape(o)) for o in ours(*points))
 
     def loss(*args):
-        return sum(P.reduce_sum(P.mul(o, w), (0, 1, 2)) for o, w in zip(ours(*args), ws))
+        return sum(P.reduce_sum(P.mul(o, w), tuple(range(len(w.shape)))) for o, w in zip(ours(*args), ws))
 
     got = ember.grad(loss, argnums=(0, 1, 2))(*points)
     _, tans = ember.jvp(ours, points, tangents)
@@ -213,6 +278,7 @@ def test_vmap_matches_a_loop(rng):
     b = rng.normal(size=(3, 2, 3, 2))
     assert_vmap_matches_loop(P.cholesky, 1, (np.swapaxes(s, 0, 1),), tol=1e-12)
     assert_vmap_matches_loop(lambda x: P.lu(x), 0, (rng.normal(size=(3, 2, 4)),), tol=1e-12)
+    assert_vmap_matches_loop(lambda x: (P.qr(x), P.svd(x), P.eigh(x)), 1, (np.swapaxes(s, 0, 1),), tol=1e-12)
     solve = lambda a, y: P.triangular_solve(a, y, left_side=True, lower=True)  # noqa: E731
     assert_vmap_matches_loop(solve, (0, 2), (s, np.moveaxis(b, 0, 2)), tol=1e-12)
     assert_vmap_matches_loop(solve, (None, 0), (s[0], b), tol=1e-12)

@@ -180,6 +180,11 @@ CASES = [
     Case("triangular_solve", lambda a, b: P.triangular_solve(a, b, transpose_a=True, unit_diagonal=True),
          [(_spd(43, 3), _rand(44, (2, 3)))], note="right side, upper, transposed, unit diagonal"),
     Case("lu", lambda x: P.lu(x)[0], [(_rand(45, (3, 3)),)]),
+    Case("qr", lambda x: P.qr(x, full_matrices=False)[1], [(_rand(46, (4, 3)),)]),
+    Case("eigh", lambda x: P.eigh(P.mul(P.add(x, P.transpose(x, (1, 0))), 0.5))[1], [(_spd(47, 3),)],
+         note="eigenvalues, symmetrized"),
+    Case("svd", lambda x: P.svd(x, full_matrices=False, compute_uv=False)[0], [(_rand(48, (4, 3)),)],
+         note="singular values"),
 ]
 
 

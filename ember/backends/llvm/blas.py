@@ -37,7 +37,8 @@ from ember.backends.llvm import cache
 PER_THREAD_MNK = 2 ** 19
 
 BLAS_ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv", "strsm", "dtrsm")
-LAPACK_ROUTINES = ("spotrf", "dpotrf", "sgetrf", "dgetrf")  # lapack.py's; the same library carries them
+LAPACK_ROUTINES = ("spotrf", "dpotrf", "sgetrf", "dgetrf", "sgeqrf", "dgeqrf", "sorgqr", "dorgqr", "ssyevd", "dsyevd",
+                   "sgesdd", "dgesdd")  # lapack.py's; the same library carries them
 ROUTINES = BLAS_ROUTINES + LAPACK_ROUTINES
 SET_THREADS = "ember_blas_set_threads"  # void(i32): the count for the calls that follow
 NUM_THREADS = "ember_blas_num_threads"  # i32: config.num_threads, copied here by config.update

@@ -22,6 +22,9 @@ from ember.tracer.prims.util import bdim_at_front, moveaxis, shape_of
 cholesky_p = Primitive("cholesky", kind="opaque", expensive=True)
 triangular_solve_p = Primitive("triangular_solve", kind="opaque", expensive=True)
 lu_p = Primitive("lu", multiple_results=True, kind="opaque", expensive=True)
+qr_p = Primitive("qr", multiple_results=True, kind="opaque", expensive=True)
+eigh_p = Primitive("eigh", multiple_results=True, kind="opaque", expensive=True)
+svd_p = Primitive("svd", multiple_results=True, kind="opaque", expensive=True)
 
 LINALG_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
@@ -47,6 +50,24 @@ def lu(x):
     P x = L U with L's strict lower triangle and U in `lu`, pivots[i] the row swapped with row i
     (int32), and the permutation those swaps give (int32)."""
     return tuple(lu_p.bind(x))
+
+
+def qr(x, *, full_matrices: bool = True):
+    """(q, r) with x = q r, q orthonormal columns and r upper triangular (LAPACK's Householder signs):
+    q (..., m, m) and r (..., m, n) with `full_matrices`, else (..., m, k) and (..., k, n), k = min(m, n)."""
+    return tuple(qr_p.bind(x, full_matrices=bool(full_matrices)))
+
+
+def eigh(x, *, lower: bool = True):
+    """(v, w): the eigenvectors (columns of v) and ascending eigenvalues w of each symmetric matrix,
+    reading its `lower` (or upper) triangle, as lax.linalg.eigh without symmetrizing."""
+    return tuple(eigh_p.bind(x, lower=bool(lower)))
+
+
+def svd(x, *, full_matrices: bool = True, compute_uv: bool = True):
+    """(s, u, vt) with x = u diag(s) vt (s descending, LAPACK's gesdd), or (s,) without `compute_uv`;
+    u (..., m, m) and vt (..., n, n) with `full_matrices`, else (..., m, k) and (..., k, n)."""
+    return tuple(svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv)))
 
 
 # --- shape rules --------------------------------------------------------------------------------------
@@ -92,6 +113,33 @@ def _lu_shape(x):
     batch = tuple(batch)
     return (ShapedArray(x.shape, x.dtype), ShapedArray(batch + (min(m, n),), np.int32),
             ShapedArray(batch + (m,), np.int32))
+
+
+@def_shape(qr_p)
+def _qr_shape(x, *, full_matrices):
+    _check_matrices("qr", x)
+    *batch, m, n = x.shape
+    k = m if full_matrices else min(m, n)
+    return ShapedArray(tuple(batch) + (m, k), x.dtype), ShapedArray(tuple(batch) + (k, n), x.dtype)
+
+
+@def_shape(eigh_p)
+def _eigh_shape(x, *, lower):
+    _check_matrices("eigh", x)
+    _check_square("eigh", x)
+    return ShapedArray(x.shape, x.dtype), ShapedArray(x.shape[:-1], x.dtype)
+
+
+@def_shape(svd_p)
+def _svd_shape(x, *, full_matrices, compute_uv):
+    _check_matrices("svd", x)
+    *batch, m, n = x.shape
+    batch, k = tuple(batch), min(m, n)
+    s = ShapedArray(batch + (k,), x.dtype)
+    if not compute_uv:
+        return (s,)
+    u_cols, vt_rows = (m, n) if full_matrices else (k, k)
+    return s, ShapedArray(batch + (m, u_cols), x.dtype), ShapedArray(batch + (vt_rows, n), x.dtype)
 
 
 # --- numpy references (SciPy's LAPACK and BLAS, one matrix at a time) ---------------------------------
@@ -154,6 +202,92 @@ def _lu_impl(x):
         r[...], piv[...], _ = getrf(r)
         pm[...] = permutation_of(piv, m)
     return out, pivots, perm
+
+
+def lapack_work(routine: str, dtype, m: int, n: int, **flags) -> tuple[int, ...]:
+    """The workspace sizes (elements; then integers where the routine takes them) that both the
+    reference and the llvm backend pass `routine`: LAPACK's blocking, so its rounding, depends on them."""
+    from scipy.linalg import lapack
+
+    prefix = "s" if np.dtype(dtype) == np.float32 else "d"
+    if routine == "geqrf":
+        return (max(1, int(getattr(lapack, prefix + "geqrf_lwork")(max(m, 1), max(n, 1))[0])),)
+    if routine == "orgqr":  # n: the columns of q; room for blocks of 64 columns
+        return (64 * max(1, n),)
+    if routine == "syevd":
+        work, iwork, _ = getattr(lapack, prefix + "syevd_lwork")(max(n, 1), compute_v=1, lower=int(flags["lower"]))
+        return max(1, int(work)), max(1, int(iwork))
+    if routine == "gesdd":
+        work, _ = getattr(lapack, prefix + "gesdd_lwork")(max(m, 1), max(n, 1), compute_uv=int(flags["compute_uv"]),
+                                                          full_matrices=int(flags["full_matrices"]))
+        return max(1, int(work)), 8 * max(1, min(m, n))
+    raise ValueError(f"no workspace rule for {routine}")
+
+
+def _qr_matrix(a: np.ndarray, full_matrices: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One matrix's (q, r) by geqrf and orgqr with lapack_work's sizes."""
+    from scipy.linalg import lapack
+
+    m, n = a.shape
+    cols = m if full_matrices else min(m, n)
+    geqrf, orgqr = lapack.get_lapack_funcs(("geqrf", "orgqr"), dtype=a.dtype)
+    packed, tau, _, _ = geqrf(a, lwork=lapack_work("geqrf", a.dtype, m, n)[0])
+    r = np.triu(packed[:cols, :])
+    reflectors = np.zeros((m, max(cols, n)), a.dtype, order="F")
+    reflectors[:, :n] = packed
+    q, _, _ = orgqr(reflectors[:, :cols], tau, lwork=lapack_work("orgqr", a.dtype, m, cols)[0])
+    return q, r
+
+
+@def_impl(qr_p)
+def _qr_impl(x, *, full_matrices):
+    (q_aval, r_aval) = _qr_shape(ShapedArray(x.shape, x.dtype), full_matrices=full_matrices)
+    q, r = np.zeros(q_aval.shape, x.dtype), np.zeros(r_aval.shape, x.dtype)
+    if x.size:
+        for a, qq, rr in zip(_stack(x), _stack(q), _stack(r)):
+            qq[...], rr[...] = _qr_matrix(a, full_matrices)
+    elif q.size:  # no columns: q is the identity's first columns
+        q[...] = np.eye(*q.shape[-2:], dtype=x.dtype)
+    return q, r
+
+
+@def_impl(eigh_p)
+def _eigh_impl(x, *, lower):
+    from scipy.linalg import lapack
+
+    n = x.shape[-1]
+    v, w = np.zeros(x.shape, x.dtype), np.zeros(x.shape[:-1], x.dtype)
+    if x.size == 0:
+        return v, w
+    syevd = lapack.get_lapack_funcs("syevd", dtype=x.dtype)
+    lwork, liwork = lapack_work("syevd", x.dtype, n, n, lower=lower)
+    for a, vv, ww in zip(_stack(x), _stack(v), w.reshape(-1, n)):
+        ww[...], vv[...], info = syevd(a, compute_v=1, lower=int(lower), lwork=lwork, liwork=liwork)
+        if info:
+            vv[...], ww[...] = np.nan, np.nan
+    return v, w
+
+
+@def_impl(svd_p)
+def _svd_impl(x, *, full_matrices, compute_uv):
+    from scipy.linalg import lapack
+
+    avals = _svd_shape(ShapedArray(x.shape, x.dtype), full_matrices=full_matrices, compute_uv=compute_uv)
+    outs = [np.zeros(a.shape, x.dtype) for a in avals]
+    m, n = x.shape[-2:]
+    if x.size == 0:
+        if compute_uv:  # no singular values: the identity's columns, as LAPACK
+            for o in outs[1:]:
+                o[...] = np.eye(*o.shape[-2:], dtype=x.dtype)
+        return tuple(outs)
+    gesdd = lapack.get_lapack_funcs("gesdd", dtype=x.dtype)
+    lwork = lapack_work("gesdd", x.dtype, m, n, compute_uv=compute_uv, full_matrices=full_matrices)[0]
+    for b, a in enumerate(_stack(x)):
+        u, s, vt, info = gesdd(a, compute_uv=int(compute_uv), full_matrices=int(full_matrices), lwork=lwork)
+        parts = (s, u, vt) if compute_uv else (s,)
+        for o, p in zip(outs, parts):
+            o.reshape((-1,) + o.shape[-(p.ndim):])[b] = np.nan if info else p
+    return tuple(outs)
 
 
 # --- matrix helpers for the rules (traced; the matrix axes are the last two) --------------------------
@@ -257,6 +391,112 @@ def _lu_vjp(ct, x, *, out, active):
     return (_matmul(_mT(onehot), y),)
 
 
+def _not_differentiable(name: str, why: str):
+    from ember.errors import DifferentiationError
+
+    return DifferentiationError(f"{name}: {why} (as in JAX)")
+
+
+@def_vjp(qr_p)
+def _qr_vjp(ct, x, *, out, active, full_matrices):
+    """The transpose of JAX's `qr_jvp_rule` (m >= n, q with min(m, n) columns): with C = Q^T dA R^-1,
+    dQ = Q (do - C) + dA R^-1 and dR = (C - do) R, do = tril(C, -1) - tril(C, -1)^T."""
+    *_, m, n = shape_of(x)
+    if m < n or (full_matrices and m != n):
+        raise _not_differentiable("qr", "the derivative needs m >= n and full_matrices=False for m != n")
+    q, r = out
+    q_bar, r_bar = (c if c is not None else P.full(shape_of(o), 0.0, o.dtype) for c, o in zip(ct, out))
+    e = _matmul(r_bar, _mT(r))
+    g = _matmul(_mT(q), q_bar)
+    skew_bar = P.sub(g, e)
+    c_bar = P.add(P.sub(e, g), _triangle(P.sub(skew_bar, _mT(skew_bar)), True, -1))
+    rinv_bar = P.add(q_bar, _matmul(q, c_bar))
+    return (triangular_solve(r, rinv_bar, left_side=False, lower=False, transpose_a=True),)
+
+
+def _eigenvalue_gaps(w):
+    """F[i, j] = 1 / (w_j - w_i) off the diagonal, 0 on it (JAX's Fmat; inf where eigenvalues repeat)."""
+    *batch, n = shape_of(w)
+    shape = tuple(batch) + (n, n)
+    nb = len(batch)
+    cols = P.broadcast_in_dim(w, shape, tuple(range(nb)) + (nb + 1,))
+    rows = P.broadcast_in_dim(w, shape, tuple(range(nb)) + (nb,))
+    eye = _eye_like(shape, w.dtype)
+    return P.sub(P.div(1.0, P.add(eye, P.sub(cols, rows))), eye)
+
+
+def _diag_matrix(d):
+    """The diagonal matrices (..., n, n) of the vectors d (..., n)."""
+    *batch, n = shape_of(d)
+    shape = tuple(batch) + (n, n)
+    return P.mul(P.broadcast_in_dim(d, shape, tuple(range(len(batch))) + (len(batch) + 1,)), _eye_like(shape, d.dtype))
+
+
+@def_vjp(eigh_p)
+def _eigh_vjp(ct, x, *, out, active, lower):
+    """The transpose of JAX's `_eigh_jvp_rule` (distinct eigenvalues): with S = V^T dA V, dV = V (F * S)
+    and dw = diag(S), so Abar = V (F * (V^T Vbar) + diag(wbar)) V^T."""
+    v, w = out
+    v_bar, w_bar = ct
+    s_bar = None
+    if v_bar is not None:
+        s_bar = P.mul(_eigenvalue_gaps(w), _matmul(_mT(v), v_bar))
+    if w_bar is not None:
+        s_bar = _diag_matrix(w_bar) if s_bar is None else P.add(s_bar, _diag_matrix(w_bar))
+    return (_matmul(v, _matmul(s_bar, _mT(v))),)
+
+
+def _scale_columns(x, d):
+    """x * d[..., None, :]: column j of each matrix times d[j]."""
+    shape = shape_of(x)
+    nb = len(shape) - 2
+    return P.mul(x, P.broadcast_in_dim(d, shape, tuple(range(nb)) + (nb + 1,)))
+
+
+def _scale_rows(x, d):
+    """x * d[..., :, None]."""
+    shape = shape_of(x)
+    nb = len(shape) - 2
+    return P.mul(x, P.broadcast_in_dim(d, shape, tuple(range(nb)) + (nb,)))
+
+
+@def_vjp(svd_p)
+def _svd_vjp(ct, x, *, out, active, full_matrices, compute_uv):
+    """The transpose of JAX's `_svd_jvp_rule` (distinct nonzero singular values; reduced factors): with
+    dS = U^T dA V, ds = diag(dS), dU = U (F * (dS s + (dS s)^T)) (+ (I - U U^T) dA V / s when m > n) and
+    dV = V (F * (s dS + (s dS)^T)) (+ (I - V V^T) dA^T U / s when n > m), F[i, j] = 1 / (s_j^2 - s_i^2)."""
+    *_, m, n = shape_of(x)
+    if compute_uv and full_matrices and m != n:
+        raise _not_differentiable("svd", "the derivative of full_matrices=True factors of a non-square matrix "
+                                         "is not implemented")
+    s, u, vt = svd(x, full_matrices=False, compute_uv=True) if not compute_uv else out
+    s_bar = ct[0]
+    u_bar, vt_bar = (ct[1], ct[2]) if compute_uv else (None, None)
+    ds_bar = _diag_matrix(s_bar) if s_bar is not None else P.full(shape_of(s) + shape_of(s)[-1:], 0.0, s.dtype)
+    v = _mT(vt)
+    gaps = _eigenvalue_gaps(P.mul(s, s))
+    inv_s = P.div(1.0, s)
+    extra = None
+    if u_bar is not None:
+        sym = P.mul(gaps, _matmul(_mT(u), u_bar))
+        t_bar = P.add(sym, _mT(sym))
+        ds_bar = P.add(ds_bar, _scale_columns(t_bar, s))
+        if m > n:
+            proj = P.sub(u_bar, _matmul(u, _matmul(_mT(u), u_bar)))
+            extra = _matmul(_scale_columns(proj, inv_s), vt)
+    if vt_bar is not None:
+        v_bar = _mT(vt_bar)
+        sym = P.mul(gaps, _matmul(_mT(v), v_bar))
+        t_bar = P.add(sym, _mT(sym))
+        ds_bar = P.add(ds_bar, _scale_rows(t_bar, s))
+        if n > m:
+            proj = P.sub(v_bar, _matmul(v, _matmul(vt, v_bar)))
+            term = _matmul(_scale_columns(u, inv_s), _mT(proj))
+            extra = term if extra is None else P.add(extra, term)
+    a_bar = _matmul(u, _matmul(ds_bar, vt))
+    return (a_bar if extra is None else P.add(a_bar, extra),)
+
+
 # --- batching rules: the batch axis to the front, a leading batch axis of the stack --------------------
 
 @def_batch(cholesky_p)
@@ -276,6 +516,19 @@ def _triangular_solve_batch(args, dims, **params):
 def _lu_batch(args, dims):
     (x,), (d,) = args, dims
     return lu(moveaxis(x, d, 0)), [0, 0, 0]
+
+
+def _front_batch(prim):
+    """A rule batching `prim` (one operand, multiple results) by moving the batch axis to the front."""
+    def rule(args, dims, **params):
+        (x,), (d,) = args, dims
+        outs = prim.bind(moveaxis(x, d, 0), **params)
+        return outs, [0] * len(outs)
+    return rule
+
+
+for _prim in (qr_p, eigh_p, svd_p):
+    def_batch(_prim)(_front_batch(_prim))
 
 
 # --- compositions the numpy, scipy and lax faces share ----------------------------------------------------

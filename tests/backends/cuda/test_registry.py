@@ -43,6 +43,7 @@ def cuda_rule(prim) -> str | None:
         step = {P.dot_general_p: Contraction, P.argmax_p: ArgReduce, P.argmin_p: ArgReduce,
                 P.scatter_add_p: Scatter, P.scatter_p: Scatter,
                 P.cholesky_p: Factorization, P.triangular_solve_p: Factorization, P.lu_p: Factorization,
+                P.qr_p: Factorization, P.eigh_p: Factorization, P.svd_p: Factorization,
                 }.get(prim)
         return f"a step rule ({step.__name__})" if step in render._STEP_RULES else None
     return None
@@ -126,6 +127,12 @@ def _cases() -> dict:
             (((2, 4, 4), "float64"), ((2, 3, 4), "float64"))),
         "lu-wide-batched": (lambda x: P.lu(x)[0], (((2, 3, 5), "float32"),)),
         "lu-tall-permutation": (lambda x: P.lu(x)[2], (((5, 3), "float64"),)),
+        "qr-full-wide-r": (lambda x: P.qr(x)[1], (((3, 5), "float64"),)),
+        "qr-full-tall-q": (lambda x: P.qr(x)[0], (((5, 3), "float32"),)),
+        # eigenvectors' and singular vectors' signs are each algorithm's own: compared by magnitude
+        "eigh-upper-vectors": (lambda x: P.abs(P.eigh(x, lower=False)[0]), (((2, 4, 4), "float64"),)),
+        "svd-tall-u": (lambda x: P.abs(P.svd(x, full_matrices=False)[1]), (((5, 3), "float64"),)),
+        "svd-wide-vt": (lambda x: P.abs(P.svd(x, full_matrices=False)[2]), (((3, 5), "float64"),)),
     }
     out.update(big)
     return out
