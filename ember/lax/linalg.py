@@ -1,5 +1,6 @@
 """`ember.lax.linalg`, as jax.lax.linalg: the factorization primitives under lax's names and signatures
-(`cholesky` with `symmetrize_input`, `triangular_solve`, `lu`) and `lu_pivots_to_permutation`."""
+(`cholesky` with `symmetrize_input`, `triangular_solve`, `lu`, `qr`, `eigh`, `svd`) and
+`lu_pivots_to_permutation`."""
 
 from __future__ import annotations
 
@@ -13,16 +14,46 @@ from ember.tracer import prims as P
 from ember.tracer.prims import lu, triangular_solve
 from ember.tracer.prims.util import shape_of
 
-__all__ = ["cholesky", "lu", "lu_pivots_to_permutation", "triangular_solve"]
+__all__ = ["cholesky", "eigh", "lu", "lu_pivots_to_permutation", "qr", "svd", "triangular_solve"]
 
 
 def cholesky(x, *, symmetrize_input: bool = True):
     """The lower Cholesky factor of each matrix of x, reading (x + x^T) / 2 with `symmetrize_input`, else
     x's lower triangle; NaN where a matrix is not positive definite."""
-    if symmetrize_input:
-        nd = len(shape_of(x))
-        x = P.mul(P.add(x, P.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))), 0.5)
-    return P.cholesky(x)
+    return P.cholesky(_symmetrized(x) if symmetrize_input else x)
+
+
+def _symmetrized(x):
+    nd = len(shape_of(x))
+    return P.mul(P.add(x, P.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))), 0.5)
+
+
+def qr(x, *, pivoting: bool = False, full_matrices: bool = True, use_magma=None):
+    """(q, r) with x = q r (Householder, LAPACK's signs); pivoting is not implemented in Ember."""
+    del use_magma
+    if pivoting:
+        raise NotImplementedError("lax.linalg.qr: pivoting=True is not implemented in Ember")
+    return P.qr(x, full_matrices=full_matrices)
+
+
+def eigh(x, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalues: bool = True,
+         subset_by_index=None, implementation=None):
+    """(v, w): eigenvectors (columns) and ascending eigenvalues of each symmetric matrix."""
+    del sort_eigenvalues, implementation  # always sorted; one implementation
+    if subset_by_index is not None:
+        raise NotImplementedError("lax.linalg.eigh: subset_by_index is not implemented in Ember")
+    return P.eigh(_symmetrized(x) if symmetrize_input else x, lower=lower)
+
+
+def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_index=None, algorithm=None):
+    """(u, s, vt) with x = u diag(s) vt (s descending), or s alone without `compute_uv`."""
+    del algorithm
+    if subset_by_index is not None:
+        raise NotImplementedError("lax.linalg.svd: subset_by_index is not implemented in Ember")
+    if not compute_uv:
+        return P.svd(x, full_matrices=full_matrices, compute_uv=False)[0]
+    s, u, vt = P.svd(x, full_matrices=full_matrices)
+    return u, s, vt
 
 
 def lu_pivots_to_permutation(pivots, permutation_size: int):

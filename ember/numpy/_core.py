@@ -153,7 +153,9 @@ ARRAY_PARAMS: dict[str, tuple[int, ...] | str] = {
     **dict.fromkeys(["dot", "inner", "matmul", "outer", "tensordot", "vdot", "take", "full_like"], (0, 1)),
     **dict.fromkeys(["concatenate", "stack", "hstack", "vstack"], _SEQ),
     **dict.fromkeys(["cholesky", "det", "inv", "matrix_power", "slogdet"], (0,)),  # ember.numpy.linalg
+    **dict.fromkeys(["qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank", "cond"], (0,)),
     "solve": (0, 1),
+    "lstsq": (0, 1),
     "multi_dot": _SEQ,
 }
 

@@ -25,11 +25,12 @@ from ember.numpy import _reductions as r
 from ember.numpy._core import asarray, broadcast_shapes, normalize_axes, normalize_axis, promote, to_dtype
 from ember.numpy._creation import eye
 from ember.numpy._products import matmul
-from ember.numpy._shape import broadcast_to, expand_dims, squeeze, swapaxes
+from ember.numpy._shape import broadcast_to, expand_dims, moveaxis, squeeze, swapaxes
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 
-__all__ = ["cholesky", "det", "inv", "matrix_power", "multi_dot", "norm", "slogdet", "solve"]
+__all__ = ["cholesky", "cond", "det", "eigh", "eigvalsh", "inv", "lstsq", "matrix_power", "matrix_rank", "multi_dot",
+           "norm", "pinv", "qr", "slogdet", "solve", "svd", "svdvals"]
 
 
 class SlogdetResult(NamedTuple):
@@ -37,6 +38,22 @@ class SlogdetResult(NamedTuple):
 
     sign: object
     logabsdet: object
+
+
+class QRResult(NamedTuple):
+    Q: object
+    R: object
+
+
+class EighResult(NamedTuple):
+    eigenvalues: object
+    eigenvectors: object
+
+
+class SVDResult(NamedTuple):
+    U: object
+    S: object
+    Vh: object
 
 
 def _inexact(x):
@@ -236,6 +253,149 @@ def multi_dot(arrays, *, precision=None):
     return out
 
 
+def _matrices(x, name: str):
+    x = _inexact(x)
+    if len(x.shape) < 2:
+        raise IncompatibleShapesError(f"{name}: the argument must be a stack of matrices (at least 2-D), got shape "
+                                      f"{tuple(x.shape)}", user_location())
+    return x
+
+
+def qr(a, mode: str = "reduced"):
+    """QRResult(Q, R) of each matrix, LAPACK's Householder signs: `mode` 'reduced' (Q with min(m, n)
+    columns), 'complete' (Q square), or 'r' (R alone)."""
+    a = _matrices(a, "qr")
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"qr: unsupported mode {mode!r} (Ember has 'reduced', 'complete' and 'r')")
+    q, r_ = P.qr(a, full_matrices=mode == "complete")
+    return r_ if mode == "r" else QRResult(q, r_)
+
+
+def eigh(a, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:  # noqa: N803 - NumPy's name
+    """EighResult(eigenvalues ascending, eigenvectors as columns) of each symmetric matrix, reading its
+    UPLO ('L', the default, or 'U') triangle, or (a + a^T) / 2 with `symmetrize_input`. Gradients
+    assume distinct eigenvalues, as JAX's."""
+    if UPLO not in (None, "L", "U"):
+        raise ValueError(f"eigh: UPLO must be one of None, 'L', or 'U', got {UPLO!r}")
+    a = _square(_inexact(a), "eigh")
+    if symmetrize_input:
+        a = m.multiply(m.add(a, _mT(a)), 0.5)
+    v, w = P.eigh(a, lower=UPLO != "U")
+    return EighResult(w, v)
+
+
+def eigvalsh(a, UPLO: str | None = "L", *, symmetrize_input: bool = True):  # noqa: N803 - NumPy's name
+    """The eigenvalues of each symmetric matrix, ascending."""
+    return eigh(a, UPLO, symmetrize_input=symmetrize_input).eigenvalues
+
+
+def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False,
+        subset_by_index=None):
+    """SVDResult(U, S, Vh) with a = U diag(S) Vh (S descending; LAPACK's gesdd, as JAX on the CPU), or S
+    alone without `compute_uv`. Gradients assume distinct singular values, as JAX's."""
+    if hermitian or subset_by_index is not None:
+        raise NotImplementedError("svd: hermitian=True and subset_by_index are not implemented in Ember")
+    a = _matrices(a, "svd")
+    if not compute_uv:
+        return P.svd(a, full_matrices=full_matrices, compute_uv=False)[0]
+    s, u, vt = P.svd(a, full_matrices=full_matrices)
+    return SVDResult(u, s, vt)
+
+
+def svdvals(x, /):
+    """The singular values of each matrix, descending."""
+    return svd(x, compute_uv=False)
+
+
+def _eps(dtype) -> float:
+    return float(np.finfo(dtype).eps)
+
+
+def pinv(a, rtol=None, hermitian: bool = False, *, rcond=None):
+    """The Moore-Penrose pseudo-inverse of each matrix by its SVD, singular values at most rtol times the
+    largest dropped (rtol defaults to 10 max(m, n) eps), as JAX's."""
+    if rcond is not None:
+        if rtol is not None:
+            raise ValueError("pinv: only one of rtol and rcond may be specified.")
+        rtol = rcond
+    a = _matrices(a, "pinv")
+    rows, cols = a.shape[-2:]
+    if rows == 0 or cols == 0:
+        return m.multiply(broadcast_to(_mT(a), tuple(a.shape[:-2]) + (cols, rows)), 1.0)
+    if rtol is None:
+        rtol = 10.0 * max(rows, cols) * _eps(a.dtype)
+    u, s, vt = svd(a, full_matrices=False, hermitian=hermitian)
+    cutoff = m.multiply(expand_dims(asarray(rtol, a.dtype), -1), s[..., 0:1])
+    s = m.where(m.greater(s, cutoff), s, np.inf).astype(a.dtype)
+    return matmul(_mT(vt), m.divide(_mT(u), expand_dims(s, -1)))
+
+
+def lstsq(a, b, rcond=None, *, numpy_resid: bool = False):
+    """(x, residuals, rank, s): the least-squares solution of a x = b by the SVD (singular values below
+    rcond times the largest dropped; rcond defaults to eps max(m, n)), as JAX's."""
+    a, b = promote(_inexact(asarray(a)), _inexact(asarray(b)), name="lstsq")
+    if len(a.shape) != 2:
+        raise ShapeError(f"lstsq: {len(a.shape)}-dimensional array given. Array must be two-dimensional",
+                         user_location())
+    if a.shape[0] != b.shape[0]:
+        raise IncompatibleShapesError("lstsq: leading dimensions of input arrays must match", user_location())
+    vector = len(b.shape) == 1
+    if vector:
+        b = expand_dims(b, -1)
+    rows, cols = a.shape
+    if rcond is None:
+        rcond = _eps(a.dtype) * max(rows, cols)
+    u, s, vt = svd(a, full_matrices=False)
+    kept = m.logical_and(m.greater(s, 0), m.greater_equal(s, m.multiply(asarray(rcond, s.dtype), s[0])))
+    rank = r.sum(kept)
+    s_inv = m.where(kept, m.divide(1.0, m.where(kept, s, 1.0)), 0.0).astype(a.dtype)
+    x = matmul(_mT(vt), m.multiply(expand_dims(s_inv, -1), matmul(_mT(u), b)))
+    if numpy_resid and (isinstance(rank, np.ndarray) and (int(rank) < cols or rows <= cols)):
+        resid = asarray(np.zeros((0,), a.dtype))
+    else:
+        resid = r.sum(m.square(m.subtract(b, matmul(a, x))), axis=0)
+    return (squeeze(x, -1) if vector else x), resid, rank, s
+
+
+def matrix_rank(M, rtol=None, *, hermitian: bool = False, tol=None):  # noqa: N803 - NumPy's name
+    """The number of singular values of each matrix above rtol (default: max(m, n) eps times the
+    largest), as JAX's."""
+    if tol is not None:
+        if rtol is not None:
+            raise ValueError("matrix_rank: only one of tol or rtol may be specified.")
+        rtol = tol
+    M = _inexact(M)
+    if len(M.shape) < 2:
+        return r.any(m.not_equal(M, 0)).astype(np.int32)
+    s = m.abs(eigvalsh(M)) if hermitian else svdvals(M)
+    if rtol is None:
+        rtol = m.multiply(r.max(s, axis=-1), max(M.shape[-2:]) * _eps(s.dtype))
+    return r.sum(m.greater(s, expand_dims(asarray(rtol, s.dtype), -1)), axis=-1)
+
+
+def cond(x, p=None):
+    """The condition number of each matrix in norm p (default 2: the ratio of extreme singular values);
+    NaN becomes inf where x holds no NaN, as JAX's."""
+    x = _inexact(x)
+    if len(x.shape) < 2:
+        raise IncompatibleShapesError(f"cond: input array must be at least 2D; got shape {tuple(x.shape)}",
+                                      user_location())
+    if x.shape[-1] == 0 or x.shape[-2] == 0:
+        raise IncompatibleShapesError(f"cond: input array must not be empty; got shape {tuple(x.shape)}",
+                                      user_location())
+    if p is None or p == 2:
+        s = svdvals(x)
+        return m.divide(s[..., 0], s[..., -1])
+    if p == -2:
+        s = svdvals(x)
+        ratio = m.divide(s[..., -1], s[..., 0])
+    else:
+        _square(x, "cond")
+        ratio = m.multiply(norm(x, ord=p, axis=(-2, -1)), norm(inv(x), ord=p, axis=(-2, -1)))
+    clean = m.logical_not(r.any(m.isnan(x), axis=(-2, -1)))
+    return m.where(m.logical_and(m.isnan(ratio), clean), np.inf, ratio)
+
+
 def _vector_norm(x, ord, axis, keepdims):
     if ord is None or ord == 2:
         return m.sqrt(r.sum(m.multiply(x, x), axis, keepdims=keepdims))
@@ -263,7 +423,11 @@ def _matrix_norm(x, ord, axes, keepdims):
         row_sums = r.sum(m.abs(x), col, keepdims=True)
         out = (r.max if ord > 0 else r.min)(row_sums, row, keepdims=True)
     elif ord in (2, -2, "nuc"):
-        raise NotImplementedError(f"norm: ord={ord!r} needs singular values, which ember does not compute")
+        s = svdvals(moveaxis(x, (row, col), (-2, -1)))
+        out = r.max(s, -1) if ord == 2 else r.min(s, -1) if ord == -2 else r.sum(s, -1)
+        if not keepdims:
+            return out
+        return expand_dims(out, tuple(sorted((row, col))))
     else:
         raise ValueError(f"norm: invalid norm order {ord!r} for matrices")
     if keepdims:

@@ -37,6 +37,9 @@ def _table(sl, lax_linalg):
         "block_diag": lambda a, s, b, v: sl.block_diag(a[0], v, b[1]),
         "lax-cholesky": lambda a, s, b, v: lax_linalg.cholesky(s),
         "lax-pivots": lambda a, s, b, v: lax_linalg.lu_pivots_to_permutation(lax_linalg.lu(a)[1], 6),
+        "lax-qr": lambda a, s, b, v: tuple(lax_linalg.qr(a[..., :3], full_matrices=False)),
+        "lax-eigh": lambda a, s, b, v: lax_linalg.eigh(s)[1],
+        "lax-svd": lambda a, s, b, v: lax_linalg.svd(a, compute_uv=False),
     })
     return table
 
