@@ -38,7 +38,7 @@ def scipy_nlml(log_params, x, y) -> float:
 
 def test_likelihood_and_gradient_match_scipy_and_the_fit_descends():
     gp = _ours()
-    got = gp.main(steps=30, n=25, verbose=False)
+    got = gp.main(steps=12, n=20, verbose=False)
     assert got["values"][-1] < got["values"][0] - 5
     x, y = got["x"], got["y"]
     point = np.log(np.array([0.7, 1.3, 0.3]))
@@ -59,6 +59,6 @@ def test_the_example_is_jax_code():
     theirs = types.ModuleType("gaussian_process_jax")
     theirs.__file__ = PATH
     exec(compile(source, PATH, "exec"), theirs.__dict__)
-    want = theirs.main(steps=10, n=25, verbose=False)
-    got = _ours().main(steps=10, n=25, verbose=False)
+    want = theirs.main(steps=4, n=20, verbose=False)
+    got = _ours().main(steps=4, n=20, verbose=False)
     np.testing.assert_allclose(got["values"], want["values"], rtol=1e-10)
