@@ -1,5 +1,6 @@
 """`ember.scipy.linalg`, as jax.scipy.linalg: triangular, Cholesky and LU solves with SciPy's signatures
-(`solve_triangular`, `cholesky`, `cho_factor`/`cho_solve`, `lu_factor`/`lu_solve`) and `block_diag`.
+(`solve_triangular`, `cholesky`, `cho_factor`/`cho_solve`, `lu_factor`/`lu_solve`), `block_diag` and
+`expm` (JAX's scaling and squaring with Pade approximants, differentiated through its operations).
 
 They compose the factorization primitives (tracer/prims/linalg.py), so they trace, differentiate,
 batch and compile as those do; as in JAX, `overwrite_*`, `check_finite` and `debug` are accepted and
@@ -18,7 +19,7 @@ from ember.lax.linalg import lu_pivots_to_permutation
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 
-__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "lu_factor", "lu_solve", "solve_triangular"]
+__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "expm", "lu_factor", "lu_solve", "solve_triangular"]
 
 _TRANS = {0: False, "N": False, 1: True, "T": True, 2: True, "C": True}  # real matrices: C is T
 
@@ -139,6 +140,73 @@ def block_diag(*arrs):
         rows.append(P.pad(b, 0, ((0, 0, 0), (start, total - start - cols, 0))))
         start += cols
     return jnp.concatenate(rows, axis=0)
+
+
+# Pade approximants of exp (Higham 2005, as JAX's expm): each order's coefficients b_0..b_m, and the
+# 1-norm bounds choosing the order, per precision (the last order for norms above the largest bound,
+# after scaling the matrix by 2^-s so its norm is at most MAX_NORM)
+_PADE = {
+    3: (120., 60., 12., 1.),
+    5: (30240., 15120., 3360., 420., 30., 1.),
+    7: (17297280., 8648640., 1995840., 277200., 25200., 1512., 56., 1.),
+    9: (17643225600., 8821612800., 2075673600., 302702400., 30270240., 2162160., 110880., 3960., 90., 1.),
+    13: (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800., 129060195264000.,
+         10559470521600., 670442572800., 33522128640., 1323241920., 40840800., 960960., 16380., 182., 1.),
+}
+_ORDERS = {np.dtype(np.float64): ((3, 5, 7, 9, 13), (1.495585217958292e-002, 2.539398330063230e-001,
+                                                      9.504178996162932e-001, 2.097847961257068e+000),
+                                  5.371920351148152),
+           np.dtype(np.float32): ((3, 5, 7), (4.258730016922831e-001, 1.880152677804762e+000), 3.925724783138660)}
+
+
+def _pade(order: int, a, eye):
+    """(U, V), the odd and even parts of the order's numerator (P = U + V, Q = V - U), as JAX computes them."""
+    b = _PADE[order]
+    a2 = a @ a
+    powers = [eye, a2]
+    if order == 13:
+        a4 = a2 @ a2
+        a6 = a4 @ a2
+        u = a @ (a6 @ (b[13] * a6 + b[11] * a4 + b[9] * a2) + b[7] * a6 + b[5] * a4 + b[3] * a2 + b[1] * eye)
+        v = a6 @ (b[12] * a6 + b[10] * a4 + b[8] * a2) + b[6] * a6 + b[4] * a4 + b[2] * a2 + b[0] * eye
+        return u, v
+    for _ in range(order // 2 - 1):
+        powers.append((powers[-1] @ a2) if len(powers) > 2 else a2 @ a2)
+    odd = sum((b[2 * k + 1] * p for k, p in enumerate(powers[1:], 1)), b[1] * eye)
+    even = sum((b[2 * k] * p for k, p in enumerate(powers[1:], 1)), b[0] * eye)
+    return a @ odd, even
+
+
+def expm(A, *, upper_triangular: bool = False, max_squarings: int = 16):  # noqa: N803 - SciPy's name
+    """The matrix exponential of each square matrix: A scaled by 2^-s to a bounded 1-norm, the Pade
+    approximant its norm selects, and s squarings (NaN past max_squarings), as jax.scipy.linalg.expm;
+    its gradient is that computation's."""
+    from ember.lax import scan
+
+    (a,) = _inexact(A)
+    _square("expm", a)
+    if a.dtype not in _ORDERS:
+        raise TypeError(f"expm: A.dtype={a.dtype} is not supported (float32 or float64)")
+    orders, bounds, max_norm = _ORDERS[a.dtype]
+    n = a.shape[-1]
+    norm = jnp.max(jnp.sum(jnp.abs(a), axis=-2), axis=-1)  # the 1-norm of each matrix
+    squarings = jnp.maximum(0.0, jnp.floor(jnp.log2(norm / max_norm)))
+    scaled = a / jnp.expand_dims(2.0 ** squarings, (-1, -2)).astype(a.dtype)
+    choice = sum(((norm >= bound).astype(np.int32) for bound in bounds), jnp.zeros(norm.shape, np.int32))
+    eye = jnp.eye(n, dtype=a.dtype)
+    u = v = None
+    for k, order in enumerate(orders):  # every order, the norm's choice kept: stacks need no branch
+        uk, vk = _pade(order, scaled, eye)
+        pick = jnp.expand_dims(choice == k, (-1, -2))
+        u, v = (uk, vk) if u is None else (jnp.where(pick, uk, u), jnp.where(pick, vk, v))
+    p, q = u + v, v - u
+    r = solve_triangular(q, p) if upper_triangular else jnp.linalg.solve(q, p)
+
+    def square(r, i):
+        return jnp.where(jnp.expand_dims(i < squarings, (-1, -2)), r @ r, r), None
+
+    r, _ = scan(square, r, jnp.arange(max_squarings, dtype=a.dtype))
+    return jnp.where(jnp.expand_dims(squarings > max_squarings, (-1, -2)), np.nan, r)
 
 
 def __getattr__(name: str):

@@ -43,6 +43,7 @@ class _Scipy:
     lu_solve = staticmethod(lambda f, b, trans=0: _batched(lambda m, p, r: ssl.lu_solve((m, p), r, trans=trans), *f, b)
                             if f[0].ndim == 3 else ssl.lu_solve(f, b, trans=trans))
     block_diag = staticmethod(ssl.block_diag)
+    expm = staticmethod(lambda a: np.stack([ssl.expm(m) for m in a]))
 
 
 def _batched(solve, *args):
@@ -67,6 +68,9 @@ def _table(sl, lax_linalg):
         "lu_solve-trans": lambda a, s, b, v: sl.lu_solve(sl.lu_factor(a), b, trans=1),
         "lu_solve-vector": lambda a, s, b, v: sl.lu_solve(sl.lu_factor(a[0]), v),
         "block_diag": lambda a, s, b, v: sl.block_diag(a[0], v, b[1]),
+        # expm at norms choosing each Pade order, with and without squarings
+        **{f"expm-{scale}": (lambda a, s, b, v, scale=scale: sl.expm(a * scale))
+           for scale in (0.002, 0.1, 0.5, 1.5, 30.0)},
         "lax-cholesky": lambda a, s, b, v: lax_linalg.cholesky(s),
         "lax-pivots": lambda a, s, b, v: lax_linalg.lu_pivots_to_permutation(lax_linalg.lu(a)[1], 6),
         "lax-qr": lambda a, s, b, v: tuple(lax_linalg.qr(a[..., :3], full_matrices=False)),
@@ -109,6 +113,11 @@ def test_eagerly_and_with_promotion():
     assert bd.dtype == np.float32 and bd.shape == (2, 3)
     np.testing.assert_array_equal(bd, [[1, 0, 0], [0, 1, 1]])
     assert esl.block_diag().shape == (1, 0)
+    e32 = esl.expm(a[0].astype(np.float32))
+    assert e32.dtype == np.float32
+    np.testing.assert_allclose(e32, ssl.expm(a[0]), rtol=1e-5, atol=1e-5)
+    with np.errstate(all="ignore"):
+        assert np.isnan(esl.expm(np.full((2, 2), 1e30))).all()  # past max_squarings: NaN, as JAX
 
 
 def test_gradients_match_finite_differences():
@@ -122,6 +131,8 @@ def test_gradients_match_finite_differences():
         return sum((OURS[k](a, sym, b, v) ** 2).sum() for k in keys)
 
     check_grads(loss, (a, s, b), argnums=(0, 1, 2))
+    w = np.random.default_rng(3).normal(size=a.shape)  # expm with two squarings (norm near 15), and without
+    check_grads(lambda a: (esl.expm(a * 3.0) * w).sum() + (esl.expm(a * 0.3) * w).sum(), (a,), rtol=1e-6)
 
 
 def test_errors():
