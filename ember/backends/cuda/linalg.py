@@ -1,4 +1,4 @@
-"""Factorization steps (cholesky, triangular_solve, lu) as CUDA C kernels of our own.
+"""Factorization steps (cholesky, triangular_solve, lu, qr, eigh, svd) as CUDA C kernels of our own.
 
 Correctness first, for the small and batched matrices a program meets: cholesky and lu give each
 matrix a block (a block-stride loop over the stack) and work in its output buffer in global memory,
@@ -9,6 +9,10 @@ operations: the same values up to rounding. Cholesky right-looking (the column s
 diagonal's square root, then the trailing triangle updated), failing as LAPACK does on a diagonal that
 is not positive (or NaN), and then NaN below the diagonal as JAX; LU with partial pivoting (the first
 largest magnitude in the column, the rows swapped, the column divided unless its pivot is zero).
+qr, eigh and svd give each matrix one thread, working in scratch: Householder QR with LAPACK's sign
+conventions (so q and r are LAPACK's up to rounding), cyclic Jacobi for eigh and one-sided Jacobi for
+svd (eigenvalues and singular values LAPACK's up to rounding; the vectors' signs are the algorithm's
+own, and full_matrices' extra columns, which are not unique, a Gram-Schmidt completion).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Factorization steps (cholesky, triangular_solve, lu) as calls of the LAPACK and BLAS that SciPy ships.
+"""Factorization steps (cholesky, triangular_solve, lu, qr, eigh, svd) as calls of the LAPACK and BLAS that
+SciPy ships.
 
 The routines are reached as dot.py reaches gemm: by symbols that blas.py binds to SciPy's OpenBLAS
 (Ember's private copy, or scipy.linalg.cython_blas/cython_lapack), Fortran ABI (every argument by
@@ -11,7 +12,11 @@ transpose there:
   other side and the other triangle, the same transpose flag.
 - lu: getrf pivots rows, so the matrix is transposed into column-major scratch and back; its 1-based
   pivots become 0-based in place, and the permutation is the swaps applied to 0..m-1.
-LAPACK's `info` lives in scratch: no call allocates.
+- qr (geqrf, then orgqr over the reflectors), eigh (syevd) and svd (gesdd) run as the reference runs
+  them: on a column-major copy in scratch, with the workspace sizes it passes (prims.linalg.lapack_work),
+  their factors transposed back; eigh and svd give NaN where LAPACK fails, as JAX. The routines compiled
+  from Fortran get a hidden length per CHARACTER argument.
+LAPACK's `info` and workspaces live in scratch: no call allocates.
 """
 
 from __future__ import annotations
@@ -119,6 +124,7 @@ def _at(builder, ptr: ir.Value, b: ir.Value, size: int, dtype) -> ir.Value:
 # --- cholesky ----------------------------------------------------------------------------------------
 
 def _cholesky(builder, step: Factorization, buffers, ptrs, regions) -> None:
+    """potrf('U') on the copy in the output, then zeros above the diagonal and NaN below where it failed."""
     x = buffers[step.operands[0]]
     n, dt = x.shape[-1], x.dtype
     size = n * n
@@ -149,6 +155,7 @@ def _cholesky(builder, step: Factorization, buffers, ptrs, regions) -> None:
 # --- triangular solve ----------------------------------------------------------------------------------
 
 def _triangular_solve(builder, step: Factorization, buffers, ptrs, regions) -> None:
+    """trsm on the copy of b in the output: the other side and triangle, column-major (module docstring)."""
     a, rhs = (buffers[name] for name in step.operands)
     dt = rhs.dtype
     n = a.shape[-1]
@@ -171,6 +178,7 @@ def _triangular_solve(builder, step: Factorization, buffers, ptrs, regions) -> N
 # --- lu --------------------------------------------------------------------------------------------------
 
 def _lu(builder, step: Factorization, buffers, ptrs, regions) -> None:
+    """getrf on a column-major copy; 0-based pivots and the permutation their swaps make."""
     x = buffers[step.operands[0]]
     m, n = x.shape[-2:]
     k, dt = min(m, n), x.dtype
