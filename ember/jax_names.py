@@ -237,12 +237,7 @@ HINTS: dict[str, dict[str, str]] = {
         "bfloat16": "Ember's floats are float16, float32 and float64",
     },
     "ember.numpy.linalg": {
-        "matmul": "use ember.numpy.matmul",
-        "outer": "use ember.numpy.outer",
-        "tensordot": "use ember.numpy.tensordot",
         "vecdot": "use ember.numpy.sum(a * b, axis=-1)",
-        "vector_norm": "use ember.numpy.linalg.norm",
-        "matrix_norm": "use ember.numpy.linalg.norm(x, axis=(-2, -1))",
         "matrix_transpose": "use ember.numpy.swapaxes(x, -1, -2)",
         "trace": "use ember.numpy.einsum('...ii', x)",
         "diagonal": "use ember.numpy.einsum('...ii->...i', x)",

@@ -21,16 +21,18 @@ import numpy as np
 from ember.errors import AxisError, IncompatibleShapesError, ShapeError, user_location
 from ember.errors import missing_attribute as _missing_attribute
 from ember.numpy import _math as m
+from ember.numpy import _products
 from ember.numpy import _reductions as r
 from ember.numpy._core import asarray, broadcast_shapes, normalize_axes, normalize_axis, promote, to_dtype
 from ember.numpy._creation import eye
 from ember.numpy._products import matmul
-from ember.numpy._shape import broadcast_to, expand_dims, moveaxis, squeeze, swapaxes
+from ember.numpy._shape import broadcast_to, expand_dims, moveaxis, reshape, squeeze, swapaxes
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 
-__all__ = ["cholesky", "cond", "det", "eigh", "eigvalsh", "inv", "lstsq", "matrix_power", "matrix_rank", "multi_dot",
-           "norm", "pinv", "qr", "slogdet", "solve", "svd", "svdvals"]
+__all__ = ["cholesky", "cond", "det", "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm", "matrix_power",
+           "matrix_rank", "multi_dot", "norm", "outer", "pinv", "qr", "slogdet", "solve", "svd", "svdvals",
+           "tensordot", "tensorinv", "tensorsolve", "vector_norm"]
 
 
 class SlogdetResult(NamedTuple):
@@ -461,6 +463,64 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
             raise AxisError("norm: duplicate axes given", user_location())
         return _matrix_norm(x, ord, (row, col), keepdims)
     raise ShapeError(f"norm: axis must be an int or a pair of ints, got {axis!r}", user_location())
+
+
+def matrix_norm(x, /, *, keepdims: bool = False, ord="fro"):
+    """The norm of each matrix over the last two axes (norm with axis=(-2, -1))."""
+    return norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
+
+
+def vector_norm(x, /, *, axis=None, keepdims: bool = False, ord=2):
+    """The vector norm over `axis` (all axes by default, flattened), as the array API's."""
+    x = _inexact(x)
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+        if keepdims:
+            raise NotImplementedError("vector_norm: keepdims with axis=None is not implemented in Ember")
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return _vector_norm(x, ord, axes if len(axes) > 1 else axes[0], keepdims)
+
+
+def outer(x1, x2, /):
+    """The outer product of two vectors."""
+    x1, x2 = asarray(x1), asarray(x2)
+    if len(x1.shape) != 1 or len(x2.shape) != 1:
+        raise IncompatibleShapesError(f"outer: input arrays must be one-dimensional, got shapes {tuple(x1.shape)} "
+                                      f"and {tuple(x2.shape)}", user_location())
+    return _products.outer(x1, x2)
+
+
+def tensordot(x1, x2, /, *, axes=2, precision=None, preferred_element_type=None):
+    """ember.numpy.tensordot with the array API's keyword `axes`."""
+    del precision
+    out = _products.tensordot(x1, x2, axes=axes)
+    return out if preferred_element_type is None else out.astype(preferred_element_type)
+
+
+def tensorinv(a, ind: int = 2):
+    """The inverse of `a` seen as a matrix of its first `ind` axes by the rest."""
+    a = _inexact(a)
+    ind = operator.index(ind)
+    if ind <= 0:
+        raise ValueError(f"tensorinv: ind must be a positive integer; got {ind}")
+    rows, cols = tuple(a.shape[:ind]), tuple(a.shape[ind:])
+    if math.prod(rows) != math.prod(cols):
+        raise IncompatibleShapesError(f"tensorinv: the product of the first {ind} dimensions of {tuple(a.shape)} "
+                                      "must equal that of the others", user_location())
+    return reshape(inv(reshape(a, (math.prod(rows), math.prod(cols)))), cols + rows)
+
+
+def tensorsolve(a, b, axes=None):
+    """x with tensordot(a, x, x.ndim) = b: `a`'s leading axes (after moving `axes` last) are b's."""
+    a, b = promote(_inexact(asarray(a)), _inexact(asarray(b)), name="tensorsolve")
+    if axes is not None:
+        nd = len(a.shape)
+        a = moveaxis(a, tuple(axes), tuple(range(nd - len(axes), nd)))
+    lead, out_shape = tuple(a.shape[:len(b.shape)]), tuple(a.shape[len(b.shape):])
+    if lead != tuple(b.shape) or math.prod(lead) != math.prod(out_shape):
+        raise IncompatibleShapesError(f"tensorsolve: a's leading shape {lead} must be b's {tuple(b.shape)}, with as "
+                                      f"many elements as the rest {out_shape}", user_location())
+    return reshape(solve(reshape(a, (math.prod(lead), math.prod(out_shape))), reshape(b, (-1,))), out_shape)
 
 
 def __getattr__(name: str):

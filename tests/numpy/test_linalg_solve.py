@@ -54,6 +54,14 @@ def _table(np_mod):
         "cond": lambda a, s, b, v: la.cond(s),
         "norm-2": lambda a, s, b, v: la.norm(a, 2, axis=(-2, -1)),
         "norm-nuc": lambda a, s, b, v: la.norm(a, "nuc", axis=(-1, -2)),
+        # the array API's names
+        "matrix_norm": lambda a, s, b, v: la.matrix_norm(a, ord=2, keepdims=True),
+        "vector_norm": lambda a, s, b, v: la.vector_norm(b, axis=(0, 2), ord=1),
+        "outer": lambda a, s, b, v: la.outer(v, b[0, :, 0]),
+        "tensordot": lambda a, s, b, v: la.tensordot(a, b, axes=((0, 2), (0, 1))),
+        "matmul": lambda a, s, b, v: la.matmul(a, b),
+        "tensorinv": lambda a, s, b, v: la.tensorinv(s[0].reshape(4, 2, 2), ind=1),
+        "tensorsolve": lambda a, s, b, v: la.tensorsolve(s[1].reshape(2, 2, 4), b[0, :2, :2]),
     }
 
 
