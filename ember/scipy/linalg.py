@@ -1,6 +1,7 @@
 """`ember.scipy.linalg`, as jax.scipy.linalg: triangular, Cholesky and LU solves with SciPy's signatures
-(`solve_triangular`, `cholesky`, `cho_factor`/`cho_solve`, `lu_factor`/`lu_solve`), `block_diag` and
-`expm` (JAX's scaling and squaring with Pade approximants, differentiated through its operations).
+(`solve_triangular`, `cholesky`, `cho_factor`/`cho_solve`, `lu_factor`/`lu_solve`, `solve`, `inv`,
+`det`), the decompositions (`lu` as (p, l, u), `qr`, `eigh`, `svd`), `block_diag` and `expm` (JAX's
+scaling and squaring with Pade approximants, differentiated through its operations).
 
 They compose the factorization primitives (tracer/prims/linalg.py), so they trace, differentiate,
 batch and compile as those do; as in JAX, `overwrite_*`, `check_finite` and `debug` are accepted and
@@ -19,7 +20,8 @@ from ember.lax.linalg import lu_pivots_to_permutation
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 
-__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "expm", "lu_factor", "lu_solve", "solve_triangular"]
+__all__ = ["block_diag", "cho_factor", "cho_solve", "cholesky", "det", "eigh", "expm", "inv", "lu", "lu_factor",
+           "lu_solve", "qr", "solve", "solve_triangular", "svd"]
 
 _TRANS = {0: False, "N": False, 1: True, "T": True, 2: True, "C": True}  # real matrices: C is T
 
@@ -120,6 +122,79 @@ def lu_solve(lu_and_piv, b, trans: int = 0, overwrite_b: bool = False, check_fin
     permutation = lu_pivots_to_permutation(jnp.asarray(pivots), lu.shape[-2])
     return _solve_with("lu_solve", lu, b, lambda lu_, b_: P.lu_solve(
         lu_, jnp.broadcast_to(permutation, tuple(lu_.shape[:-1])), b_, trans))
+
+
+def solve(a, b, lower: bool = False, overwrite_a: bool = False, overwrite_b: bool = False, debug: bool = False,
+          check_finite: bool = True, assume_a: str = "gen"):
+    """x with a x = b. Every `assume_a` solves by LU, whose gradient is JAX's for each (JAX's 'pos' factors by
+    Cholesky but differentiates the plain solve, which LU's rounding alone tells from)."""
+    del lower, overwrite_a, overwrite_b, debug, check_finite
+    if assume_a not in ("gen", "sym", "her", "pos"):
+        raise ValueError(f"solve: expected assume_a to be one of ['gen', 'sym', 'her', 'pos']; got {assume_a!r}")
+    return jnp.linalg.solve(a, b)
+
+
+def inv(a, overwrite_a: bool = False, check_finite: bool = True):
+    """The inverse of each square matrix."""
+    return jnp.linalg.inv(a)
+
+
+def det(a, overwrite_a: bool = False, check_finite: bool = True):
+    """The determinant of each square matrix."""
+    return jnp.linalg.det(a)
+
+
+def lu(a, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool = True):
+    """(p, l, u) with a = p l u (p a permutation matrix, l unit lower, u upper), or (p l, u) with
+    `permute_l`, as scipy.linalg.lu."""
+    del overwrite_a, check_finite
+    (a,) = _inexact(a)
+    packed, _, permutation = P.lu(a)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    rows = jnp.arange(m, dtype=np.int32)
+    p = (jnp.expand_dims(permutation, -2) == rows[:, None]).astype(a.dtype)
+    below = rows[:, None] > jnp.arange(k, dtype=np.int32)
+    l_ = jnp.where(below, packed[..., :, :k], 0.0) + jnp.eye(m, k, dtype=a.dtype)
+    u = jnp.where(rows[:k, None] <= jnp.arange(n, dtype=np.int32), packed[..., :k, :], 0.0)
+    return (p @ l_, u) if permute_l else (p, l_, u)
+
+
+def qr(a, overwrite_a: bool = False, lwork=None, mode: str = "full", pivoting: bool = False,
+       check_finite: bool = True):
+    """(q, r) (mode 'full' or 'economic') or (r,) (mode 'r'), as scipy.linalg.qr; no pivoting."""
+    del overwrite_a, lwork, check_finite
+    if pivoting:
+        raise NotImplementedError("qr: pivoting=True is not implemented in Ember")
+    if mode not in ("full", "r", "economic"):
+        raise ValueError(f"qr: unsupported mode {mode!r}")
+    (a,) = _inexact(a)
+    q, r = P.qr(a, full_matrices=mode != "economic")
+    return (r,) if mode == "r" else (q, r)
+
+
+def eigh(a, b=None, lower: bool = True, eigvals_only: bool = False, overwrite_a: bool = False,
+         overwrite_b: bool = False, turbo: bool = True, eigvals=None, type: int = 1, check_finite: bool = True):
+    """(w, v), or w with `eigvals_only`, of each symmetric matrix read from its `lower` (or upper) triangle;
+    only the standard problem (b=None, type=1), as JAX's."""
+    del overwrite_a, overwrite_b, turbo, check_finite
+    if b is not None or type != 1 or eigvals is not None:
+        raise NotImplementedError("eigh: only the b=None, type=1, eigvals=None case is implemented (as JAX)")
+    (a,) = _inexact(a)
+    _square("eigh", a)
+    v, w = P.eigh(a, lower=lower)
+    return w if eigvals_only else (w, v)
+
+
+def svd(a, full_matrices: bool = True, compute_uv: bool = True, overwrite_a: bool = False,
+        check_finite: bool = True, lapack_driver: str = "gesdd"):
+    """(u, s, vh), or s without `compute_uv`, as scipy.linalg.svd (gesdd)."""
+    del overwrite_a, check_finite, lapack_driver
+    (a,) = _inexact(a)
+    if not compute_uv:
+        return P.svd(a, full_matrices=full_matrices, compute_uv=False)[0]
+    s, u, vt = P.svd(a, full_matrices=full_matrices)
+    return u, s, vt
 
 
 def block_diag(*arrs):

@@ -44,6 +44,13 @@ class _Scipy:
                             if f[0].ndim == 3 else ssl.lu_solve(f, b, trans=trans))
     block_diag = staticmethod(ssl.block_diag)
     expm = staticmethod(lambda a: np.stack([ssl.expm(m) for m in a]))
+    solve = staticmethod(lambda a, b, assume_a="gen": np.linalg.solve(a, b))
+    inv = staticmethod(np.linalg.inv)
+    det = staticmethod(np.linalg.det)
+    lu = staticmethod(ssl.lu)
+    qr = staticmethod(ssl.qr)
+    eigh = staticmethod(ssl.eigh)
+    svd = staticmethod(ssl.svd)
 
 
 def _batched(solve, *args):
@@ -68,6 +75,17 @@ def _table(sl, lax_linalg):
         "lu_solve-trans": lambda a, s, b, v: sl.lu_solve(sl.lu_factor(a), b, trans=1),
         "lu_solve-vector": lambda a, s, b, v: sl.lu_solve(sl.lu_factor(a[0]), v),
         "block_diag": lambda a, s, b, v: sl.block_diag(a[0], v, b[1]),
+        "solve-pos": lambda a, s, b, v: sl.solve(s, b, assume_a="pos"),
+        "inv": lambda a, s, b, v: sl.inv(a),
+        "det": lambda a, s, b, v: sl.det(a),
+        "lu": lambda a, s, b, v: tuple(sl.lu(a[0, :, :3])),
+        "lu-permute_l": lambda a, s, b, v: tuple(sl.lu(a[1], permute_l=True)),
+        "qr": lambda a, s, b, v: tuple(sl.qr(a[0, :, :3])),
+        "qr-economic-r": lambda a, s, b, v: tuple(sl.qr(a[0, :, :3], mode="economic")) + tuple(sl.qr(a[1], mode="r")),
+        "eigh": lambda a, s, b, v: (sl.eigh(s[0])[0], abs(sl.eigh(s[0], lower=False)[1])),
+        "eigh-values": lambda a, s, b, v: sl.eigh(s[1], eigvals_only=True),
+        "svd": lambda a, s, b, v: tuple(abs(x) for x in sl.svd(a[0, :3])),
+        "svd-s": lambda a, s, b, v: sl.svd(a[1], compute_uv=False),
         # expm at norms choosing each Pade order, with and without squarings
         **{f"expm-{scale}": (lambda a, s, b, v, scale=scale: sl.expm(a * scale))
            for scale in (0.002, 0.1, 0.5, 1.5, 30.0)},
