@@ -66,6 +66,8 @@ def _table(np_mod):
 
 
 OURS, THEIRS, NUMPYS = _table(enp), _table(jnp), _table(np)
+# the functions this file tests (read by test_math's every-function check)
+COVERED = {f"linalg.{name.split('-')[0]}" for name in OURS} | {"linalg.matrix_rank"}  # ranks: test_ranks_match_numpy
 
 
 def _inputs(dtype, seed=0):

@@ -290,7 +290,8 @@ def test_broadcast_mismatch_raises_shape_error_naming_the_line(mode):
 # --- every exported function has cases -----------------------------------------------------------
 
 _CASE_MODULES = ["test_math", "test_creation", "test_reductions", "test_shape", "test_products", "test_indexing",
-                 "test_linalg", "test_trig_functions", "test_explog_functions"]
+                 "test_linalg", "test_trig_functions", "test_explog_functions",
+                 "test_linalg_solve"]
 
 
 def exported_functions() -> set[str]:
