@@ -1,12 +1,15 @@
-"""Dense linear algebra as jax.lax.linalg: `cholesky`, `triangular_solve` and `lu`, batched over leading axes.
+"""Dense linear algebra as jax.lax.linalg: `cholesky`, `triangular_solve`, `lu`, `qr`, `eigh` and `svd`,
+batched over leading axes.
 
 Every operand is a stack of matrices (its last two axes), float32 or float64. The references are
-SciPy's LAPACK and BLAS (what JAX calls on the CPU), so singular and indefinite inputs give what JAX
-gives: a Cholesky factorization that fails is NaN in its lower triangle, a triangular solve divides by
-a zero diagonal (inf and NaN), and LU records zero pivots and goes on. Gradients follow JAX's rules:
-cholesky's is Murray (2016), L^-T phi(L^T Lbar) L^-1 (the transpose of JAX's `_cholesky_jvp_rule`),
-triangular_solve's is JAX's transpose rule for b and -op(A)^-T Xbar X^T for a, and lu's is the
-transpose of JAX's `_lu_jvp_rule` (De Hoog, Anderssen and Lukas).
+SciPy's LAPACK and BLAS (what JAX calls on the CPU: potrf, trsm, getrf, geqrf/orgqr, syevd, gesdd), so
+singular and indefinite inputs give what JAX gives: a Cholesky factorization that fails is NaN in its
+lower triangle, a triangular solve divides by a zero diagonal (inf and NaN), and LU records zero pivots
+and goes on. Gradients follow JAX's rules: cholesky's is Murray (2016), L^-T phi(L^T Lbar) L^-1 (the
+transpose of JAX's `_cholesky_jvp_rule`), triangular_solve's is JAX's transpose rule for b and
+-op(A)^-T Xbar X^T for a, and lu's, qr's, eigh's and svd's are the transposes of JAX's JVP rules (for
+distinct eigenvalues and singular values, as JAX's). The last section holds compositions the numpy,
+scipy and lax faces share (row gathers, `lu_solve`).
 """
 
 from __future__ import annotations
