@@ -241,6 +241,10 @@ HINTS: dict[str, dict[str, str]] = {
         "matrix_transpose": "use ember.numpy.swapaxes(x, -1, -2)",
         "trace": "use ember.numpy.einsum('...ii', x)",
         "diagonal": "use ember.numpy.einsum('...ii->...i', x)",
+        "eig": f"a general matrix's eigenvalues are complex: {_NO_COMPLEX}; for a symmetric one use "
+               "ember.numpy.linalg.eigh",
+        "eigvals": f"a general matrix's eigenvalues are complex: {_NO_COMPLEX}; for a symmetric one use "
+                   "ember.numpy.linalg.eigvalsh",
     },
     "ember.lax": {
         "cumsum": "a running total is ember.lax.scan with the total as the carry",
