@@ -111,11 +111,13 @@ class ArgReduce:
 @dataclass(frozen=True)
 class Scatter:
     """out = operand with `updates` written at the index vectors `indices` (the prims' layout, with
-    `batch_dims`), in row-major update order: `add` accumulates duplicates, `replace` keeps the last;
-    an out-of-range index vector's update is dropped. out starts as a copy of operand (none needed
-    when they are the same buffer: a scatter written in place)."""
+    `batch_dims`), in row-major update order: `replace` keeps the last of duplicates; `add`, `mul`,
+    `min` and `max` combine each update into its target as that elementwise primitive does (NumPy's
+    ufunc.at: min and max propagate NaN; on bools mul and min are `and`, add and max `or`); an
+    out-of-range index vector's update is dropped. out starts as a copy of operand (none needed when
+    they are the same buffer: a scatter written in place)."""
 
-    mode: str  # add, replace
+    mode: str  # replace, or the combining primitive's name: add, mul, min, max
     operand: str
     indices: str
     updates: str
@@ -525,8 +527,11 @@ def _factorization(routine):
     return rule
 
 
+# a Scatter's mode by primitive: its combining elementwise primitive's name, or replace
+SCATTER_MODES = {P.scatter_p: "replace", P.scatter_add_p: "add", P.scatter_mul_p: "mul", P.scatter_min_p: "min",
+                 P.scatter_max_p: "max"}
 _STEPS = {P.dot_general_p: _contraction, P.argmax_p: _arg_reduce("argmax"), P.argmin_p: _arg_reduce("argmin"),
-          P.scatter_add_p: _scatter("add"), P.scatter_p: _scatter("replace"),
+          **{prim: _scatter(mode) for prim, mode in SCATTER_MODES.items()},
           P.cholesky_p: _factorization("cholesky"),
           P.triangular_solve_p: _factorization("triangular_solve"),
           P.lu_p: _factorization("lu"),
@@ -648,12 +653,12 @@ def evaluate(kernel: Kernel, *arrays, math: str = "numpy") -> tuple[np.ndarray, 
     return tuple(bufs[b.name] for b in kernel.outputs)
 
 
+_SCATTER_PRIMS = {mode: prim for prim, mode in SCATTER_MODES.items()}
 # A step computes what its primitive's numpy reference computes on its operand buffers.
 _STEP_EVAL = {
     Contraction: lambda s, lhs, rhs: impl_rules[P.dot_general_p](lhs, rhs, dimension_numbers=s.dimension_numbers),
     ArgReduce: lambda s, x: impl_rules[_PRIMS[s.combine]](x, axis=s.axis, index_dtype=s.index_dtype),
-    Scatter: lambda s, x, i, u: impl_rules[P.scatter_add_p if s.mode == "add" else P.scatter_p](
-        x, i, u, batch_dims=s.batch_dims),
+    Scatter: lambda s, x, i, u: impl_rules[_SCATTER_PRIMS[s.mode]](x, i, u, batch_dims=s.batch_dims),
     Factorization: lambda s, *xs: _factorization_eval(s, xs),
 }
 

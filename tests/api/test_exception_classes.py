@@ -103,7 +103,8 @@ def test_table_matches_jax(code, cls):
 # --- lists where arrays are expected (jax.numpy rejects them: a hidden conversion on every call) ----
 
 _NOT_ARRAY_FUNCTIONS = {"array", "asarray", "arange", "empty", "eye", "full", "identity", "linspace", "ones",
-                        "zeros", "shape", "ndim", "size", "dtype", "ndarray"}
+                        "zeros", "shape", "ndim", "size", "dtype", "ndarray",
+                        "tri", "indices"}
 
 
 def _public_functions():

@@ -263,8 +263,9 @@ COVERED = {
 # Primitives whose shape rule cannot fail (it returns its operand's aval unchanged).
 NO_RULE_ERRORS = {"stop_gradient"}
 FAMILY_MODULES = ["elementwise", "layout", "reduce", "dot", "indexing", "custom", "custom_jvp", "fusion", "remat",
-                  "linalg",
-                  "control", "bits"]
+                  "control", "bits",
+                  "scatter_combine",
+                  "linalg"]
 
 
 def _covered(aspect: str) -> set:

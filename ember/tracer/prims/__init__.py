@@ -83,6 +83,12 @@ from ember.tracer.prims.indexing import (  # noqa: F401
     scatter,
     scatter_add,
     scatter_add_p,
+    scatter_max,
+    scatter_max_p,
+    scatter_min,
+    scatter_min_p,
+    scatter_mul,
+    scatter_mul_p,
     scatter_p,
 )
 from ember.tracer.prims.layout import (  # noqa: F401

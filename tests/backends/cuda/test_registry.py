@@ -24,7 +24,7 @@ from ember.tracer.primitive import Primitive, impl_rules, primitives
 from ember.tracer.prims.fusion import run_body
 from tests.backends import control_cases
 from tests.backends.llvm.test_registry import NOT_COMPILED
-from tests.backends.test_kernel import LINALG, ONE_NODE, body, data, positive_definite
+from tests.backends.test_kernel import INDEXED, LINALG, ONE_NODE, body, data, positive_definite
 
 
 def cuda_rule(prim) -> str | None:
@@ -41,7 +41,7 @@ def cuda_rule(prim) -> str | None:
         return "a tree reduction (render._reduction)" if Loop in render._STEP_RULES else None
     if prim in kernel._STEPS:
         step = {P.dot_general_p: Contraction, P.argmax_p: ArgReduce, P.argmin_p: ArgReduce,
-                P.scatter_add_p: Scatter, P.scatter_p: Scatter,
+                **dict.fromkeys(kernel.SCATTER_MODES, Scatter),
                 P.cholesky_p: Factorization, P.triangular_solve_p: Factorization, P.lu_p: Factorization,
                 P.qr_p: Factorization, P.eigh_p: Factorization, P.svd_p: Factorization,
                 }.get(prim)
@@ -121,6 +121,11 @@ def _cases() -> dict:
         "mul-vector-int8": (lambda x: x * np.int8(3) - x, (((4099,), "int8"),)),
         "convert-vector-f64-to-f32": (lambda x: P.convert_element_type(x, np.float32), (((1030,), "float64"),)),
         "dot-int": (lambda a, b: P.dot_general(a, b, (((1,), (0,)), ((), ()))), (((3, 4), "int32"), ((4, 2), "int32"))),
+        # the combining scatters' compare-and-swap loops at 1, 2, 4 and 8 bytes, bools, and NaN
+        **{f"{name}-{label}": (ONE_NODE[name][0], (((5, 3), dtype), ((4, 1), "int32"), ((4, 3), dtype)))
+           for name in ("scatter_mul", "scatter_min", "scatter_max")
+           for label, dtype in {"int8": "int8", "bool": "bool", "uint16": "uint16", "int32": "int32",
+                                "int64": "int64", "nan-float32": "float32"}.items()},
         "cholesky-batched": (P.cholesky, (((3, 5, 5), "float64"),)),
         "triangular_solve-right-upper-transposed-unit": (
             lambda a, b: P.triangular_solve(a, b, transpose_a=True, unit_diagonal=True),
@@ -144,10 +149,12 @@ CASES = _cases()
 def _args(name, avals):
     prim = name.split("-")[0]
     args = [(np.abs(data(s, d)) + 1).astype(d) if np.dtype(d).kind in "fiu" else data(s, d) for s, d in avals]
-    if prim in ("gather", "scatter_add", "scatter"):
+    if prim in INDEXED:
         args[1] = np.array([[1], [4], [1], [-2]], np.int32)
     if prim == "cholesky":
         args[0] = positive_definite(args[0])
+    if "-nan-" in name:  # a NaN in the operand and one among the updates of the repeated index
+        args[0][1, 1], args[2][2, 0] = np.nan, np.nan
     if name.startswith("argmax-block"):
         args[0][1, 1500] = np.nan
         args[0][2, :] = 1.0  # ties: the first index wins
@@ -202,9 +209,9 @@ def compiled():
 
 MATH = {p.name for p in llvm_scalar.MATH_LIBRARY} | {"pow"}
 # sums in another order than NumPy's (which adds a column of a float32 matrix one row after another):
-# the oracle check's tolerance; scatter_add adds with atomics, in any order (the one kernel whose float
-# results may vary run to run)
-SUMS = {"dot_general", "reduce_sum", "reduce_prod", "sum", "prod", "dot", "scatter_add"}
+# the oracle check's tolerance; scatter_add and scatter_mul combine with atomics, in any order (the kernels
+# whose float results may vary run to run)
+SUMS = {"dot_general", "reduce_sum", "reduce_prod", "sum", "prod", "dot", "scatter_add", "scatter_mul"}
 
 
 def _tolerance(name: str, dtype) -> float | None:

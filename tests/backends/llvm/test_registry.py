@@ -18,7 +18,7 @@ from ember.tracer.ir import Graph
 from ember.tracer.primitive import Primitive, impl_rules, primitives
 from ember.tracer.prims.fusion import run_body
 from tests.backends import control_cases
-from tests.backends.test_kernel import LINALG, ONE_NODE, body, data, positive_definite
+from tests.backends.test_kernel import INDEXED, LINALG, ONE_NODE, body, data, positive_definite
 
 NOT_COMPILED = {"custom_vjp_call": "inlined by the pipeline (passes/inline.py) before any backend",
                 "remat_call": "inlined by the pipeline (passes/inline.py) before any backend",
@@ -113,7 +113,7 @@ def test_each_primitive_compiles_and_matches_its_numpy_rule(prim):
     fn, avals = ONE_NODE[prim]
     g = body(lambda *a: [fn(*a)], *avals)
     args = [(np.abs(data(s, d)) + 1).astype(d) if np.dtype(d).kind in "fiu" else data(s, d) for s, d in avals]
-    if prim in ("gather", "scatter_add", "scatter"):
+    if prim in INDEXED:
         args[1] = np.array([[1], [4], [1], [-2]], np.int32)
     if prim == "cholesky":
         args[0] = positive_definite(args[0])
