@@ -239,8 +239,6 @@ HINTS: dict[str, dict[str, str]] = {
     "ember.numpy.linalg": {
         "vecdot": "use ember.numpy.sum(a * b, axis=-1)",
         "matrix_transpose": "use ember.numpy.swapaxes(x, -1, -2)",
-        "trace": "use ember.numpy.einsum('...ii', x)",
-        "diagonal": "use ember.numpy.einsum('...ii->...i', x)",
         "eig": f"a general matrix's eigenvalues are complex: {_NO_COMPLEX}; for a symmetric one use "
                "ember.numpy.linalg.eigh",
         "eigvals": f"a general matrix's eigenvalues are complex: {_NO_COMPLEX}; for a symmetric one use "

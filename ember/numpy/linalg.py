@@ -20,8 +20,8 @@ import numpy as np
 
 from ember.errors import AxisError, IncompatibleShapesError, ShapeError, user_location
 from ember.errors import missing_attribute as _missing_attribute
+from ember.numpy import _arrays, _products
 from ember.numpy import _math as m
-from ember.numpy import _products
 from ember.numpy import _reductions as r
 from ember.numpy._core import asarray, broadcast_shapes, normalize_axes, normalize_axis, promote, to_dtype
 from ember.numpy._creation import eye
@@ -30,9 +30,10 @@ from ember.numpy._shape import broadcast_to, expand_dims, moveaxis, reshape, squ
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 
-__all__ = ["cholesky", "cond", "det", "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm", "matrix_power",
+__all__ = ["cholesky", "cond", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm",
+           "matrix_power",
            "matrix_rank", "multi_dot", "norm", "outer", "pinv", "qr", "slogdet", "solve", "svd", "svdvals",
-           "tensordot", "tensorinv", "tensorsolve", "vector_norm"]
+           "tensordot", "tensorinv", "tensorsolve", "trace", "vector_norm"]
 
 
 class SlogdetResult(NamedTuple):
@@ -495,6 +496,25 @@ def tensordot(x1, x2, /, *, axes=2, precision=None, preferred_element_type=None)
     del precision
     out = _products.tensordot(x1, x2, axes=axes)
     return out if preferred_element_type is None else out.astype(preferred_element_type)
+
+
+def diagonal(x, /, *, offset: int = 0):
+    """The diagonals of a stack of matrices (the last two axes), as the array API's."""
+    return _arrays.diagonal(x, offset=offset, axis1=-2, axis2=-1)
+
+
+def trace(x, /, *, offset: int = 0, dtype=None):
+    """The traces of a stack of matrices (the last two axes), as the array API's."""
+    return _arrays.trace(x, offset=offset, axis1=-2, axis2=-1, dtype=dtype)
+
+
+def cross(x1, x2, /, *, axis: int = -1):
+    """The cross products of 3-vectors along `axis`, as the array API's (2-vectors are an error here)."""
+    x1, x2 = asarray(x1), asarray(x2)
+    if x1.shape[axis] != 3 or x2.shape[axis] != 3:
+        raise IncompatibleShapesError(f"cross: both inputs must hold 3-vectors along axis {axis}; got shapes "
+                                      f"{tuple(x1.shape)} and {tuple(x2.shape)}", user_location())
+    return _arrays.cross(x1, x2, axis=axis)
 
 
 def tensorinv(a, ind: int = 2):

@@ -62,6 +62,9 @@ def _table(np_mod):
         "matmul": lambda a, s, b, v: la.matmul(a, b),
         "tensorinv": lambda a, s, b, v: la.tensorinv(s[0].reshape(4, 2, 2), ind=1),
         "tensorsolve": lambda a, s, b, v: la.tensorsolve(s[1].reshape(2, 2, 4), b[0, :2, :2]),
+        "diagonal": lambda a, s, b, v: la.diagonal(a, offset=1),
+        "trace": lambda a, s, b, v: la.trace(a),
+        "cross": lambda a, s, b, v: la.cross(a[..., :3, 1:], b[:, :3, :]),
     }
 
 
