@@ -128,6 +128,19 @@ _NAMES = {
     "jax.scipy": """
         cluster fft integrate interpolate linalg ndimage signal sparse special stats
     """,
+    "jax.scipy.linalg": """
+        block_diag cho_factor cho_solve cholesky circulant companion convolution_matrix det dft eigh
+        eigh_tridiagonal expm expm_frechet fiedler fiedler_companion funm hadamard hankel helmert hessenberg
+        hilbert inv invhilbert invpascal leslie lu lu_factor lu_solve pascal polar qr qr_multiply rsf2csf
+        schur solve solve_sylvester solve_triangular sqrtm svd toeplitz
+    """,
+    "jax.lax.linalg": """
+        EigImplementation EighImplementation SvdAlgorithm cholesky cholesky_p cholesky_update
+        cholesky_update_p eig eig_p eigh eigh_p hessenberg hessenberg_p householder_product
+        householder_product_p lu lu_p lu_pivots_to_permutation lu_pivots_to_permutation_p ormqr ormqr_p qdwh
+        qr qr_p schur schur_p svd svd_p symmetric_product symmetric_product_p triangular_solve
+        triangular_solve_p tridiagonal tridiagonal_solve tridiagonal_solve_p tridiagonal_p
+    """,
     "jax.scipy.special": """
         bernoulli bessel_jn beta betainc betaln boxcox boxcox1p comb dawsn digamma entr erf erfc erfcx erfinv exp1
         expi expit expn factorial fresnel gamma gammainc gammaincc gammaln gammasgn hyp1f1 hyp2f1 i0 i0e i1 i1e
@@ -209,16 +222,12 @@ HINTS: dict[str, dict[str, str]] = {
         "bfloat16": "Ember's floats are float16, float32 and float64",
     },
     "ember.numpy.linalg": {
-        "matmul": "use ember.numpy.matmul",
-        "outer": "use ember.numpy.outer",
-        "tensordot": "use ember.numpy.tensordot",
         "vecdot": "use ember.numpy.sum(a * b, axis=-1)",
-        "vector_norm": "use ember.numpy.linalg.norm",
-        "matrix_norm": "use ember.numpy.linalg.norm(x, axis=(-2, -1))",
         "matrix_transpose": "use ember.numpy.swapaxes(x, -1, -2)",
-        "trace": "use ember.numpy.einsum('...ii', x)",
-        "diagonal": "use ember.numpy.einsum('...ii->...i', x)",
-        "multi_dot": "chain ember.numpy.matmul (x @ y @ z)",
+        "eig": f"a general matrix's eigenvalues are complex: {_NO_COMPLEX}; for a symmetric one use "
+               "ember.numpy.linalg.eigh",
+        "eigvals": f"a general matrix's eigenvalues are complex: {_NO_COMPLEX}; for a symmetric one use "
+                   "ember.numpy.linalg.eigvalsh",
     },
     "ember.lax": {
         "associative_scan": "ember.lax.scan computes the same prefix combination sequentially",
@@ -236,7 +245,6 @@ HINTS: dict[str, dict[str, str]] = {
         "custom_root": "use ember.custom_vjp around the solver",
         "custom_linear_solve": "use ember.custom_vjp around the solver",
         "fft": "Ember has no FFT",
-        "linalg": "use ember.numpy.linalg",
         "Precision": "Ember computes in the operands' precision; lax functions accept and ignore precision=",
         "psum": "Ember has no named axes or devices to reduce over; use ember.vmap and reduce the batch axis",
         "pmean": "Ember has no named axes or devices to reduce over; use ember.vmap and reduce the batch axis",
@@ -258,8 +266,8 @@ HINTS: dict[str, dict[str, str]] = {
         "ndtri": "use sqrt(2) * ember.scipy.special.erfinv(2 * p - 1)",
         "entr": "use ember.numpy.where(x == 0, 0, -x * ember.numpy.log(x))",
     },
-    "ember.scipy": {module: "Ember has only ember.scipy.special" for module in
-                    ("linalg", "stats", "signal", "fft", "integrate", "interpolate", "ndimage", "sparse", "cluster")},
+    "ember.scipy": {module: "Ember has only ember.scipy.special and ember.scipy.linalg" for module in
+                    ("stats", "signal", "fft", "integrate", "interpolate", "ndimage", "sparse", "cluster")},
     "ember.tree_util": {
         "default_registry": "Ember has one registry: register with ember.tree_util.register_pytree_node",
     },

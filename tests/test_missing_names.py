@@ -23,6 +23,8 @@ MIRRORS = {
     "ember.numpy": "jax.numpy", "ember.numpy.linalg": "jax.numpy.linalg", "ember.lax": "jax.lax",
     "ember.nn": "jax.nn", "ember.tree_util": "jax.tree_util", "ember.tree": "jax.tree", "ember.scipy": "jax.scipy",
     "ember.scipy.special": "jax.scipy.special", "ember.random": "jax.random",
+    "ember.scipy.linalg": "jax.scipy.linalg",
+    "ember.lax.linalg": "jax.lax.linalg",
 }
 
 

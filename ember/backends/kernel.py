@@ -6,8 +6,10 @@ maps, the primitives' scalar ops, shared subexpressions once), folds values into
 some of its axes and stores values at the identity index; a `Contraction` is a dot_general into a
 buffer (an epilogue's loop then runs over that buffer); an `ArgReduce` is an argmax/argmin along one
 axis, a `Scatter` writes updates at computed positions, a `Cumulative` is a running sum, product,
-max or min along one axis and a `Sort` sorts several operands together along one axis, writing one
-output each (their operands are buffers: a computed operand is stored first). Layout ops never appear as ops: broadcast,
+max or min along one axis, a `Sort` sorts several operands together along one axis, writing one
+output each, and a `Factorization` runs a dense linear-algebra routine on stacks of matrices, writing
+each of its outputs (their operands are buffers: a computed operand is stored first). Layout ops never
+appear as ops: broadcast,
 reshape, transpose, slice, pad, rev, concatenate, iota and gather become index arithmetic
 (kernel_index) and selects. Reductions and dots are the only values held in buffers between steps,
 so consumers of a reduced value run in a later loop over the reduced space. `evaluate` runs a
@@ -150,7 +152,23 @@ class Sort:
     outs: tuple[str, ...]
 
 
-Step = Loop | Contraction | ArgReduce | Scatter | Cumulative | Sort
+@dataclass(frozen=True)
+class Factorization:
+    """outs = dense linear-algebra `routine` (cholesky, triangular_solve, lu, qr, eigh, svd) of the `operands`,
+    each a stack of matrices (the last two axes; the leading ones batched), with the primitive's
+    `params` (sorted name, value pairs): what the primitive's numpy reference computes. One step
+    writes every output of its routine (lu's factors, pivots and permutation)."""
+
+    routine: str
+    operands: tuple[str, ...]
+    params: tuple
+    outs: tuple[str, ...]
+
+    def param(self, name: str):
+        return dict(self.params)[name]
+
+
+Step = Loop | Contraction | ArgReduce | Scatter | Cumulative | Sort | Factorization
 
 
 @dataclass(frozen=True)
@@ -180,14 +198,14 @@ def step_reads(step: Step) -> tuple[str, ...]:
         return (step.operand, step.indices, step.updates)
     if isinstance(step, Cumulative):
         return (step.operand,)
-    if isinstance(step, Sort):
+    if isinstance(step, (Sort, Factorization)):
         return step.operands
     return ()
 
 
 def step_writes(step: Step) -> tuple[str, ...]:
-    """The buffers a step other than a Loop writes (a Sort one per operand)."""
-    return step.outs if isinstance(step, Sort) else (step.out,)
+    """The buffers a step other than a Loop writes (a Sort's and a Factorization's: one per output)."""
+    return step.outs if isinstance(step, (Sort, Factorization)) else (step.out,)
 
 
 _COMBINE = {P.reduce_sum_p: "add", P.reduce_prod_p: "mul", P.reduce_max_p: "max", P.reduce_min_p: "min"}
@@ -266,10 +284,10 @@ class _Lowering:
                     if a not in self.buffer:
                         jobs.append((self.level_of(self.reads(a)), "store", a, self.assign(a)))
                         after.append(jobs[-1][0])
-                for o in node.outputs:
-                    self.level[o] = 1 + max(after)
-                names = tuple(self.assign(o, out_names.get(o)) for o in node.outputs)
-                jobs.append((self.level[v], "step", v, names if node.prim.multiple_results else names[0]))
+                for w in node.outputs:  # a step writes every output of its node
+                    self.level[w] = 1 + max(after)
+                    self.assign(w, out_names.get(w))
+                jobs.append((self.level[v], "step", v, self.buffer[v]))
             else:
                 self.level[v] = self.level_of(self.reads(node.inputs[0]))
                 jobs.append((self.level[v], "reduce", v, self.assign(v, out_names.get(v))))
@@ -307,7 +325,8 @@ class _Lowering:
     def step(self, job) -> Step:
         _, _, v, name = job
         node = self.producer[v]
-        return _STEPS[node.prim](*(self.buffer[a] for a in node.inputs), out=name, **node.params)
+        out = tuple(self.buffer[w] for w in node.outputs) if node.prim.multiple_results else name
+        return _STEPS[node.prim](*(self.buffer[a] for a in node.inputs), out=out, **node.params)
 
     def loop(self, key, jobs) -> Loop:
         _, space, axes = key
@@ -540,6 +559,13 @@ def _sort(*operands, out, dimension, is_stable, num_keys):
     return Sort(tuple(operands), dimension, num_keys, tuple(out))
 
 
+def _factorization(routine):
+    def rule(*operands, out, **params):
+        outs = out if isinstance(out, tuple) else (out,)
+        return Factorization(routine, operands, tuple(sorted(params.items())), outs)
+    return rule
+
+
 # a Scatter's mode by primitive: its combining elementwise primitive's name, or replace
 SCATTER_MODES = {P.scatter_p: "replace", P.scatter_add_p: "add", P.scatter_mul_p: "mul", P.scatter_min_p: "min",
                  P.scatter_max_p: "max"}
@@ -550,7 +576,14 @@ _STEPS = {P.dot_general_p: _contraction, P.argmax_p: _arg_reduce("argmax"), P.ar
           P.cummax_p: _cumulative("max"),
           P.cummin_p: _cumulative("min"),
           P.cumlogsumexp_p: _cumulative("logaddexp"),
-          P.sort_p: _sort}
+          P.sort_p: _sort,
+          P.cholesky_p: _factorization("cholesky"),
+          P.triangular_solve_p: _factorization("triangular_solve"),
+          P.lu_p: _factorization("lu"),
+          P.qr_p: _factorization("qr"),
+          P.eigh_p: _factorization("eigh"),
+          P.svd_p: _factorization("svd"),
+          }
 
 
 def _alias_epilogues(k: Kernel) -> Kernel:
@@ -617,6 +650,8 @@ _STEP_TEXT = {
                           f"{' reverse' if s.reverse else ''}",
     Sort: lambda s: f"  {', '.join(s.outs)} = sort {' '.join(s.operands)} dimension={s.dimension} "
                     f"num_keys={s.num_keys}",
+    Factorization: lambda s: f"  {', '.join(s.outs)} = {s.routine} {' '.join(s.operands)}"
+                             + "".join(f" {k}={v}" for k, v in s.params),
 }
 
 
@@ -661,7 +696,8 @@ def evaluate(kernel: Kernel, *arrays, math: str = "numpy") -> tuple[np.ndarray, 
             _run_loop(step, bufs, math == "algorithm")
         else:
             values = _STEP_EVAL[type(step)](step, *(bufs[b] for b in step_reads(step)))
-            for name, value in zip(step_writes(step), values if isinstance(step, Sort) else (values,)):
+            for name, value in zip(step_writes(step), values if isinstance(step, (Sort, Factorization)) else (values,),
+                                   strict=True):
                 bufs[name][...] = value
     return tuple(bufs[b.name] for b in kernel.outputs)
 
@@ -674,7 +710,15 @@ _STEP_EVAL = {
     Scatter: lambda s, x, i, u: impl_rules[_SCATTER_PRIMS[s.mode]](x, i, u, batch_dims=s.batch_dims),
     Cumulative: lambda s, x: cumulative_reference(s.combine, x, s.axis, s.reverse),
     Sort: lambda s, *xs: impl_rules[P.sort_p](*xs, dimension=s.dimension, is_stable=True, num_keys=s.num_keys),
+    Factorization: lambda s, *xs: _factorization_eval(s, xs),
 }
+
+
+def _factorization_eval(step: Factorization, operands) -> tuple:
+    """The routine's primitive's reference on the operand buffers, as a tuple of outputs."""
+    prim = _PRIMS[step.routine]
+    result = impl_rules[prim](*operands, **dict(step.params))
+    return tuple(result) if prim.multiple_results else (result,)
 
 
 def _run_loop(loop: Loop, bufs: dict, algorithms: bool = False) -> None:

@@ -18,6 +18,7 @@ import numpy as _np
 from ember.errors import ShapeError as _ShapeError
 from ember.errors import missing_attribute as _missing_attribute
 from ember.errors import user_location as _user_location
+from ember.lax import linalg  # noqa: F401  (ember.lax.linalg, as jax.lax.linalg)
 from ember.lax.control import cond, fori_loop, map, scan, select_n, switch, while_loop
 from ember.lax.layout import as_operand as _as_operand
 from ember.lax.layout import (

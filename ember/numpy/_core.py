@@ -168,6 +168,13 @@ ARRAY_PARAMS: dict[str, tuple[int, ...] | str] = {
     **dict.fromkeys(["digitize", "nanpercentile", "nanquantile", "percentile", "quantile", "searchsorted"],
                     (0, 1)),
     "lexsort": _SEQ,
+    **dict.fromkeys(["cholesky", "det", "inv", "matrix_power", "slogdet"], (0,)),  # ember.numpy.linalg
+    **dict.fromkeys(["qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank", "cond"], (0,)),
+    "solve": (0, 1),
+    "lstsq": (0, 1),
+    **dict.fromkeys(["matrix_norm", "vector_norm", "tensorinv"], (0,)),
+    "tensorsolve": (0, 1),
+    "multi_dot": _SEQ,
 }
 
 

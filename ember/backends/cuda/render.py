@@ -15,6 +15,8 @@ math functions they call. Each step of the description becomes:
   kernel (one thread per output element, the contraction walked in order) for the other dtypes and
   for host execution.
 - an `ArgReduce`: one kernel, a (value, index) fold per lane and the same trees.
+- a `Factorization` (cholesky, triangular_solve, lu): kernels of linalg.py, a block per matrix or a
+  thread per right-hand side.
 - a `Scatter`: the operand copied to the output, then one thread per update element; `add` adds with
   atomics, `mul`, `min` and `max` (and `add` below 4 bytes) combine through a compare-and-swap loop
   (`ember_atomic_update`) by the elementwise rule of their primitive (float sums and products may then
@@ -33,10 +35,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ember.backends.cuda import linalg
 from ember.backends.cuda import scalar as S
 from ember.backends.cuda import sort as sort_rules
 from ember.backends.cuda.types import memory_type, register_type
-from ember.backends.kernel import ArgReduce, Buffer, Contraction, Cumulative, Kernel, Loop, Op, Scatter, Sort, strides
+from ember.backends.kernel import (
+    ArgReduce,
+    Buffer,
+    Contraction,
+    Cumulative,
+    Factorization,
+    Kernel,
+    Loop,
+    Op,
+    Scatter,
+    Sort,
+    strides,
+)
 from ember.backends.kernel_index import Ix
 from ember.backends.schedule import GridPolicy, affine, gpu_grid, no_alias, offset, round_up
 
@@ -828,6 +843,7 @@ _STEP_RULES = {
     Scatter: _scatter,
     Cumulative: sort_rules.cumulative,
     Sort: sort_rules.sort,
+    Factorization: linalg.render,
 }
 
 # Helpers every kernel source may use, in CUDA C that the device prelude and the host header both accept.

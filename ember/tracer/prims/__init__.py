@@ -111,6 +111,23 @@ from ember.tracer.prims.layout import (  # noqa: F401
     transpose,
     transpose_p,
 )
+from ember.tracer.prims.linalg import (  # noqa: F401
+    cholesky,
+    cholesky_p,
+    eigh,
+    eigh_p,
+    inverse_permutation,
+    lu,
+    lu_p,
+    lu_solve,
+    qr,
+    qr_p,
+    svd,
+    svd_p,
+    take_rows,
+    triangular_solve,
+    triangular_solve_p,
+)
 from ember.tracer.prims.reduce import (  # noqa: F401
     argmax,
     argmax_p,
