@@ -27,6 +27,7 @@ from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Graph, Literal, Node, Params, Var, verified
 from ember.tracer.primitive import Primitive, impl_rules, shape_rules
 
+
 class _TraceState(threading.local):
     """Per thread: `stack`, the builders of the traces under way (None before the thread's first)."""
 
