@@ -19,6 +19,16 @@ from ember.errors import ShapeError as _ShapeError
 from ember.errors import missing_attribute as _missing_attribute
 from ember.errors import user_location as _user_location
 from ember.lax.control import cond, fori_loop, map, scan, select_n, switch, while_loop
+from ember.lax.convolution import (
+    ConvDimensionNumbers,
+    conv,
+    conv_dimension_numbers,
+    conv_general_dilated,
+    conv_general_permutations,
+    conv_transpose,
+    conv_with_general_padding,
+    padtype_to_pads,
+)
 from ember.lax.layout import as_operand as _as_operand
 from ember.lax.layout import (
     broadcast,
@@ -173,6 +183,12 @@ __all__ += [
     "reduce_or", "reduce_prod", "reduce_sum", "dynamic_index_in_dim", "dynamic_slice", "dynamic_slice_in_dim",
     "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim", "index_in_dim",
     "slice", "slice_in_dim", "split", "clamp",
+]
+
+# lax's convolutions (ember/lax/convolution.py)
+__all__ += [
+    "ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_general_permutations",
+    "conv_transpose", "conv_with_general_padding", "padtype_to_pads",
 ]
 
 

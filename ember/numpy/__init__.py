@@ -11,6 +11,7 @@ import numpy as _np
 from ember.errors import missing_attribute as _missing_attribute
 from ember.naming import publish as _publish
 from ember.numpy import _core, _creation, _methods, linalg
+from ember.numpy._convolve import convolve, correlate
 from ember.numpy._creation import (
     arange,
     empty,
@@ -194,6 +195,7 @@ __all__ = [
     "cbrt", "copysign", "exp2", "hypot", "logaddexp", "logaddexp2", "nextafter",
     "bitwise_xor", "bitwise_not", "invert", "bitwise_invert", "left_shift", "right_shift", "bitwise_left_shift",
     "bitwise_right_shift", "bitwise_count",
+    "convolve", "correlate",
 ]
 
 

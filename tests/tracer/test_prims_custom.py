@@ -264,7 +264,8 @@ COVERED = {
 NO_RULE_ERRORS = {"stop_gradient"}
 FAMILY_MODULES = ["elementwise", "layout", "reduce", "dot", "indexing", "custom", "custom_jvp", "fusion", "remat",
                   "control", "bits",
-                  "scatter_combine"]
+                  "scatter_combine",
+                  "conv"]
 
 
 def _covered(aspect: str) -> set:
