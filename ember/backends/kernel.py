@@ -4,7 +4,8 @@
 order. A `Loop` walks an iteration space, computes a scalar op DAG per point (loads through index
 maps, the primitives' scalar ops, shared subexpressions once), folds values into reductions over
 some of its axes and stores values at the identity index; a `Contraction` is a dot_general into a
-buffer (an epilogue's loop then runs over that buffer); an `ArgReduce` is an argmax/argmin along one
+buffer (an epilogue's loop then runs over that buffer), a `Convolution` a conv_general_dilated
+likewise; an `ArgReduce` is an argmax/argmin along one
 axis and a `Scatter` writes updates at computed positions (their operands are buffers: a computed
 operand is stored first). Layout ops never appear as ops: broadcast,
 reshape, transpose, slice, pad, rev, concatenate, iota and gather become index arithmetic
@@ -124,7 +125,31 @@ class Scatter:
     out: str
 
 
+@dataclass(frozen=True)
+class Convolution:
+    """out = conv_general_dilated(lhs, rhs) with the primitive's canonical params (explicit (lo, hi)
+    padding, dimension numbers as (lhs_spec, rhs_spec, out_spec) int tuples)."""
+
+    lhs: str
+    rhs: str
+    window_strides: tuple[int, ...]
+    padding: tuple[tuple[int, int], ...]
+    lhs_dilation: tuple[int, ...]
+    rhs_dilation: tuple[int, ...]
+    dimension_numbers: tuple[tuple[int, ...], ...]
+    feature_group_count: int
+    batch_group_count: int
+    out: str
+
+    def params(self) -> dict:
+        """The primitive's params, as its numpy reference takes them."""
+        return {name: getattr(self, name) for name in CONV_PARAMS}
+
+
+CONV_PARAMS = ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
+               "feature_group_count", "batch_group_count")
 Step = Loop | Contraction | ArgReduce | Scatter
+Step = Step | Convolution
 
 
 @dataclass(frozen=True)
@@ -152,6 +177,8 @@ def step_reads(step: Step) -> tuple[str, ...]:
         return (step.operand,)
     if isinstance(step, Scatter):
         return (step.operand, step.indices, step.updates)
+    if isinstance(step, Convolution):
+        return (step.lhs, step.rhs)
     return ()
 
 
@@ -481,6 +508,10 @@ def _contraction(lhs, rhs, *, out, dimension_numbers):
     return Contraction(lhs, rhs, dimension_numbers, out)
 
 
+def _convolution(lhs, rhs, *, out, **params):
+    return Convolution(lhs, rhs, out=out, **params)
+
+
 def _arg_reduce(combine):
     def rule(operand, *, out, axis, index_dtype):
         return ArgReduce(combine, operand, axis, np.dtype(index_dtype), out)
@@ -497,16 +528,22 @@ def _scatter(mode):
 SCATTER_MODES = {P.scatter_p: "replace", P.scatter_add_p: "add", P.scatter_mul_p: "mul", P.scatter_min_p: "min",
                  P.scatter_max_p: "max"}
 _STEPS = {P.dot_general_p: _contraction, P.argmax_p: _arg_reduce("argmax"), P.argmin_p: _arg_reduce("argmin"),
-          **{prim: _scatter(mode) for prim, mode in SCATTER_MODES.items()}}
+          **{prim: _scatter(mode) for prim, mode in SCATTER_MODES.items()},
+          P.conv_general_dilated_p: _convolution,
+}
+
+
+# steps that write their whole result before anything reads it, so an epilogue can run over it in place
+_EPILOGUE_STEPS = (Contraction, Convolution)
 
 
 def _alias_epilogues(k: Kernel) -> Kernel:
-    """A contraction whose temp is read only by the loop storing an output of its shape and dtype,
-    at the identity index, writes that output instead: the epilogue then runs in place over it."""
+    """A contraction or convolution whose temp is read only by the loop storing an output of its shape
+    and dtype, at the identity index, writes that output instead: the epilogue then runs in place over it."""
     steps = list(k.steps)
     temps = {t.name: t for t in k.temps}
     for s, c in enumerate(steps):
-        if not isinstance(c, Contraction) or c.out not in temps:
+        if not isinstance(c, _EPILOGUE_STEPS) or c.out not in temps:
             continue
         readers = [n for n, st in enumerate(steps) if isinstance(st, Loop) and _loads_of(st, c.out)]
         if len(readers) != 1 or any(c.out in step_reads(st) for st in steps):
@@ -560,6 +597,8 @@ _STEP_TEXT = {
     ArgReduce: lambda s: f"  {s.out} = {s.combine} {s.operand} axis={s.axis} index_dtype={s.index_dtype.name}",
     Scatter: lambda s: f"  {s.out} = scatter-{s.mode} {s.operand} at {s.indices} of {s.updates} "
                        f"batch_dims={s.batch_dims}",
+    Convolution: lambda s: f"  {s.out} = conv_general_dilated {s.lhs} {s.rhs} "
+                           + " ".join(f"{k}={v}" for k, v in s.params().items()),
 }
 
 
@@ -613,6 +652,7 @@ _STEP_EVAL = {
     Contraction: lambda s, lhs, rhs: impl_rules[P.dot_general_p](lhs, rhs, dimension_numbers=s.dimension_numbers),
     ArgReduce: lambda s, x: impl_rules[_PRIMS[s.combine]](x, axis=s.axis, index_dtype=s.index_dtype),
     Scatter: lambda s, x, i, u: impl_rules[_SCATTER_PRIMS[s.mode]](x, i, u, batch_dims=s.batch_dims),
+    Convolution: lambda s, lhs, rhs: impl_rules[P.conv_general_dilated_p](lhs, rhs, **s.params()),
 }
 
 

@@ -15,7 +15,7 @@ from ember.backends import kernel
 from ember.backends.cuda import control, render, scalar
 from ember.backends.cuda.backend import compile_many
 from ember.backends.debug import ORACLE_RTOL
-from ember.backends.kernel import ArgReduce, Contraction, Loop, Scatter
+from ember.backends.kernel import ArgReduce, Contraction, Convolution, Loop, Scatter
 from ember.backends.llvm import scalar as llvm_scalar
 from ember.passes.memory import plan_memory
 from ember.tracer import prims as P
@@ -41,7 +41,9 @@ def cuda_rule(prim) -> str | None:
         return "a tree reduction (render._reduction)" if Loop in render._STEP_RULES else None
     if prim in kernel._STEPS:
         step = {P.dot_general_p: Contraction, P.argmax_p: ArgReduce, P.argmin_p: ArgReduce,
-                **dict.fromkeys(kernel.SCATTER_MODES, Scatter)}.get(prim)
+                **dict.fromkeys(kernel.SCATTER_MODES, Scatter),
+                P.conv_general_dilated_p: Convolution,
+                }.get(prim)
         return f"a step rule ({step.__name__})" if step in render._STEP_RULES else None
     return None
 
@@ -66,7 +68,8 @@ def test_a_primitive_without_a_rule_is_named():
 
 
 def test_every_step_kind_has_a_rule():
-    assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter}
+    assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter,
+                                       Convolution}
 
 
 def test_every_control_primitive_has_a_runner_and_an_example():
@@ -115,6 +118,13 @@ def _cases() -> dict:
         "gt-vector-bool-out": (lambda x: x > 0.5, (((2000, 3), "float32"),)),
         "mul-vector-int8": (lambda x: x * np.int8(3) - x, (((4099,), "int8"),)),
         "convert-vector-f64-to-f32": (lambda x: P.convert_element_type(x, np.float32), (((1030,), "float64"),)),
+        # lhs and rhs dilation, negative padding, batch groups, in three layouts; ints exactly
+        "conv_general_dilated-dilated-int": (
+            lambda x, w: P.conv_general_dilated(x, w, window_strides=(1, 2), padding=((2, -1), (1, 1)),
+                                                lhs_dilation=(2, 1), rhs_dilation=(1, 2),
+                                                dimension_numbers=((1, 0, 2, 3), (0, 1, 2, 3), (2, 1, 0, 3)),
+                                                batch_group_count=2),
+            (((3, 4, 5, 6), "int32"), ((4, 3, 2, 2), "int32"))),
         "dot-int": (lambda a, b: P.dot_general(a, b, (((1,), (0,)), ((), ()))), (((3, 4), "int32"), ((4, 2), "int32"))),
         # the combining scatters' compare-and-swap loops at 1, 2, 4 and 8 bytes, bools, and NaN
         **{f"{name}-{label}": (ONE_NODE[name][0], (((5, 3), dtype), ((4, 1), "int32"), ((4, 3), dtype)))
@@ -192,7 +202,8 @@ MATH = {p.name for p in llvm_scalar.MATH_LIBRARY} | {"pow"}
 # sums in another order than NumPy's (which adds a column of a float32 matrix one row after another):
 # the oracle check's tolerance; scatter_add and scatter_mul combine with atomics, in any order (the kernels
 # whose float results may vary run to run)
-SUMS = {"dot_general", "reduce_sum", "reduce_prod", "sum", "prod", "dot", "scatter_add", "scatter_mul"}
+SUMS = {"dot_general", "reduce_sum", "reduce_prod", "sum", "prod", "dot", "scatter_add", "scatter_mul",
+        "conv_general_dilated"}
 
 
 def _tolerance(name: str, dtype) -> float | None:

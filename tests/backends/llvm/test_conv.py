@@ -1,0 +1,87 @@
+"""Convolution steps rendered by ember.backends.llvm.conv, both methods (im2col and the product, the
+direct nest) over the convolution grid of tests/tracer/test_prims_conv.py, run natively against
+conv_general_dilated's numpy rule: ints exactly, floats within rounding. One module holds every
+case, so the whole grid is one compile."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+
+from ember.backends.kernel import Buffer, Convolution
+from ember.backends.llvm import conv, dot
+from ember.tracer import prims as P
+from ember.tracer.aval import ShapedArray
+from ember.tracer.primitive import impl_rules, shape_rules
+from tests.backends.llvm.harness import Compiled, new_module, pointer_function
+from tests.tracer.test_prims_conv import GRID, _explicit, grid_inputs
+
+METHODS = {"im2col": 0, "direct": 10 ** 9}  # DIRECT_MAX_K forcing each method
+DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.float16))
+
+
+def _step(i: int, dtype) -> tuple[Convolution, dict]:
+    ls, rs, kw = GRID[i]
+    params = _explicit(ls, rs, kw)
+    out = shape_rules[P.conv_general_dilated_p](ShapedArray(ls, dtype), ShapedArray(rs, dtype), **params)
+    buffers = {"in0": Buffer("in0", ls, dtype), "in1": Buffer("in1", rs, dtype),
+               "out0": Buffer("out0", out.shape, dtype)}
+    return Convolution("in0", "in1", out="out0", **params), buffers
+
+
+def test_both_methods_match_the_reference_over_the_grid():
+    module = new_module()
+    scratch = {}
+    for name, limit in METHODS.items():
+        with mock.patch.object(conv, "DIRECT_MAX_K", limit), mock.patch.object(dot, "BLAS_MIN_STEPS", 64):
+            for i in range(len(GRID)):
+                for dt in DTYPES:
+                    step, buffers = _step(i, dt)
+                    assert conv.method(step, buffers) == name
+                    fn, builder = pointer_function(module, f"{name}_{i}_{dt.name}", 4)
+                    conv.emit_convolution(builder, step, buffers, dict(zip(("in0", "in1", "out0"), fn.args)),
+                                          fn.args[3])
+                    builder.ret_void()
+                    scratch[fn.name] = conv.scratch_bytes(step, buffers)
+    compiled = Compiled(module, dot.blas_symbols(), opt=0)  # unoptimized: 1 s, not 6 (the suite's jits run -O3)
+    for name in METHODS:
+        for i in range(len(GRID)):
+            for dt in DTYPES:
+                step, buffers = _step(i, dt)
+                lhs, rhs = grid_inputs(i, np.int32 if dt.kind == "i" else np.float32)
+                lhs, rhs = lhs.astype(dt), rhs.astype(dt)
+                want = impl_rules[P.conv_general_dilated_p](lhs, rhs, **step.params())
+                out = np.full(buffers["out0"].shape, 99, dt)  # the old contents must not matter
+                room = scratch[f"{name}_{i}_{dt.name}"]
+                raw = np.full(room + 64, 0xAB, np.uint8)
+                aligned = raw[-raw.ctypes.data % 64:][:max(room, 1)]
+                compiled.call(f"{name}_{i}_{dt.name}", lhs, rhs, out, aligned)
+                if dt.kind == "i":
+                    np.testing.assert_array_equal(out, want, err_msg=f"{name} {GRID[i][2]}")
+                else:
+                    tol = 2e-5 if dt == np.float32 else 2e-2
+                    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol,
+                                               err_msg=f"{name} {dt} {GRID[i][2]}")
+
+
+def test_the_choice_rule():
+    """Window sums (input features per group x window) up to DIRECT_MAX_K take the direct nest, longer
+    ones im2col, whose matrix is workspace (scratch) of the kernel."""
+    def step(c_in, groups, k):
+        ls, rs = (2, c_in * groups, 8, 8), (4 * groups, c_in, k, k)
+        params = dict(window_strides=(1, 1), padding=((1, 1), (1, 1)), lhs_dilation=(1, 1), rhs_dilation=(1, 1),
+                      dimension_numbers=((0, 1, 2, 3),) * 3, feature_group_count=groups, batch_group_count=1)
+        out = shape_rules[P.conv_general_dilated_p](ShapedArray(ls, np.float32), ShapedArray(rs, np.float32),
+                                                    **params)
+        f32 = np.dtype(np.float32)
+        bufs = {"x": Buffer("x", ls, f32), "w": Buffer("w", rs, f32), "y": Buffer("y", out.shape, f32)}
+        return Convolution("x", "w", out="y", **params), bufs
+
+    for c_in, groups, k in ((1, 16, 3), (3, 1, 3), (64, 1, 3)):
+        s, b = step(c_in, groups, k)
+        assert conv.method(s, b) == ("direct" if c_in * k * k <= conv.DIRECT_MAX_K else "im2col")
+        if conv.method(s, b) == "im2col":
+            assert conv.scratch_bytes(s, b) >= 2 * groups * c_in * 9 * 8 * 8 * 4
+    with mock.patch.object(conv, "DIRECT_MAX_K", 9):
+        assert [conv.method(*step(c, g, 3)) for c, g in ((1, 16), (2, 1))] == ["direct", "im2col"]
