@@ -17,7 +17,7 @@ from ember.tracer.primitive import impl_rules, shape_rules
 from tests.backends.llvm.harness import Compiled, new_module, pointer_function
 from tests.tracer.test_prims_conv import GRID, _explicit, grid_inputs
 
-METHODS = {"im2col": 0, "direct": 10 ** 9}  # DIRECT_MAX_K forcing each method
+METHODS = {"im2col": 0, "direct": 10 ** 9}  # DIRECT_MAX_PRODUCT forcing each method
 DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.float16))
 
 
@@ -34,11 +34,12 @@ def test_both_methods_match_the_reference_over_the_grid():
     module = new_module()
     scratch = {}
     for name, limit in METHODS.items():
-        with mock.patch.object(conv, "DIRECT_MAX_K", limit), mock.patch.object(dot, "BLAS_MIN_STEPS", 64):
+        with mock.patch.object(conv, "DIRECT_MAX_PRODUCT", limit), mock.patch.object(dot, "BLAS_MIN_STEPS", 64):
             for i in range(len(GRID)):
                 for dt in DTYPES:
                     step, buffers = _step(i, dt)
-                    assert conv.method(step, buffers) == name
+                    able = name == "im2col" or conv.vectorizable(step, buffers)
+                    assert conv.method(step, buffers) == (name if able else "im2col")
                     fn, builder = pointer_function(module, f"{name}_{i}_{dt.name}", 4)
                     conv.emit_convolution(builder, step, buffers, dict(zip(("in0", "in1", "out0"), fn.args)),
                                           fn.args[3])
@@ -66,22 +67,25 @@ def test_both_methods_match_the_reference_over_the_grid():
 
 
 def test_the_choice_rule():
-    """Window sums (input features per group x window) up to DIRECT_MAX_K take the direct nest, longer
-    ones im2col, whose matrix is workspace (scratch) of the kernel."""
-    def step(c_in, groups, k):
-        ls, rs = (2, c_in * groups, 8, 8), (4 * groups, c_in, k, k)
+    """A small product per group (output features x window sum: depthwise) over rows along a spatial
+    axis takes the direct nest, anything else im2col, whose matrix is workspace (scratch) of the kernel."""
+    def step(c_in, c_out, groups, layout="NCHW"):
+        specs = {"NCHW": ((0, 1, 2, 3),) * 3, "NHWC": ((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))}[layout]
+        canon_l, canon_r = (2, c_in * groups, 8, 8), (c_out * groups, c_in, 3, 3)
+        ls = tuple(canon_l[specs[0].index(a)] for a in range(4))
+        rs = tuple(canon_r[specs[1].index(a)] for a in range(4))
         params = dict(window_strides=(1, 1), padding=((1, 1), (1, 1)), lhs_dilation=(1, 1), rhs_dilation=(1, 1),
-                      dimension_numbers=((0, 1, 2, 3),) * 3, feature_group_count=groups, batch_group_count=1)
+                      dimension_numbers=specs, feature_group_count=groups, batch_group_count=1)
         out = shape_rules[P.conv_general_dilated_p](ShapedArray(ls, np.float32), ShapedArray(rs, np.float32),
                                                     **params)
         f32 = np.dtype(np.float32)
         bufs = {"x": Buffer("x", ls, f32), "w": Buffer("w", rs, f32), "y": Buffer("y", out.shape, f32)}
         return Convolution("x", "w", out="y", **params), bufs
 
-    for c_in, groups, k in ((1, 16, 3), (3, 1, 3), (64, 1, 3)):
-        s, b = step(c_in, groups, k)
-        assert conv.method(s, b) == ("direct" if c_in * k * k <= conv.DIRECT_MAX_K else "im2col")
-        if conv.method(s, b) == "im2col":
-            assert conv.scratch_bytes(s, b) >= 2 * groups * c_in * 9 * 8 * 8 * 4
-    with mock.patch.object(conv, "DIRECT_MAX_K", 9):
-        assert [conv.method(*step(c, g, 3)) for c, g in ((1, 16), (2, 1))] == ["direct", "im2col"]
+    assert conv.method(*step(1, 1, 16)) == "direct"  # depthwise 3x3: 1 x 9
+    assert conv.method(*step(2, 2, 8)) == "direct"  # 2 x 18
+    assert conv.method(*step(1, 1, 16, "NHWC")) == "im2col"  # rows would run along the features
+    for c_in, c_out in ((3, 16), (64, 64)):
+        s, b = step(c_in, c_out, 1)
+        assert conv.method(s, b) == "im2col"
+        assert conv.scratch_bytes(s, b) >= 2 * c_in * 9 * 8 * 8 * 4  # the im2col matrix
