@@ -246,7 +246,6 @@ HINTS: dict[str, dict[str, str]] = {
         "sort_key_val": f"sorting is not in traced code yet; {_UNDER_JIT}",
         "top_k": f"it needs a sort, not in traced code yet; {_UNDER_JIT}",
         "reduce": "use ember.lax.reduce_sum, reduce_max, reduce_min or reduce_prod (ember.lax.scan for others)",
-        "reduce_window": "sum shifted slices (ember.lax.slice) of the padded operand (ember.lax.pad)",
         "gather": "index with ember.numpy (x[idx]); lax's GatherDimensionNumbers are not supported",
         "scatter": "use x.at[idx].set(v); lax's ScatterDimensionNumbers are not supported",
         "scatter_add": "use x.at[idx].add(v); lax's ScatterDimensionNumbers are not supported",

@@ -5,7 +5,7 @@ order. A `Loop` walks an iteration space, computes a scalar op DAG per point (lo
 maps, the primitives' scalar ops, shared subexpressions once), folds values into reductions over
 some of its axes and stores values at the identity index; a `Contraction` is a dot_general into a
 buffer (an epilogue's loop then runs over that buffer), a `Convolution` a conv_general_dilated
-likewise; an `ArgReduce` is an argmax/argmin along one
+likewise, a `WindowReduce` a reduce_window_sum/max/min; an `ArgReduce` is an argmax/argmin along one
 axis and a `Scatter` writes updates at computed positions (their operands are buffers: a computed
 operand is stored first). Layout ops never appear as ops: broadcast,
 reshape, transpose, slice, pad, rev, concatenate, iota and gather become index arithmetic
@@ -146,10 +146,30 @@ class Convolution:
         return {name: getattr(self, name) for name in CONV_PARAMS}
 
 
+@dataclass(frozen=True)
+class WindowReduce:
+    """out = each window of `operand` folded by `combine` (add, max, min: reduce_window_sum/max/min)
+    with the primitive's params; padding and base-dilation holes hold the fold's identity."""
+
+    combine: str
+    operand: str
+    window_dimensions: tuple[int, ...]
+    window_strides: tuple[int, ...]
+    padding: tuple[tuple[int, int], ...]
+    base_dilation: tuple[int, ...]
+    window_dilation: tuple[int, ...]
+    out: str
+
+    def params(self) -> dict:
+        return {name: getattr(self, name) for name in WINDOW_PARAMS}
+
+
+WINDOW_PARAMS = ("window_dimensions", "window_strides", "padding", "base_dilation", "window_dilation")
 CONV_PARAMS = ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
                "feature_group_count", "batch_group_count")
 Step = Loop | Contraction | ArgReduce | Scatter
 Step = Step | Convolution
+Step = Step | WindowReduce
 
 
 @dataclass(frozen=True)
@@ -179,6 +199,8 @@ def step_reads(step: Step) -> tuple[str, ...]:
         return (step.operand, step.indices, step.updates)
     if isinstance(step, Convolution):
         return (step.lhs, step.rhs)
+    if isinstance(step, WindowReduce):
+        return (step.operand,)
     return ()
 
 
@@ -512,6 +534,12 @@ def _convolution(lhs, rhs, *, out, **params):
     return Convolution(lhs, rhs, out=out, **params)
 
 
+def _window_reduce(combine):
+    def rule(operand, *, out, **params):
+        return WindowReduce(combine, operand, out=out, **params)
+    return rule
+
+
 def _arg_reduce(combine):
     def rule(operand, *, out, axis, index_dtype):
         return ArgReduce(combine, operand, axis, np.dtype(index_dtype), out)
@@ -524,12 +552,16 @@ def _scatter(mode):
     return rule
 
 
+# a WindowReduce's fold by primitive: the reduction primitive whose combine and identity it uses
+WINDOW_FOLDS = {P.reduce_window_sum_p: P.reduce_sum_p, P.reduce_window_max_p: P.reduce_max_p,
+                P.reduce_window_min_p: P.reduce_min_p}
 # a Scatter's mode by primitive: its combining elementwise primitive's name, or replace
 SCATTER_MODES = {P.scatter_p: "replace", P.scatter_add_p: "add", P.scatter_mul_p: "mul", P.scatter_min_p: "min",
                  P.scatter_max_p: "max"}
 _STEPS = {P.dot_general_p: _contraction, P.argmax_p: _arg_reduce("argmax"), P.argmin_p: _arg_reduce("argmin"),
           **{prim: _scatter(mode) for prim, mode in SCATTER_MODES.items()},
           P.conv_general_dilated_p: _convolution,
+          **{prim: _window_reduce(_COMBINE[fold]) for prim, fold in WINDOW_FOLDS.items()},
 }
 
 
@@ -599,6 +631,8 @@ _STEP_TEXT = {
                        f"batch_dims={s.batch_dims}",
     Convolution: lambda s: f"  {s.out} = conv_general_dilated {s.lhs} {s.rhs} "
                            + " ".join(f"{k}={v}" for k, v in s.params().items()),
+    WindowReduce: lambda s: f"  {s.out} = window-{s.combine} {s.operand} "
+                            + " ".join(f"{k}={v}" for k, v in s.params().items()),
 }
 
 
@@ -647,12 +681,14 @@ def evaluate(kernel: Kernel, *arrays, math: str = "numpy") -> tuple[np.ndarray, 
 
 
 _SCATTER_PRIMS = {mode: prim for prim, mode in SCATTER_MODES.items()}
+_WINDOW_PRIMS = {_COMBINE[fold]: prim for prim, fold in WINDOW_FOLDS.items()}
 # A step computes what its primitive's numpy reference computes on its operand buffers.
 _STEP_EVAL = {
     Contraction: lambda s, lhs, rhs: impl_rules[P.dot_general_p](lhs, rhs, dimension_numbers=s.dimension_numbers),
     ArgReduce: lambda s, x: impl_rules[_PRIMS[s.combine]](x, axis=s.axis, index_dtype=s.index_dtype),
     Scatter: lambda s, x, i, u: impl_rules[_SCATTER_PRIMS[s.mode]](x, i, u, batch_dims=s.batch_dims),
     Convolution: lambda s, lhs, rhs: impl_rules[P.conv_general_dilated_p](lhs, rhs, **s.params()),
+    WindowReduce: lambda s, x: impl_rules[_WINDOW_PRIMS[s.combine]](x, **s.params()),
 }
 
 

@@ -74,6 +74,7 @@ from ember.lax.slicing import (
     slice_in_dim,
     split,
 )
+from ember.lax.windows import reduce_window, reduce_window_shape_tuple
 from ember.naming import publish as _publish
 from ember.tracer import prims as _P
 
@@ -190,6 +191,8 @@ __all__ += [
     "ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_general_permutations",
     "conv_transpose", "conv_with_general_padding", "padtype_to_pads",
 ]
+# lax's window reductions (ember/lax/windows.py)
+__all__ += ["reduce_window", "reduce_window_shape_tuple"]
 
 
 _publish(globals(), __name__, __all__)

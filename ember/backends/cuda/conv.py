@@ -9,12 +9,38 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.backends.cuda import render as R
 from ember.backends.cuda import scalar as S
 from ember.backends.cuda.types import memory_type, register_type
 from ember.backends.kernel import Convolution, Op, strides
+from ember.backends.schedule import GridPolicy
 
 _F64 = np.dtype(np.float64)
+BLOCK = GridPolicy().block  # threads per block, as render.py launches every kernel
+I = "long long"  # index arithmetic (the convolution kernels keep to one index type)
+
+
+def lit(v: int) -> str:
+    """An index literal."""
+    return f"{int(v)}LL"
+
+
+def element_loop(total: int) -> str:
+    """A grid-stride loop over the flat output index p in [0, total) (the opening line)."""
+    return (f"  for ({I} p = ({I})blockIdx.x * {BLOCK} + threadIdx.x; p < {lit(total)}; "
+            f"p += ({I})gridDim.x * {BLOCK}) {{\n")
+
+
+def axis_exprs(shape) -> list[str]:
+    """Each axis index of the C-ordered `shape` as an expression of the flat index p."""
+    return [f"((p / {lit(st)}) % {lit(n)})" for n, st in zip(shape, strides(shape))]
+
+
+def load(name: str, at: str, dtype: np.dtype) -> str:
+    return f"ember_h2f({name}[{at}])" if dtype == np.float16 else f"{name}[{at}]"
+
+
+def store(name: str, at: str, value: str, dtype: np.dtype) -> str:
+    return f"{name}[{at}] = ember_f2h({value});" if dtype == np.float16 else f"{name}[{at}] = {value};"
 
 
 def render_convolution(ctx, step: Convolution) -> None:
@@ -23,16 +49,14 @@ def render_convolution(ctx, step: Convolution) -> None:
     total = int(np.prod(out.shape, dtype=np.int64))
     if total == 0:
         return
-    I = R._index_type(total, *(int(np.prod(b.shape, dtype=np.int64)) for b in (lhs, rhs)))
-    lit = lambda v: R._int_literal(v, I)  # noqa: E731
     lhs_spec, rhs_spec, out_spec = step.dimension_numbers
     groups = step.feature_group_count * step.batch_group_count
     per_group_out = rhs.shape[rhs_spec[0]] // groups
     in_features = rhs.shape[rhs_spec[1]]
     batch = out.shape[out_spec[0]]
     ls, rs = strides(lhs.shape), strides(rhs.shape)
-    axis = R._axis_exprs(list(range(len(out.shape))), out.shape, "p", I)
-    lines = [R._stride_loop("p", lit(total), I),
+    axis = axis_exprs(out.shape)
+    lines = [element_loop(total),
              f"    const {I} n = {axis[out_spec[0]]};\n    const {I} o = {axis[out_spec[1]]};\n",
              f"    const {I} g = o / {lit(per_group_out)};\n"]
     nb = f"(g * {lit(batch)} + n)" if step.batch_group_count > 1 else "n"
@@ -54,14 +78,14 @@ def render_convolution(ctx, step: Convolution) -> None:
                     else f"q{j} * {lit(ls[lhs_spec[2 + j]])}")
         w_at.append(f"k{j} * {lit(rs[d])}")
         depth += 1
-    a, b = R._load("lhs", " + ".join(x_at), lhs.dtype), R._load("rhs", " + ".join(w_at), rhs.dtype)
+    a, b = load("lhs", " + ".join(x_at), lhs.dtype), load("rhs", " + ".join(w_at), rhs.dtype)
     lines.append("  " * depth + f"  {fold(a, b)}\n")
     lines += ["  " * k + "  }\n" for k in range(depth - 1, 0, -1)]
-    lines.append(f"    {R._store('out', 'p', result, out.dtype)}\n  }}\n")
+    lines.append(f"    {store('out', 'p', result, out.dtype)}\n  }}\n")
     params = [(f"const {memory_type(lhs.dtype)}* __restrict__", "lhs"),
               (f"const {memory_type(rhs.dtype)}* __restrict__", "rhs"),
               (f"{memory_type(out.dtype)}* __restrict__", "out")]
-    ctx.out.launches.append(ctx.define("".join(lines), params, -(-total // R.BLOCK), [step.lhs, step.rhs, step.out]))
+    ctx.out.launches.append(ctx.define("".join(lines), params, -(-total // BLOCK), [step.lhs, step.rhs, step.out]))
 
 
 def _accumulator(ctx, dt: np.dtype):

@@ -14,7 +14,8 @@ math functions they call. Each step of the description becomes:
 - a `Contraction`: a `Gemm` launch that a GPU runs through cuBLAS where it can (float32/64), with a
   kernel (one thread per output element, the contraction walked in order) for the other dtypes and
   for host execution.
-- a `Convolution`: one kernel, one thread per output element summing its window (cuda/conv.py).
+- a `Convolution`: one kernel, one thread per output element summing its window (cuda/conv.py); a
+  `WindowReduce` likewise folds its window (cuda/windows.py).
 - an `ArgReduce`: one kernel, a (value, index) fold per lane and the same trees.
 - a `Scatter`: the operand copied to the output, then one thread per update element; `add` adds with
   atomics, `mul`, `min` and `max` (and `add` below 4 bytes) combine through a compare-and-swap loop
@@ -35,7 +36,18 @@ import numpy as np
 
 from ember.backends.cuda import scalar as S
 from ember.backends.cuda.types import memory_type, register_type
-from ember.backends.kernel import ArgReduce, Buffer, Contraction, Convolution, Kernel, Loop, Op, Scatter, strides
+from ember.backends.kernel import (
+    ArgReduce,
+    Buffer,
+    Contraction,
+    Convolution,
+    Kernel,
+    Loop,
+    Op,
+    Scatter,
+    WindowReduce,
+    strides,
+)
 from ember.backends.kernel_index import Ix
 from ember.backends.schedule import GridPolicy, affine, gpu_grid, no_alias, offset, round_up
 
@@ -825,8 +837,14 @@ def _convolution(ctx: _Context, step: Convolution) -> None:
     conv.render_convolution(ctx, step)
 
 
+def _window_reduce(ctx: _Context, step: WindowReduce) -> None:
+    from ember.backends.cuda import windows  # (it builds on this module's helpers)
+    windows.render_window_reduce(ctx, step)
+
+
 _STEP_RULES = {Loop: _loop, Contraction: _contraction, ArgReduce: _arg_reduce, Scatter: _scatter}
 _STEP_RULES[Convolution] = _convolution
+_STEP_RULES[WindowReduce] = _window_reduce
 
 # Helpers every kernel source may use, in CUDA C that the device prelude and the host header both accept.
 COMMON = r"""

@@ -171,10 +171,10 @@ def _fill_col(builder, step: Convolution, buffers, plan: _Im2col, src, dst) -> N
         feature = _plus(builder, k_of[-1], grp, g.in_features) if step.feature_group_count > 1 else k_of[-1]
         offset, ok = _tap(builder, step, g, batch, feature, out, [k_of[j] for j in range(nd)])
         value = load(builder, src, offset, dt)
-        store(builder, builder.select(ok, value, zero) if ok is not None else value, dst, _linear(builder, ix,
+        store(builder, builder.select(ok, value, zero) if ok is not None else value, dst, linear_offset(builder, ix,
               plan.col.shape), dt)
 
-    _nest(builder, list(plan.col.shape), body)
+    nest(builder, list(plan.col.shape), body)
 
 
 def _tap(builder, step: Convolution, g: _Geometry, batch, feature, out: list, taps: list, axes=None):
@@ -193,7 +193,7 @@ def _tap(builder, step: Convolution, g: _Geometry, batch, feature, out: list, ta
         if ld > 1:
             preds.append(builder.icmp_signed("==", builder.srem(pos, index(ld)), index(0)))
             pos = builder.sdiv(pos, index(ld))
-        clamped = _clamp(builder, pos, n - 1)
+        clamped = clamp_index(builder, pos, n - 1)
         offset = builder.add(offset, builder.mul(clamped, index(g.lhs_st[2 + j])))
     ok = None
     for p in preds:
@@ -201,7 +201,7 @@ def _tap(builder, step: Convolution, g: _Geometry, batch, feature, out: list, ta
     return offset, ok
 
 
-def _clamp(builder, i, hi: int):
+def clamp_index(builder, i, hi: int):
     low = builder.select(builder.icmp_signed("<", i, index(0)), index(0), i)
     return builder.select(builder.icmp_signed(">", low, index(hi)), index(hi), low)
 
@@ -221,9 +221,9 @@ def _scatter_result(builder, g: _Geometry, dt, res, out) -> None:
                              builder.mul(_plus(builder, o, grp, g.out_features), index(g.out_st[1])))
         for j, i in enumerate(sp):
             offset = builder.add(offset, builder.mul(i, index(g.out_st[2 + j])))
-        store(builder, load(builder, res, _linear(builder, ix, shape), dt), out, offset, dt)
+        store(builder, load(builder, res, linear_offset(builder, ix, shape), dt), out, offset, dt)
 
-    _nest(builder, shape, body)
+    nest(builder, shape, body)
 
 
 def vectorizable(step: Convolution, buffers: Mapping[str, Buffer]) -> bool:
@@ -251,7 +251,7 @@ def _direct(builder, step: Convolution, buffers, ptrs) -> None:
 
 def _fill(builder, ptr, count: int, dt) -> None:
     zero = ir.Constant(memory_type(dt), 0)
-    _nest(builder, [count], lambda ix: store(builder, zero, ptr, ix[0], dt))
+    nest(builder, [count], lambda ix: store(builder, zero, ptr, ix[0], dt))
 
 
 def _axpy(builder, dt, out, out_at, out_step, src, src_at, src_step, scale, start, stop) -> None:
@@ -305,7 +305,7 @@ def _direct_rows(builder, step: Convolution, g: _Geometry, dt, ptrs) -> None:
             out_at = builder.add(out_at, builder.mul(sp[a], index(g.out_st[2 + a])))
         _axpy(builder, dt, out, out_at, g.out_st[2 + j], lhs, src_at, s * g.lhs_st[2 + j], w, start, stop)
 
-    _nest(builder, [g.batch, g.groups * g.out_features, *(g.out_sp[a] for a in others), g.in_features, *g.k_sp],
+    nest(builder, [g.batch, g.groups * g.out_features, *(g.out_sp[a] for a in others), g.in_features, *g.k_sp],
           row)
 
 
@@ -331,7 +331,7 @@ def _min(builder, a, b):
 
 # --- loops ------------------------------------------------------------------------------------------
 
-def _linear(builder, ix: list, shape) -> ir.Value:
+def linear_offset(builder, ix: list, shape) -> ir.Value:
     """The row-major offset of index `ix` in `shape`."""
     offset = index(0)
     for i, s in zip(ix, strides(shape)):
@@ -339,7 +339,7 @@ def _linear(builder, ix: list, shape) -> ir.Value:
     return offset
 
 
-def _nest(builder: ir.IRBuilder, sizes: list, body: Callable, carry: ir.Value | None = None):
+def nest(builder: ir.IRBuilder, sizes: list, body: Callable, carry: ir.Value | None = None):
     """Nested counted loops over `sizes` (outer first, each size >= 1); `body(indices)` runs
     innermost, or with `carry` `carry = body(indices, carry)`, whose final value is returned (no
     iteration when a size is 0)."""

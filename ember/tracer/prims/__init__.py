@@ -213,3 +213,9 @@ from ember.tracer.prims.unary import (  # noqa: F401
     tanh_p,
 )
 from ember.tracer.prims.util import moveaxis  # noqa: F401
+from ember.tracer.prims.windows import (  # noqa: F401
+    reduce_window,
+    reduce_window_max_p,
+    reduce_window_min_p,
+    reduce_window_sum_p,
+)

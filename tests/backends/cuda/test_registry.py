@@ -15,7 +15,7 @@ from ember.backends import kernel
 from ember.backends.cuda import control, render, scalar
 from ember.backends.cuda.backend import compile_many
 from ember.backends.debug import ORACLE_RTOL
-from ember.backends.kernel import ArgReduce, Contraction, Convolution, Loop, Scatter
+from ember.backends.kernel import ArgReduce, Contraction, Convolution, Loop, Scatter, WindowReduce
 from ember.backends.llvm import scalar as llvm_scalar
 from ember.passes.memory import plan_memory
 from ember.tracer import prims as P
@@ -43,6 +43,7 @@ def cuda_rule(prim) -> str | None:
         step = {P.dot_general_p: Contraction, P.argmax_p: ArgReduce, P.argmin_p: ArgReduce,
                 **dict.fromkeys(kernel.SCATTER_MODES, Scatter),
                 P.conv_general_dilated_p: Convolution,
+                **dict.fromkeys(kernel.WINDOW_FOLDS, WindowReduce),
                 }.get(prim)
         return f"a step rule ({step.__name__})" if step in render._STEP_RULES else None
     return None
@@ -69,7 +70,7 @@ def test_a_primitive_without_a_rule_is_named():
 
 def test_every_step_kind_has_a_rule():
     assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter,
-                                       Convolution}
+                                       Convolution, WindowReduce}
 
 
 def test_every_control_primitive_has_a_runner_and_an_example():
@@ -125,6 +126,8 @@ def _cases() -> dict:
                                                 dimension_numbers=((1, 0, 2, 3), (0, 1, 2, 3), (2, 1, 0, 3)),
                                                 batch_group_count=2),
             (((3, 4, 5, 6), "int32"), ((4, 3, 2, 2), "int32"))),
+        "reduce_window_max-int8": (ONE_NODE["reduce_window_max"][0], (((3, 5), "int8"),)),
+        "reduce_window_sum-int32": (ONE_NODE["reduce_window_sum"][0], (((3, 5), "int32"),)),
         "dot-int": (lambda a, b: P.dot_general(a, b, (((1,), (0,)), ((), ()))), (((3, 4), "int32"), ((4, 2), "int32"))),
         # the combining scatters' compare-and-swap loops at 1, 2, 4 and 8 bytes, bools, and NaN
         **{f"{name}-{label}": (ONE_NODE[name][0], (((5, 3), dtype), ((4, 1), "int32"), ((4, 3), dtype)))
@@ -203,7 +206,8 @@ MATH = {p.name for p in llvm_scalar.MATH_LIBRARY} | {"pow"}
 # the oracle check's tolerance; scatter_add and scatter_mul combine with atomics, in any order (the kernels
 # whose float results may vary run to run)
 SUMS = {"dot_general", "reduce_sum", "reduce_prod", "sum", "prod", "dot", "scatter_add", "scatter_mul",
-        "conv_general_dilated"}
+        "conv_general_dilated",
+        "reduce_window_sum"}
 
 
 def _tolerance(name: str, dtype) -> float | None:
