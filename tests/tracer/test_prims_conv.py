@@ -219,6 +219,8 @@ def test_errors_are_jaxs_with_the_users_line():
          "Negative padding is larger"),
         (lambda lib: conv(lib, x, w, (1, 1), "SAME", lhs_dilation=(2, 1), feature_group_count=2), ArgumentValueError,
          "String padding is not implemented for transposed convolution"),
+        (lambda lib: conv(lib, x, w[:, :, :0], (1, 1), "VALID", feature_group_count=2), IncompatibleShapesError,
+         "expects window to have positive value for 0-th window dimension"),
     ]
     for fn, cls, text in cases:
         with pytest.raises(cls, match=text) as e:

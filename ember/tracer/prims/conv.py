@@ -68,6 +68,10 @@ def _conv_shape(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation
                       ("rhs_dilation", rhs_dilation)):
         if any(s <= 0 for s in seq):
             raise ShapeError(f"conv_general_dilated: all {name} must be positive, got {seq}")
+    for j, d in enumerate(rhs_spec[2:]):
+        if rhs.shape[d] == 0:  # (JAX's message, from XLA's verifier)
+            raise IncompatibleShapesError(f"conv_general_dilated expects window to have positive value for {j}-th "
+                                          "window dimension, but got 0.")
     in_sizes = [lhs.shape[d] for d in lhs_spec[2:]]
     for n, ld, (lo, hi) in zip(in_sizes, lhs_dilation, padding):
         if dilate_dim(n, ld) + lo + hi < 0:
