@@ -88,10 +88,11 @@ _COL, _RHS, _RES = "conv.col", "conv.rhs", "conv.res"
 
 @dataclass(frozen=True)
 class _Im2col:
-    """One image's product: the batch runs as a loop around it, so the workspace holds one image's
-    windows (a ResNet layer's 3x3 64-feature windows at 56x56: 7 MiB, not 231 MiB for a batch of 32)."""
+    """The product of a chunk of images: the batch runs as a loop of chunks around it, so the
+    workspace holds at most COL_BYTES of windows (or one image's: a ResNet layer's 3x3 64-feature
+    windows at 56x56 are 7 MiB, where a batch of 32 would be 231 MiB)."""
 
-    col: Buffer  # (groups, 1, out..., k...) with k the rhs axes (I, window) in rhs's memory order
+    col: Buffer  # (groups, images, out..., k...) with k the rhs axes (I, window) in rhs's memory order
     k_roles: tuple[int, ...]  # per k axis: -1 for the input feature, else the spatial axis
     product: Contraction
     buffers: dict  # the product's buffers: col, the kernel seen with its features split, res
@@ -105,19 +106,30 @@ class _Im2col:
         return col + own + _align(dot.contraction_scratch_bytes(self.product, self.buffers))
 
 
-def _im2col(step: Convolution, buffers: Mapping[str, Buffer]) -> _Im2col:
+COL_BYTES = 16 << 20  # the im2col workspace aimed at: chunks of images up to this size
+
+
+def chunk_images(step: Convolution, buffers: Mapping[str, Buffer]) -> int:
+    """Images per product: as many as fit COL_BYTES (at least one), so a short product (the kernel
+    gradient's: 3x3 rows of a long sum) still gets rows enough for the gemm."""
+    g = _geometry(step, buffers)
+    per_image = g.groups * math.prod(g.out_sp) * g.window * buffers[step.lhs].dtype.itemsize
+    return max(1, min(g.batch, COL_BYTES // max(per_image, 1)))
+
+
+def _im2col(step: Convolution, buffers: Mapping[str, Buffer], images: int) -> _Im2col:
     g = _geometry(step, buffers)
     lhs_spec, rhs_spec, out_spec = step.dimension_numbers
     rhs, dt = buffers[step.rhs], buffers[step.lhs].dtype
     nd = len(g.in_sp)
     k_axes = sorted((rhs_spec[1], *rhs_spec[2:]))  # the kernel's contracted axes in memory order
     k_roles = tuple(-1 if a == rhs_spec[1] else rhs_spec.index(a) - 2 for a in k_axes)
-    col = Buffer(_COL, (g.groups, 1, *g.out_sp, *(rhs.shape[a] for a in k_axes)), dt)
+    col = Buffer(_COL, (g.groups, images, *g.out_sp, *(rhs.shape[a] for a in k_axes)), dt)
     o = rhs_spec[0]  # the kernel's output features become (groups, per group): the same memory
     split = Buffer(_RHS, rhs.shape[:o] + (g.groups, g.out_features) + rhs.shape[o + 1:], dt)
     moved = lambda a: a if a < o else a + 1  # noqa: E731
     direct_layout = g.groups == 1 and tuple(out_spec) == (0, nd + 1, *range(1, nd + 1))
-    res = Buffer(step.out if direct_layout else _RES, (g.groups, 1, *g.out_sp, g.out_features), dt)
+    res = Buffer(step.out if direct_layout else _RES, (g.groups, images, *g.out_sp, g.out_features), dt)
     dn = ((tuple(range(2 + nd, 2 + nd + len(k_axes))), tuple(moved(a) for a in k_axes)), ((0,), (o,)))
     product = Contraction(_COL, _RHS, dn, res.name)
     return _Im2col(col, k_roles, product, {_COL: col, _RHS: split, res.name: res}, not direct_layout)
@@ -130,7 +142,7 @@ def _align(nbytes: int) -> int:
 def scratch_bytes(step: Convolution, buffers: Mapping[str, Buffer]) -> int:
     """Bytes of scratch `emit_convolution` needs: im2col's matrix, the product's result when it is
     not in the output's layout, and what the product itself needs."""
-    return _im2col(step, buffers).scratch if method(step, buffers) == "im2col" else 0
+    return _im2col(step, buffers, chunk_images(step, buffers)).scratch if method(step, buffers) == "im2col" else 0
 
 
 # --- emission ---------------------------------------------------------------------------------------
@@ -147,38 +159,43 @@ def emit_convolution(builder: ir.IRBuilder, step: Convolution, buffers: Mapping[
 
 
 def _via_product(builder, step: Convolution, buffers, ptrs, scratch) -> None:
-    """Per image n: its windows into col, the product, the result into the output (through scratch
-    when the output's layout is not the product's)."""
-    plan = _im2col(step, buffers)
+    """Per chunk of images: their windows into col, the product, the result into the output (through
+    scratch when the output's layout is not the product's); a last, shorter chunk after the loop."""
     g = _geometry(step, buffers)
+    images = chunk_images(step, buffers)
+    full, rest = divmod(g.batch, images)
+    nest(builder, [full], lambda ix: _chunk(builder, step, g, _im2col(step, buffers, images),
+                                            builder.mul(ix[0], index(images)), ptrs, scratch))
+    if rest:
+        _chunk(builder, step, g, _im2col(step, buffers, rest), index(full * images), ptrs, scratch)
+
+
+def _chunk(builder, step: Convolution, g: _Geometry, plan: _Im2col, n0, ptrs, scratch) -> None:
+    """The images from n0 on, as many as `plan` holds."""
     dt = plan.col.dtype
     at = lambda offset: builder.gep(scratch, [index(offset)], inbounds=True, source_etype=I8)  # noqa: E731
     col_bytes = _align(math.prod(plan.col.shape) * dt.itemsize)
     res = plan.buffers[plan.product.out]
     res_bytes = _align(math.prod(res.shape) * dt.itemsize) if plan.res_in_scratch else 0
-    image = math.prod(res.shape)  # one image's output elements
-
-    def one(ix: list) -> None:
-        (n,) = ix
-        into = at(col_bytes) if plan.res_in_scratch else builder.gep(
-            ptrs[step.out], [builder.mul(n, index(image))], inbounds=True, source_etype=memory_type(dt))
-        own = {_COL: at(0), _RHS: ptrs[step.rhs], res.name: into}
-        _fill_col(builder, step, g, plan, n, ptrs[step.lhs], own[_COL])
-        dot.emit_contraction(builder, plan.product, plan.buffers, own, at(col_bytes + res_bytes))
-        if plan.res_in_scratch:
-            _scatter_result(builder, g, dt, n, into, ptrs[step.out])
-
-    nest(builder, [g.batch], one)
+    per_image = math.prod(res.shape) // res.shape[1]
+    into = at(col_bytes) if plan.res_in_scratch else builder.gep(
+        ptrs[step.out], [builder.mul(n0, index(per_image))], inbounds=True, source_etype=memory_type(dt))
+    own = {_COL: at(0), _RHS: ptrs[step.rhs], res.name: into}
+    _fill_col(builder, step, g, plan, n0, ptrs[step.lhs], own[_COL])
+    dot.emit_contraction(builder, plan.product, plan.buffers, own, at(col_bytes + res_bytes))
+    if plan.res_in_scratch:
+        _scatter_result(builder, g, dt, n0, res.shape[1], into, ptrs[step.out])
 
 
-def _fill_col(builder, step: Convolution, g: _Geometry, plan: _Im2col, n, src, dst) -> None:
-    """col[g, 0, out..., k...] = image n's dilated, padded input at that window tap (0 in padding or holes)."""
+def _fill_col(builder, step: Convolution, g: _Geometry, plan: _Im2col, n0, src, dst) -> None:
+    """col[g, i, out..., k...] = image n0 + i's dilated, padded input at that window tap (0 in padding
+    or holes)."""
     dt = plan.col.dtype
     nd = len(g.in_sp)
     zero = ir.Constant(memory_type(dt), 0)
 
     def body(ix: list) -> None:
-        grp, out, ks = ix[0], ix[2:2 + nd], ix[2 + nd:]
+        grp, n, out, ks = ix[0], builder.add(n0, ix[1]), ix[2:2 + nd], ix[2 + nd:]
         k_of = {role: i for role, i in zip(plan.k_roles, ks)}
         batch = _plus(builder, n, grp, g.batch) if step.batch_group_count > 1 else n
         feature = _plus(builder, k_of[-1], grp, g.in_features) if step.feature_group_count > 1 else k_of[-1]
@@ -224,12 +241,12 @@ def _plus(builder, i, group, size: int):
     return builder.add(builder.mul(group, index(size)), i)
 
 
-def _scatter_result(builder, g: _Geometry, dt, n, res, out) -> None:
-    """out[n, g * per group + o, out...] (in the output's layout) = image n's res[g, 0, out..., o]."""
-    shape = [g.groups, 1, *g.out_sp, g.out_features]
+def _scatter_result(builder, g: _Geometry, dt, n0, images: int, res, out) -> None:
+    """out[n0 + i, g * per group + o, out...] (in the output's layout) = res[g, i, out..., o]."""
+    shape = [g.groups, images, *g.out_sp, g.out_features]
 
     def body(ix: list) -> None:
-        grp, sp, o = ix[0], ix[2:-1], ix[-1]
+        grp, n, sp, o = ix[0], builder.add(n0, ix[1]), ix[2:-1], ix[-1]
         offset = builder.add(builder.mul(n, index(g.out_st[0])),
                              builder.mul(_plus(builder, o, grp, g.out_features), index(g.out_st[1])))
         for j, i in enumerate(sp):

@@ -5,6 +5,7 @@ case, so the whole grid is one compile."""
 
 from __future__ import annotations
 
+import math
 from unittest import mock
 
 import numpy as np
@@ -91,3 +92,37 @@ def test_the_choice_rule():
         assert conv.method(s, b) == "im2col"
         one_image = c_in * 9 * 8 * 8 * 4  # the im2col matrix holds one image of the batch of 2
         assert one_image <= conv.scratch_bytes(s, b) < 2 * one_image + 2 * c_out * 8 * 8 * 4 + 4096
+
+
+def test_im2col_runs_the_batch_in_chunks():
+    """Chunks of images sized by COL_BYTES: a loop of full chunks and a shorter last one (5 = 2 + 2 + 1),
+    into the output directly (NHWC) and through the scratch result (NCHW, groups)."""
+    rng = np.random.default_rng(0)
+    module, runs = new_module(), []
+    for k, specs in enumerate((((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2)), ((0, 1, 2, 3),) * 3)):
+        groups = 1 if k == 0 else 2
+        canon_l, canon_r = (5, 2 * groups, 6, 5), (3 * groups, 2, 3, 2)
+        ls = tuple(canon_l[specs[0].index(a)] for a in range(4))
+        rs = tuple(canon_r[specs[1].index(a)] for a in range(4))
+        params = dict(window_strides=(2, 1), padding=((1, 1), (0, 1)), lhs_dilation=(1, 1), rhs_dilation=(1, 1),
+                      dimension_numbers=specs, feature_group_count=groups, batch_group_count=1)
+        f32 = np.dtype(np.float32)
+        out = shape_rules[P.conv_general_dilated_p](ShapedArray(ls, f32), ShapedArray(rs, f32), **params)
+        buffers = {"in0": Buffer("in0", ls, f32), "in1": Buffer("in1", rs, f32),
+                   "out0": Buffer("out0", out.shape, f32)}
+        step = Convolution("in0", "in1", out="out0", **params)
+        per_image = math.prod(out.shape[2:]) * groups * 2 * 3 * 2 * 4  # one image's windows
+        with mock.patch.object(conv, "COL_BYTES", 2 * per_image), mock.patch.object(conv, "DIRECT_MAX_PRODUCT", 0):
+            assert conv.chunk_images(step, buffers) == 2
+            fn, builder = pointer_function(module, f"chunks{k}", 4)
+            conv.emit_convolution(builder, step, buffers, dict(zip(("in0", "in1", "out0"), fn.args)), fn.args[3])
+            builder.ret_void()
+            runs.append((fn.name, step, ls, rs, out.shape, conv.scratch_bytes(step, buffers)))
+    compiled = Compiled(module, dot.blas_symbols(), opt=0)
+    for name, step, ls, rs, out_shape, room in runs:
+        lhs, rhs = rng.normal(size=ls).astype(np.float32), rng.normal(size=rs).astype(np.float32)
+        out = np.full(out_shape, np.nan, np.float32)
+        raw = np.zeros(room + 64, np.uint8)
+        compiled.call(name, lhs, rhs, out, raw[-raw.ctypes.data % 64:][:max(room, 1)])
+        want = impl_rules[P.conv_general_dilated_p](lhs, rhs, **step.params())
+        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=name)
