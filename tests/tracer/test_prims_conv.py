@@ -191,6 +191,11 @@ def test_vmap_matches_a_loop(rng, monkeypatch):
                     for s, ax in zip((ls, rs), in_axes)]
             np.testing.assert_allclose(ember.vmap(f, in_axes)(*args), loop_vmap(f, in_axes, args), rtol=1e-12,
                                        atol=1e-12, err_msg=f"{kw} {in_axes}")
+    ls, rs, kw = VMAP_CASES[2]  # no examples: zeros of the batched shape
+    f = lambda a, b: lax.conv_general_dilated(a, b, **kw)  # noqa: E731
+    one = f(np.ones(ls), np.ones(rs)).shape
+    assert ember.vmap(f, (0, None))(np.ones((0, *ls)), np.ones(rs)).shape == (0, *one)
+    assert ember.vmap(f, (None, 2))(np.ones(ls), np.ones(rs[:2] + (0,) + rs[2:])).shape == (0, *one)
 
 
 def test_errors_are_jaxs_with_the_users_line():

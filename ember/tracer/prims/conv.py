@@ -293,6 +293,11 @@ def _conv_batch(args, dims, **params):
     lhs_spec, rhs_spec, out_spec = params["dimension_numbers"]
     fgc, bgc = params["feature_group_count"], params["batch_group_count"]
     bind = lambda a, b, **over: conv_general_dilated_p.bind(a, b, **{**params, **over})  # noqa: E731
+    size = shape_of(lhs)[dl] if dl is not None else shape_of(rhs)[dr]
+    if size == 0:  # no examples: the reshapes below would split an axis by 0 (JAX answers zeros too)
+        drop = lambda x, d: ShapedArray(tuple(n for i, n in enumerate(shape_of(x)) if i != d), x.dtype)  # noqa: E731
+        one = _conv_shape(drop(lhs, dl), drop(rhs, dr), **params)
+        return P.full((0, *one.shape), 0, one.dtype), 0
     if dl is not None and dr is not None:
         size = shape_of(lhs)[dl]
         if bgc > 1:
