@@ -22,7 +22,7 @@ from ember.tracer import dtypes
 from ember.tracer.array import Array
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Var
-from ember.tracer.primitive import impl_rules, operand_impls
+from ember.tracer.primitive import eager_specializers, impl_rules, operand_impls
 from ember.tracer.trace import Tracer, trace_flat, trace_state
 from ember.tree import tree_flatten, tree_unflatten
 
@@ -60,11 +60,13 @@ class _Replay:
         for k, node in enumerate(graph.nodes):
             args = [names[a] if isinstance(a, Var) else const(a.val) for a in node.inputs]
             direct = operand_impls.get(node.prim)
+            if direct is None and node.prim in eager_specializers and all(isinstance(a, Var) for a in node.inputs):
+                direct = eager_specializers[node.prim](node.params, [a.aval for a in node.inputs])
             if direct is not None:
                 call = f"{const(direct)}({', '.join(args)})"
-            else:
-                call = (f"{const(impl_rules[node.prim])}({', '.join(args)}"
-                        f"{', **' + const(dict(node.params)) if node.params else ''})")
+            else:  # (a node without operands, iota, has only its params)
+                call = (f"{const(impl_rules[node.prim])}"
+                        f"({', '.join(args + (['**' + const(dict(node.params))] if node.params else []))})")
             if node.prim.multiple_results:
                 outs = [f"r{k}_{j}" for j in range(len(node.outputs))]
                 lines.append(f"    {', '.join(outs)}, = {call}")
@@ -191,13 +193,15 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
         replay = table.get((ka, kb))
         if replay.__class__ is not _Replay:
             return slow((a, b), {})
-        if replay.convert is not None:
+        if replay.convert is not None:  # a Python scalar: its conversion, remembered (see _scalar)
             if ka.__class__ is type:
-                x = _scalar(replay, 0, x)
+                memo = replay.memo[0]
+                x = memo[1] if memo[0] is x else _scalar(replay, 0, x)
                 if x is MISS:
                     return MISS
             if kb.__class__ is type:
-                y = _scalar(replay, 1, y)
+                memo = replay.memo[1]
+                y = memo[1] if memo[0] is y else _scalar(replay, 1, y)
                 if y is MISS:
                     return MISS
         return replay.run(x, y)

@@ -24,7 +24,7 @@ from ember.numpy._core import asarray, broadcast_shapes, shape_of
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.array import Array
-from ember.tracer.trace import Tracer, is_tracing
+from ember.tracer.trace import Tracer, is_tracing, trace_state
 
 
 def _is_int_scalar(k) -> bool:
@@ -360,33 +360,40 @@ class _IndexUpdateRef:
 
     def set(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
         """A copy of the array with x[key] = values (duplicated indices: one of the values wins)."""
-        return self._fast("set", values, mode, lambda: _update(self.array, self._key(mode, "set"), P.scatter, values))
+        out = self._fast("set", values, mode)
+        return _update(self.array, self._key(mode, "set"), P.scatter, values) if out is None else out
 
     def add(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
         """A copy of the array with values added at x[key] (duplicated indices accumulate)."""
-        return self._fast("add", values, mode,
-                          lambda: _update(self.array, self._key(mode, "add"), P.scatter_add, values))
+        out = self._fast("add", values, mode)
+        return _update(self.array, self._key(mode, "add"), P.scatter_add, values) if out is None else out
 
-    def _fast(self, how: str, values, mode, full):
+    def _fast(self, how: str, values, mode):
         """An eager update with a static key (ints, slices, None, Ellipsis: no index repeats) on a
-        concrete array, done as NumPy does it on a copy; anything else, or anything NumPy would do
-        differently (a failed cast, an out-of-bounds index), is `full()`."""
-        x = self.array
-        if (type(x) is Array or type(x) is np.ndarray) and not is_tracing() and type(values) in _VALUE_TYPES \
-                and _static_key(self.key) is not None:
-            try:
-                key = self.key if mode is None else self._key(mode, how)
-                out = np.array(x)
-                v = np.asarray(values.view(np.ndarray) if type(values) is Array else values, dtype=out.dtype)
-                if not v.ndim or v.ndim <= np.ndim(out[key]):
-                    if how == "set":
-                        out[key] = v
-                    else:
-                        out[key] += v  # (a static key: no index repeats)
-                    return out.view(Array)
-            except (TypeError, ValueError, IndexError, OverflowError):
-                pass
-        return full()
+        concrete array, done as NumPy does it on a copy; None where it cannot be, or where NumPy would
+        do something else (a failed cast, an out-of-bounds index): the full path then runs."""
+        x, key = self.array, self.key
+        tx, tv = type(x), type(values)
+        if not (tx is Array or tx is np.ndarray) or trace_state.stack or tv not in _VALUE_TYPES \
+                or not (type(key) is int or _static_key(key) is not None):
+            return None
+        try:
+            if mode is not None:
+                key = self._key(mode, how)
+            out = np.array(x)
+            if tv is float or tv is int or tv is bool:  # NumPy's item assignment casts a Python scalar as
+                v = values if out.dtype.kind in _SCALAR_KINDS[tv] else np.asarray(values, out.dtype)  # asarray
+            else:
+                v = np.asarray(values.view(np.ndarray) if tv is Array else values, dtype=out.dtype)
+                if v.ndim and v.ndim > np.ndim(out[key]):
+                    return None
+            if how == "set":
+                out[key] = v
+            else:
+                out[key] += v  # (a static key: no index repeats)
+            return out.view(Array)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
 
     def _combine(self, what: str, values, unique_indices: bool, mode, x=None):
         """x.at[key].<what>(values) for multiply, min and max, as JAX's `_scatter_update`: x and values
@@ -475,6 +482,8 @@ class _IndexUpdateRef:
         return x
 
 
+# the array kinds a Python scalar of each type is assigned into exactly as np.asarray(value, dtype) casts it
+_SCALAR_KINDS = {float: "fc", int: "fciu", bool: "fciub"}
 _VALUE_TYPES = frozenset({int, float, bool, np.ndarray, Array, np.float16, np.float32, np.float64, np.int8, np.int16,
                           np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_})
 

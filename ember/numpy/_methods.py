@@ -9,7 +9,7 @@ import inspect
 import numpy as np
 
 from ember.errors import ArgumentError, ConcretizationError, user_location
-from ember.numpy import _indexing, _math, _products, _reductions, _shape
+from ember.numpy import _arrays, _indexing, _math, _products, _reductions, _shape, _sorting
 from ember.numpy._core import to_dtype
 from ember.numpy._eager import MISS, fast_path
 from ember.tracer import dtypes
@@ -108,6 +108,9 @@ _METHODS = {
     "clip": _math.clip, "dot": _products.dot, "round": _math.round,
     "copy": lambda self: self, "conj": lambda self: self,
     "item": _item, "tolist": _tolist,
+    "trace": _arrays.trace, "diagonal": _arrays.diagonal, "repeat": _arrays.repeat,
+    "sort": _sorting.sort, "argsort": _sorting.argsort, "cumsum": _sorting.cumsum, "cumprod": _sorting.cumprod,
+    "nonzero": _sorting.nonzero, "searchsorted": _sorting.searchsorted,
 }
 
 _OPERATORS = frozenset(k for k, v in _METHODS.items() if getattr(v, "__name__", "") == "method")

@@ -1,7 +1,7 @@
-"""`ember.scipy`: the SciPy names JAX users reach through `jax.scipy` (only `special` so far)."""
+"""`ember.scipy`: the SciPy names JAX users reach through `jax.scipy` (`special` and `linalg` so far)."""
 
 from ember.errors import missing_attribute as _missing_attribute
-from ember.scipy import special  # noqa: F401
+from ember.scipy import linalg, special  # noqa: F401
 
 
 def __getattr__(name: str):

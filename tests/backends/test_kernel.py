@@ -306,9 +306,28 @@ ONE_NODE = {
         P.reduce_sum, P.reduce_max, P.reduce_min, P.reduce_prod)},
     "argmax": (lambda x: P.argmax(x, 0, np.int32), (((3, 4), F),)),
     "argmin": (lambda x: P.argmin(x, 1, np.int64), (((3, 4), F),)),
+    "cumsum": (lambda x: P.cumsum(x, 1), (((3, 4), F),)),
+    "cumprod": (lambda x: P.cumprod(x, 0, True), (((3, 4), F),)),
+    "cummax": (lambda x: P.cummax(x, 1, True), (((3, 4), F),)),
+    "cummin": (lambda x: P.cummin(x, 0), (((3, 4), F),)),
+    "cumlogsumexp": (lambda x: P.cumlogsumexp(x, 1, True), (((3, 4), F),)),
+    "sort": (lambda x, y: P.sort((x, y), 1)[1], (((3, 4), F), ((3, 4), I))),
+    "cholesky": (P.cholesky, (((2, 3, 3), F),)),
+    "triangular_solve": (lambda a, b: P.triangular_solve(a, b, left_side=True, lower=True), (((3, 3), F), ((3, 2), F))),
+    "lu": (lambda x: P.lu(x)[0], (((2, 3, 4), F),)),
+    "qr": (lambda x: P.qr(x, full_matrices=False)[0], (((4, 3), F),)),
+    "eigh": (lambda x: P.eigh(x)[1], (((2, 3, 3), F),)),
+    "svd": (lambda x: P.svd(x, full_matrices=False)[0], (((3, 4), F),)),
 }
 # the ONE_NODE examples whose second operand is an index array (repeated and out-of-range vectors in it)
 INDEXED = ("gather", "scatter_add", "scatter", "scatter_mul", "scatter_min", "scatter_max")
+# the linear-algebra primitives (float32/float64 only); cholesky's example is given a positive-definite operand
+LINALG = {"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"}
+
+
+def positive_definite(x: np.ndarray) -> np.ndarray:
+    """x x^T + n I for a stack of n x n matrices: what cholesky's examples factor."""
+    return (x @ np.swapaxes(x, -1, -2) + x.shape[-1] * np.eye(x.shape[-1])).astype(x.dtype)
 # the pipeline inlines the calls and drops the names; fusions never nest; control flow is run by the
 # backend around its bodies, never a kernel
 NOT_IN_KERNELS = {"fusion", "custom_vjp_call", "custom_jvp_call", "remat_call", "checkpoint_name", "cond", "while",

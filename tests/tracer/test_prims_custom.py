@@ -266,7 +266,8 @@ FAMILY_MODULES = ["elementwise", "layout", "reduce", "dot", "indexing", "custom"
                   "control", "bits",
                   "scatter_combine",
                   "conv",
-                  "windows"]
+                  "windows",
+                  "sort", "linalg"]
 
 
 def _covered(aspect: str) -> set:

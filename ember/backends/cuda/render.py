@@ -17,11 +17,14 @@ math functions they call. Each step of the description becomes:
 - a `Convolution`: one kernel, one thread per output element summing its window (cuda/conv.py); a
   `WindowReduce` likewise folds its window (cuda/windows.py).
 - an `ArgReduce`: one kernel, a (value, index) fold per lane and the same trees.
+- a `Factorization` (cholesky, triangular_solve, lu): kernels of linalg.py, a block per matrix or a
+  thread per right-hand side.
 - a `Scatter`: the operand copied to the output, then one thread per update element; `add` adds with
   atomics, `mul`, `min` and `max` (and `add` below 4 bytes) combine through a compare-and-swap loop
   (`ember_atomic_update`) by the elementwise rule of their primitive (float sums and products may then
   vary run to run in the last bits, and a min/max tie of +0 and -0 in its sign: the kernels that may),
   `replace` lets the last update in row-major order win through an atomicMax claim, as the reference does.
+- a `Cumulative` or a `Sort`: one thread per row (cuda/sort.py).
 
 Values are computed in register types and stored in memory types (types.py); scalar ops come from
 `scalar.py`'s table and transcendental functions from `mathlib.py`, keyed by name in `need`.
@@ -34,17 +37,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ember.backends.cuda import conv as conv_rules
+from ember.backends.cuda import linalg
 from ember.backends.cuda import scalar as S
+from ember.backends.cuda import sort as sort_rules
+from ember.backends.cuda import windows as window_rules
 from ember.backends.cuda.types import memory_type, register_type
 from ember.backends.kernel import (
     ArgReduce,
     Buffer,
     Contraction,
     Convolution,
+    Cumulative,
+    Factorization,
     Kernel,
     Loop,
     Op,
     Scatter,
+    Sort,
     WindowReduce,
     strides,
 )
@@ -832,19 +842,17 @@ def _scatter(ctx: _Context, step: Scatter) -> None:
     ctx.out.launches.append(ctx.define(text, params, grid, [step.indices, claim, step.updates, step.out]))
 
 
-def _convolution(ctx: _Context, step: Convolution) -> None:
-    from ember.backends.cuda import conv  # (it builds on this module's helpers)
-    conv.render_convolution(ctx, step)
-
-
-def _window_reduce(ctx: _Context, step: WindowReduce) -> None:
-    from ember.backends.cuda import windows  # (it builds on this module's helpers)
-    windows.render_window_reduce(ctx, step)
-
-
-_STEP_RULES = {Loop: _loop, Contraction: _contraction, ArgReduce: _arg_reduce, Scatter: _scatter}
-_STEP_RULES[Convolution] = _convolution
-_STEP_RULES[WindowReduce] = _window_reduce
+_STEP_RULES = {
+    Loop: _loop,
+    Contraction: _contraction,
+    ArgReduce: _arg_reduce,
+    Scatter: _scatter,
+    Cumulative: sort_rules.cumulative,
+    Sort: sort_rules.sort,
+    Factorization: linalg.render,
+    Convolution: conv_rules.render_convolution,
+    WindowReduce: window_rules.render_window_reduce,
+}
 
 # Helpers every kernel source may use, in CUDA C that the device prelude and the host header both accept.
 COMMON = r"""

@@ -8,7 +8,8 @@ its depth; register accumulators are allocas in the entry block (mem2reg promote
 Neumaier's compensation, a float max/min as a plain compare beside a NaN flag; memory accumulators
 are the output or a scratch region, set before the nest and converted after it. Contractions go to
 `dot`, convolutions to `conv`, window reductions to `windows`, the argreduce and scatter steps to
-`indexing`; the scalar ops of every primitive come from `scalar`.
+`indexing`, the cumulative and sort steps to `sort`, factorizations to `lapack`; the scalar ops of
+every primitive come from `scalar`.
 
 A split loop runs its chunks on the native thread pool (`pool.py`, whose thresholds the schedule's
 `SplitPolicy` carries): the chunk body is a function of its own, called through
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from ember.backends.kernel import Contraction, Convolution, Kernel, Loop, WindowReduce
+from ember.backends.kernel import Contraction, Convolution, Cumulative, Factorization, Kernel, Loop, Sort, WindowReduce
 from ember.backends.kernel_index import Ix
 from ember.backends.llvm import pool
 from ember.backends.llvm.pool import PARALLEL_FOR
@@ -110,6 +111,12 @@ def _emit_step(ctx: _Context, step) -> None:
     elif isinstance(step, Contraction):
         from ember.backends.llvm import dot
         dot.emit_contraction(ctx.builder, step, ctx.buffers, ctx.ptrs, ctx.ptrs["scratch"])
+    elif isinstance(step, (Cumulative, Sort)):
+        from ember.backends.llvm import sort
+        sort.emit_step(ctx.builder, step, ctx.buffers, ctx.ptrs, ctx.ptrs["scratch"])
+    elif isinstance(step, Factorization):
+        from ember.backends.llvm import lapack
+        lapack.emit_step(ctx.builder, step, ctx.buffers, ctx.ptrs, ctx.ptrs["scratch"])
     elif isinstance(step, Convolution):
         from ember.backends.llvm import conv
         conv.emit_convolution(ctx.builder, step, ctx.buffers, ctx.ptrs, ctx.ptrs["scratch"])
@@ -134,6 +141,12 @@ def _step_scratch(step, buffers: dict) -> int:
     if isinstance(step, Contraction):
         from ember.backends.llvm import dot
         return round_up(dot.contraction_scratch_bytes(step, buffers))
+    if isinstance(step, (Cumulative, Sort)):
+        from ember.backends.llvm import sort
+        return round_up(sort.step_scratch_bytes(step, buffers))
+    if isinstance(step, Factorization):
+        from ember.backends.llvm import lapack
+        return round_up(lapack.step_scratch_bytes(step, buffers))
     if isinstance(step, Convolution):
         from ember.backends.llvm import conv
         return round_up(conv.scratch_bytes(step, buffers))

@@ -15,7 +15,17 @@ from ember.backends import kernel
 from ember.backends.cuda import control, render, scalar
 from ember.backends.cuda.backend import compile_many
 from ember.backends.debug import ORACLE_RTOL
-from ember.backends.kernel import ArgReduce, Contraction, Convolution, Loop, Scatter, WindowReduce
+from ember.backends.kernel import (
+    ArgReduce,
+    Contraction,
+    Convolution,
+    Cumulative,
+    Factorization,
+    Loop,
+    Scatter,
+    Sort,
+    WindowReduce,
+)
 from ember.backends.llvm import scalar as llvm_scalar
 from ember.passes.memory import plan_memory
 from ember.tracer import prims as P
@@ -24,7 +34,7 @@ from ember.tracer.primitive import Primitive, impl_rules, primitives
 from ember.tracer.prims.fusion import run_body
 from tests.backends import control_cases
 from tests.backends.llvm.test_registry import NOT_COMPILED
-from tests.backends.test_kernel import INDEXED, ONE_NODE, body, data
+from tests.backends.test_kernel import INDEXED, LINALG, ONE_NODE, body, data, positive_definite
 
 
 def cuda_rule(prim) -> str | None:
@@ -42,6 +52,11 @@ def cuda_rule(prim) -> str | None:
     if prim in kernel._STEPS:
         step = {P.dot_general_p: Contraction, P.argmax_p: ArgReduce, P.argmin_p: ArgReduce,
                 **dict.fromkeys(kernel.SCATTER_MODES, Scatter),
+                P.cumsum_p: Cumulative, P.cumprod_p: Cumulative, P.cummax_p: Cumulative, P.cummin_p: Cumulative,
+                P.cumlogsumexp_p: Cumulative,
+                P.sort_p: Sort,
+                P.cholesky_p: Factorization, P.triangular_solve_p: Factorization, P.lu_p: Factorization,
+                P.qr_p: Factorization, P.eigh_p: Factorization, P.svd_p: Factorization,
                 P.conv_general_dilated_p: Convolution,
                 **dict.fromkeys(kernel.WINDOW_FOLDS, WindowReduce),
                 }.get(prim)
@@ -69,7 +84,7 @@ def test_a_primitive_without_a_rule_is_named():
 
 
 def test_every_step_kind_has_a_rule():
-    assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter,
+    assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter, Cumulative, Sort, Factorization,
                                        Convolution, WindowReduce}
 
 
@@ -94,6 +109,8 @@ def _cases() -> dict:
         fn, avals = ONE_NODE[prim]
         for dtype in ("float32", "float64", "float16"):
             if dtype != "float32" and not any(np.dtype(d).kind == "f" for _, d in avals):
+                continue
+            if dtype == "float16" and prim in LINALG:  # float32 and float64 only
                 continue
             av = _with_dtype(avals, dtype)
             out[f"{prim}-{dtype}"] = (fn, av)
@@ -134,6 +151,18 @@ def _cases() -> dict:
            for name in ("scatter_mul", "scatter_min", "scatter_max")
            for label, dtype in {"int8": "int8", "bool": "bool", "uint16": "uint16", "int32": "int32",
                                 "int64": "int64", "nan-float32": "float32"}.items()},
+        "cholesky-batched": (P.cholesky, (((3, 5, 5), "float64"),)),
+        "triangular_solve-right-upper-transposed-unit": (
+            lambda a, b: P.triangular_solve(a, b, transpose_a=True, unit_diagonal=True),
+            (((2, 4, 4), "float64"), ((2, 3, 4), "float64"))),
+        "lu-wide-batched": (lambda x: P.lu(x)[0], (((2, 3, 5), "float32"),)),
+        "lu-tall-permutation": (lambda x: P.lu(x)[2], (((5, 3), "float64"),)),
+        "qr-full-wide-r": (lambda x: P.qr(x)[1], (((3, 5), "float64"),)),
+        "qr-full-tall-q": (lambda x: P.qr(x)[0], (((5, 3), "float32"),)),
+        # eigenvectors' and singular vectors' signs are each algorithm's own: compared by magnitude
+        "eigh-upper-vectors": (lambda x: P.abs(P.eigh(x, lower=False)[0]), (((2, 4, 4), "float64"),)),
+        "svd-tall-u": (lambda x: P.abs(P.svd(x, full_matrices=False)[1]), (((5, 3), "float64"),)),
+        "svd-wide-vt": (lambda x: P.abs(P.svd(x, full_matrices=False)[2]), (((3, 5), "float64"),)),
     }
     out.update(big)
     return out
@@ -147,6 +176,8 @@ def _args(name, avals):
     args = [(np.abs(data(s, d)) + 1).astype(d) if np.dtype(d).kind in "fiu" else data(s, d) for s, d in avals]
     if prim in INDEXED:
         args[1] = np.array([[1], [4], [1], [-2]], np.int32)
+    if prim == "cholesky":
+        args[0] = positive_definite(args[0])
     if "-nan-" in name:  # a NaN in the operand and one among the updates of the repeated index
         args[0][1, 1], args[2][2, 0] = np.nan, np.nan
     if name.startswith("argmax-block"):
@@ -201,7 +232,7 @@ def compiled():
     return _compiled("cuda-host")
 
 
-MATH = {p.name for p in llvm_scalar.MATH_LIBRARY} | {"pow"}
+MATH = {p.name for p in llvm_scalar.MATH_LIBRARY} | {"pow", "cumlogsumexp"}
 # sums in another order than NumPy's (which adds a column of a float32 matrix one row after another):
 # the oracle check's tolerance; scatter_add and scatter_mul combine with atomics, in any order (the kernels
 # whose float results may vary run to run)
@@ -215,7 +246,7 @@ def _tolerance(name: str, dtype) -> float | None:
     prim, dtype = name.split("-")[0], np.dtype(dtype)
     if dtype.kind != "f":
         return None
-    if prim in SUMS:
+    if prim in SUMS or prim in LINALG:  # the factorizations too: LAPACK's order of operations is not ours
         return ORACLE_RTOL[dtype]
     if prim in MATH:
         return {np.float16: 2e-3, np.float32: 2e-6, np.float64: 1e-13}[dtype.type]
