@@ -232,10 +232,6 @@ HINTS: dict[str, dict[str, str]] = {
     "ember.lax": {
         "associative_scan": "ember.lax.scan computes the same prefix combination sequentially",
         "reduce": "use ember.lax.reduce_sum, reduce_max, reduce_min or reduce_prod (ember.lax.scan for others)",
-        "reduce_window": "sum shifted slices (ember.lax.slice) of the padded operand (ember.lax.pad)",
-        "conv": "sum products of shifted slices (ember.lax.slice), or use ember.numpy.einsum on a stack of them",
-        "conv_general_dilated": "sum products of shifted slices (ember.lax.slice), or use ember.numpy.einsum on "
-                                "a stack of them",
         "gather": "index with ember.numpy (x[idx]); lax's GatherDimensionNumbers are not supported",
         "scatter": "use x.at[idx].set(v); lax's ScatterDimensionNumbers are not supported",
         "scatter_add": "use x.at[idx].add(v); lax's ScatterDimensionNumbers are not supported",

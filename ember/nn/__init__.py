@@ -46,6 +46,7 @@ from ember.nn._functions import (
 )
 from ember.nn._functions import as_float as _float
 from ember.nn._functions import masked as _masked
+from ember.nn._pooling import avg_pool, max_pool
 from ember.scipy.special import erf, expit
 
 __all__ = [
@@ -53,6 +54,7 @@ __all__ = [
     "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh", "identity", "leaky_relu", "log1mexp",
     "log_sigmoid", "mish", "one_hot", "relu6", "selu", "silu", "soft_sign", "softplus", "sparse_plus",
     "sparse_sigmoid", "squareplus", "standardize", "swish", "tanh", "initializers", "init_mlp", "dense", "mlp",
+    "max_pool", "avg_pool",
 ]
 
 
