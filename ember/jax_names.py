@@ -134,6 +134,11 @@ _NAMES = {
         kl_div log_ndtr log_softmax loggamma logit logsumexp multigammaln ndtr ndtri owens_t poch polygamma rel_entr
         sici softmax spence sph_harm_y wofz xlog1py xlogy zeta
     """,
+    "jax.scipy.stats": """
+        bernoulli beta betabinom binom cauchy chi2 dirichlet expon gamma gaussian_kde gennorm geom gumbel_l gumbel_r
+        laplace logistic mode multinomial multivariate_normal nbinom norm pareto poisson rankdata sem t truncnorm
+        uniform vonmises wrapcauchy
+    """,
     "jax.tree": """
         all broadcast flatten flatten_with_path leaves leaves_with_path map map_with_path reduce reduce_associative
         static structure transpose unflatten
@@ -268,8 +273,8 @@ HINTS: dict[str, dict[str, str]] = {
         "multigammaln": "sum ember.scipy.special.gammaln(a - j / 2) over j < d and add d (d - 1) / 4 log(pi)",
         "comb": "use ember.numpy.exp of gammaln(N + 1) - gammaln(k + 1) - gammaln(N - k + 1)",
     },
-    "ember.scipy": {module: "Ember has only ember.scipy.special" for module in
-                    ("linalg", "stats", "signal", "fft", "integrate", "interpolate", "ndimage", "sparse", "cluster")},
+    "ember.scipy": {module: "Ember has only ember.scipy.special and ember.scipy.stats" for module in
+                    ("linalg", "signal", "fft", "integrate", "interpolate", "ndimage", "sparse", "cluster")},
     "ember.tree_util": {
         "default_registry": "Ember has one registry: register with ember.tree_util.register_pytree_node",
     },

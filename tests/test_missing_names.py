@@ -22,7 +22,7 @@ needs_jax = pytest.mark.skipif(jax is None, reason="compares with the installed 
 MIRRORS = {
     "ember.numpy": "jax.numpy", "ember.numpy.linalg": "jax.numpy.linalg", "ember.lax": "jax.lax",
     "ember.nn": "jax.nn", "ember.tree_util": "jax.tree_util", "ember.tree": "jax.tree", "ember.scipy": "jax.scipy",
-    "ember.scipy.special": "jax.scipy.special", "ember.random": "jax.random",
+    "ember.scipy.special": "jax.scipy.special", "ember.scipy.stats": "jax.scipy.stats", "ember.random": "jax.random",
 }
 
 

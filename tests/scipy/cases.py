@@ -97,3 +97,53 @@ def decode(d: dict) -> np.ndarray:
 def recorded() -> dict:
     """JAX's answers, as tests/scipy/record_jax.py wrote them."""
     return json.loads(VALUES.read_text())
+
+
+# --- stats --------------------------------------------------------------------------------------
+XS = [-np.inf, -30.0, -5.0, -1.0, -0.0, 0.0, 0.2, 0.5, 1.0, 2.5, 7.0, 40.0, np.inf, np.nan]
+K = [-1.0, 0.0, 1.0, 2.0, 3.5, 5.0, 10.0, np.nan]
+U = [-0.5, 0.0, 0.01, 0.2, 0.5, 0.8, 0.99, 1.0, 1.5, np.nan]
+_CONTINUOUS = ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf")
+
+# (distribution, method, arguments): a list is a grid (an array of the case's dtype), a float a Python scalar
+STATS = [
+    ("norm", "logpdf", (XS, 0.5, 2.0)), ("norm", "pdf", (XS,)), ("norm", "cdf", (XS, 1.0, 3.0)),
+    ("norm", "logcdf", (XS + [-40.0, -12.0, 9.0],)), ("norm", "sf", (XS,)), ("norm", "logsf", (XS, -1.0, 0.5)),
+    ("norm", "ppf", (P, 1.0, 2.0)), ("norm", "isf", (P,)),
+    ("t", "logpdf", (XS, 3.0)), ("t", "pdf", (XS, 0.7, 1.0, 2.0)),
+    ("bernoulli", "logpmf", (K, 0.3)), ("bernoulli", "pmf", (K, 0.0)), ("bernoulli", "cdf", (K, 0.3)),
+    ("bernoulli", "ppf", (P, 0.3)),
+    ("poisson", "logpmf", (K, 2.5)), ("poisson", "pmf", (K, 0.5, 1.0)), ("poisson", "cdf", (K, 2.5)),
+    ("gamma", "logpdf", (XS, 2.5)), ("gamma", "pdf", (XS, 0.5, 0.0, 2.0)), ("gamma", "cdf", (XS, 2.5)),
+    ("gamma", "logcdf", (XS, 3.0)), ("gamma", "sf", (XS, 2.5, 1.0, 2.0)), ("gamma", "logsf", (XS, 2.5)),
+    ("beta", "logpdf", (U, 2.0, 3.0)), ("beta", "pdf", (U, 0.5, 0.5)), ("beta", "cdf", (U, 2.0, 3.0)),
+    ("beta", "logcdf", (U, 2.0, 3.0)), ("beta", "sf", (U, 2.0, 3.0)), ("beta", "logsf", (U, 0.5, 4.0, -0.5, 2.0)),
+    *[("expon", m, (XS, 0.5, 2.0)) for m in _CONTINUOUS], ("expon", "ppf", (P, 0.5, 2.0)),
+    ("laplace", "logpdf", (XS, 0.5, 2.0)), ("laplace", "pdf", (XS,)), ("laplace", "cdf", (XS, 0.5, 2.0)),
+    *[("logistic", m, (XS, 0.5, 2.0)) for m in ("logpdf", "pdf", "cdf", "sf")],
+    ("logistic", "ppf", (P, 0.5, 2.0)), ("logistic", "isf", (P,)),
+    *[("cauchy", m, (XS, 0.5, 2.0)) for m in _CONTINUOUS], ("cauchy", "ppf", (P, 0.5, 2.0)), ("cauchy", "isf", (P,)),
+    *[("uniform", m, (XS, -1.0, 3.0)) for m in ("logpdf", "pdf", "cdf")], ("uniform", "ppf", (P, -1.0, 3.0)),
+    *[("chi2", m, (XS, 3.0)) for m in _CONTINUOUS], ("chi2", "cdf", (XS, 1.5, 0.5, 2.0)),
+]
+# dirichlet: x's columns are points (some off the simplex), alpha per category; x with one row fewer too
+DIRICHLET_X = [[0.2, 0.5, 0.0, 0.3, 0.6], [0.3, 0.25, 0.5, 0.3, 0.6], [0.5, 0.25, 0.5, 0.4, -0.2]]
+DIRICHLET_ALPHA = [1.5, 2.0, 0.7]
+
+# (distribution, method, points, argument numbers): gradients at float64
+STATS_GRADS = [
+    ("norm", "logcdf", [(-40.0,), (-10.0,), (0.0,), (5.0,), (12.0,)], (0,)),
+    ("norm", "logpdf", [(0.3, 0.5, 2.0)], (0, 1, 2)),
+    ("t", "logpdf", [(0.3, 3.0, 0.5, 2.0)], (0, 1, 2, 3)),
+    ("gamma", "cdf", [(2.0, 2.5), (0.3, 0.5)], (0, 1)),
+    ("beta", "cdf", [(0.3, 2.0, 3.0)], (0,)),
+    ("chi2", "sf", [(2.0, 3.0)], (0, 1)),
+    ("poisson", "logpmf", [(3.0, 2.5)], (1,)),
+    ("bernoulli", "logpmf", [(1.0, 0.3), (0.0, 0.3)], (1,)),
+    ("cauchy", "logcdf", [(-3.0, 0.5, 2.0)], (0, 1, 2)),
+]
+
+
+def stats_arguments(args: tuple, dtype) -> list:
+    """A STATS case's arguments: grids as arrays of `dtype`, scalars as they are."""
+    return [np.array(a, dtype) if isinstance(a, list) else a for a in args]

@@ -12,6 +12,7 @@ import json
 
 import jax
 import jax.scipy.special as jsp
+import jax.scipy.stats as jst
 import numpy as np
 
 from tests.scipy import cases as C
@@ -63,9 +64,30 @@ def int_dtypes() -> dict:
     return out
 
 
+def stats() -> dict:
+    out = {}
+    for dist, method, args in C.STATS:
+        fn = getattr(getattr(jst, dist), method)
+        for dtype in C.FLOATS:
+            with jax.enable_x64(dtype == "float64"):
+                out[f"{dist}.{method}{args[1:]}/{dtype}"] = C.encode(fn(*C.stats_arguments(args, dtype)))
+    for dtype in C.FLOATS:
+        with jax.enable_x64(dtype == "float64"):
+            x, alpha = np.array(C.DIRICHLET_X, dtype), np.array(C.DIRICHLET_ALPHA, dtype)
+            out[f"dirichlet/{dtype}"] = [C.encode(jst.dirichlet.logpdf(x, alpha)),
+                                         C.encode(jst.dirichlet.pdf(x[:2], alpha))]
+    with jax.enable_x64(True):
+        for dist, method, points, argnums in C.STATS_GRADS:
+            fn = getattr(getattr(jst, dist), method)
+            out[f"grad {dist}.{method}"] = [[float(jax.grad(fn, argnums=i)(*p)) for i in argnums] for p in points]
+        x, alpha = np.array(C.DIRICHLET_X), np.array(C.DIRICHLET_ALPHA)
+        out["grad dirichlet"] = C.encode(jax.grad(lambda a: jst.dirichlet.logpdf(x[:, 1:4], a).sum())(alpha))
+    return out
+
+
 def main() -> None:
     assert jax.__version__ == "0.10.2", f"the recorded values are JAX 0.10.2's, this is {jax.__version__}"
-    record = {"special": special(), "grads": grads(), "int dtypes": int_dtypes()}
+    record = {"special": special(), "grads": grads(), "int dtypes": int_dtypes(), "stats": stats()}
     C.VALUES.write_text(json.dumps(record, indent=None, separators=(",", ":")) + "\n")
 
 
