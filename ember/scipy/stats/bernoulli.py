@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 import ember.numpy as jnp
-from ember.scipy.special import xlog1py, xlogy
-from ember.scipy.stats._common import promote_inexact
+from ember.scipy.special import promote_inexact, xlog1py, xlogy
 
 __all__ = ["logpmf", "pmf", "cdf", "ppf"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 import ember.numpy as jnp
-from ember.scipy.special import betainc, betaln, xlog1py, xlogy
-from ember.scipy.stats._common import clamp, promote_inexact
+from ember.lax import clamp
+from ember.scipy.special import betainc, betaln, promote_inexact, xlog1py, xlogy
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"]
 

@@ -8,8 +8,8 @@ import math
 import numpy as np
 
 import ember.numpy as jnp
-from ember.scipy.special import gammainc, gammaincc, gammaln
-from ember.scipy.stats._common import clamp, promote_inexact
+from ember.lax import clamp
+from ember.scipy.special import gammainc, gammaincc, gammaln, promote_inexact
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"]
 

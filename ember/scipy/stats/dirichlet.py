@@ -7,8 +7,7 @@ import numpy as np
 
 import ember.numpy as jnp
 from ember.errors import ArgumentValueError, user_location
-from ember.scipy.special import gammaln, xlogy
-from ember.scipy.stats._common import promote_inexact
+from ember.scipy.special import gammaln, promote_inexact, xlogy
 
 __all__ = ["logpdf", "pdf"]
 

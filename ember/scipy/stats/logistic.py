@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import ember.numpy as jnp
-from ember.scipy.special import expit, logit
-from ember.scipy.stats._common import promote_inexact
+from ember.scipy.special import expit, logit, promote_inexact
 
 __all__ = ["logpdf", "pdf", "cdf", "sf", "ppf", "isf"]
 

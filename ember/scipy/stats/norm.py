@@ -6,7 +6,7 @@ import math
 
 import ember.numpy as jnp
 from ember.scipy import special
-from ember.scipy.stats._common import promote_inexact
+from ember.scipy.special import promote_inexact
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf", "ppf", "isf"]
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import ember.numpy as jnp
-from ember.scipy.special import gammaincc, gammaln, xlogy
-from ember.scipy.stats._common import promote_inexact
+from ember.scipy.special import gammaincc, gammaln, promote_inexact, xlogy
 
 __all__ = ["logpmf", "pmf", "cdf"]
 

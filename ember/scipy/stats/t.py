@@ -6,8 +6,7 @@ from __future__ import annotations
 import math
 
 import ember.numpy as jnp
-from ember.scipy.special import gammaln
-from ember.scipy.stats._common import promote_inexact
+from ember.scipy.special import gammaln, promote_inexact
 
 __all__ = ["logpdf", "pdf"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 import ember.numpy as jnp
-from ember.scipy.stats._common import promote_inexact
+from ember.scipy.special import promote_inexact
 
 __all__ = ["logpdf", "pdf", "cdf", "ppf"]
 
