@@ -114,6 +114,7 @@ STATS = [
     ("bernoulli", "logpmf", (K, 0.3)), ("bernoulli", "pmf", (K, 0.0)), ("bernoulli", "cdf", (K, 0.3)),
     ("bernoulli", "ppf", (P, 0.3)),
     ("poisson", "logpmf", (K, 2.5)), ("poisson", "pmf", (K, 0.5, 1.0)), ("poisson", "cdf", (K, 2.5)),
+    ("poisson", "entropy", ([0.0, 0.5, 3.0, 9.9, 10.0, 50.0, 99.0, 100.0, 1000.0],)),
     ("gamma", "logpdf", (XS, 2.5)), ("gamma", "pdf", (XS, 0.5, 0.0, 2.0)), ("gamma", "cdf", (XS, 2.5)),
     ("gamma", "logcdf", (XS, 3.0)), ("gamma", "sf", (XS, 2.5, 1.0, 2.0)), ("gamma", "logsf", (XS, 2.5)),
     ("beta", "logpdf", (U, 2.0, 3.0)), ("beta", "pdf", (U, 0.5, 0.5)), ("beta", "cdf", (U, 2.0, 3.0)),

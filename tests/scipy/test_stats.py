@@ -43,7 +43,8 @@ def test_methods_match_jax_and_scipy(dtype):
             sci = getattr(getattr(sst, dist), method)(*arguments)
         want = C.decode(JAX[f"{dist}.{method}{args[1:]}/{dtype}"])
         assert (got.dtype, got.shape) == (want.dtype, want.shape), f"{what}: {got.dtype}, JAX {want.dtype}"
-        rtol = 10 * RTOL[dtype] if method in ("ppf", "isf") else RTOL[dtype]  # (tan and logit near 0 and 1)
+        # (tan and logit near 0 and 1; entropy sums 250 float32 terms in another order than XLA)
+        rtol = 10 * RTOL[dtype] if method in ("ppf", "isf", "entropy") else RTOL[dtype]
         ok = _close(got, want, rtol)
         assert ok.all(), f"{what}: {got[~ok]} where JAX gives {want[~ok]} (at {np.nonzero(~ok)})"
         shared = _close(want, sci, 10 * rtol)
