@@ -269,9 +269,7 @@ HINTS: dict[str, dict[str, str]] = {
         "real": _NO_COMPLEX, "imag": _NO_COMPLEX, "conj": _NO_COMPLEX, "complex": _NO_COMPLEX,
     },
     "ember.scipy.special": {
-        "loggamma": "for real x > 0 it is ember.scipy.special.gammaln",
-        "multigammaln": "sum ember.scipy.special.gammaln(a - j / 2) over j < d and add d (d - 1) / 4 log(pi)",
-        "comb": "use ember.numpy.exp of gammaln(N + 1) - gammaln(k + 1) - gammaln(N - k + 1)",
+        "erfcx": "use ember.numpy.exp(x * x) * ember.scipy.special.erfc(x) where exp(x * x) does not overflow",
     },
     "ember.scipy": {module: "Ember has only ember.scipy.special and ember.scipy.stats" for module in
                     ("linalg", "signal", "fft", "integrate", "interpolate", "ndimage", "sparse", "cluster")},

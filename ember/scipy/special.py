@@ -51,7 +51,6 @@ def digamma(x):
     return elementwise(P.digamma, "digamma", x, to_float=True)
 
 
-
 def polygamma(n, x):
     """The n-th derivative of digamma for an integer array n (as scipy.special.polygamma)."""
     dt = np.dtype(n.dtype) if hasattr(n, "dtype") else dtypes.scalar_dtype(n)[0]
@@ -72,6 +71,7 @@ def zeta(x, q=None):
 def expit(x):
     """1 / (1 + exp(-x)), elementwise and stable for large |x| (as scipy.special.expit)."""
     return elementwise(P.logistic, "expit", x, to_float=True)
+
 
 # --- promotion ------------------------------------------------------------------------------------
 
@@ -101,6 +101,7 @@ def _float_only(x, name: str):
 
 
 def _finfo(x) -> np.finfo:
+    """The float limits of x's dtype (eps, tiny, max: the loops' tolerances and guards)."""
     return np.finfo(x.dtype)
 
 
@@ -580,9 +581,89 @@ def i1(x):
     return jnp.multiply(jnp.exp(jnp.abs(x)), _i1e(x))
 
 
+
+# --- gamma-function relatives ---------------------------------------------------------------------
+
+@_quiet
+def loggamma(x):
+    """The principal branch of log Gamma for real x: gammaln(x) for x > 0, nan elsewhere (as JAX)."""
+    (x,) = promote_inexact(x)
+    return jnp.where(jnp.greater(x, 0), gammaln(x), np.nan)
+
+
+def multigammaln(a, d: int):
+    """The log of the multivariate gamma function of dimension `d` (a static int):
+    d (d - 1) / 4 log(pi) + sum_{j < d} gammaln(a - j/2)."""
+    if not isinstance(d, (int, np.integer)) or isinstance(d, bool):
+        raise ArgumentValueError(f"multigammaln: d must be a concrete int, got {type(d).__name__}", user_location())
+    a, d_ = promote_inexact(a, d)
+    constant = jnp.multiply(jnp.multiply(jnp.multiply(0.25, d_), jnp.subtract(d_, 1)), math.log(math.pi))
+    halves = jnp.divide(jnp.arange(int(d), dtype=d_.dtype), 2)
+    terms = gammaln(jnp.subtract(jnp.expand_dims(a, -1), jnp.reshape(halves, (1,) * jnp.ndim(a) + (int(d),))))
+    return jnp.add(jnp.sum(terms, axis=-1), constant)
+
+
+@_quiet
+def comb(N, k, *, repetition: bool = False):
+    """N choose k as a float, exp(gammaln(N+1) - gammaln(k+1) - gammaln(N-k+1)), 0 outside 0 <= k <= N;
+    with `repetition`, (N + k - 1) choose k (1 for k = 0)."""
+    N, k = promote_inexact(N, k)
+    if repetition:
+        return jnp.where(jnp.logical_and(jnp.equal(k, 0), jnp.greater_equal(N, 0)), 1.0,
+                         comb(jnp.subtract(jnp.add(N, k), 1), k))
+    ok = _and(jnp.less_equal(k, N), jnp.greater_equal(N, 0), jnp.greater_equal(k, 0))
+    safe_N, safe_k = jnp.where(ok, N, 0.0), jnp.where(ok, k, 0.0)
+    log_comb = jnp.subtract(jnp.subtract(gammaln(jnp.add(safe_N, 1)), gammaln(jnp.add(safe_k, 1))),
+                            gammaln(jnp.subtract(jnp.add(safe_N, 1), safe_k)))
+    return jnp.where(ok, jnp.exp(log_comb), 0.0)
+
+
+def _and(*masks):
+    """The elementwise and of several masks."""
+    return functools.reduce(jnp.logical_and, masks)
+
+
+def _boxcox_of_log(log_x, lmbda):
+    """expm1(lmbda log_x) / lmbda, and log_x itself at lmbda = 0."""
+    zero = jnp.equal(lmbda, 0)
+    safe = jnp.where(zero, jnp.ones_like(lmbda), lmbda)
+    return jnp.where(zero, log_x, jnp.divide(jnp.expm1(jnp.multiply(safe, log_x)), safe))
+
+
+@_quiet
+def boxcox(x, lmbda):
+    """The Box-Cox transform (x**lmbda - 1) / lmbda, log x at lmbda = 0."""
+    x, lmbda = promote_inexact(x, lmbda)
+    return _boxcox_of_log(jnp.log(x), lmbda)
+
+
+@_quiet
+def boxcox1p(x, lmbda):
+    """The Box-Cox transform of 1 + x, accurate for small x."""
+    x, lmbda = promote_inexact(x, lmbda)
+    return _boxcox_of_log(jnp.log1p(x), lmbda)
+
+
+@custom_jvp
+def _poch(z, m):
+    return jnp.where(jnp.equal(m, 0), jnp.ones_like(z), jnp.divide(gamma(jnp.add(z, m)), gamma(z)))
+
+
+_poch.defjvps(lambda t, out, z, m: jnp.multiply(jnp.multiply(jnp.subtract(digamma(jnp.add(z, m)), digamma(z)),
+                                                             _poch(z, m)), t),
+              lambda t, out, z, m: jnp.multiply(jnp.multiply(digamma(jnp.add(z, m)), _poch(z, m)), t))
+
+
+@_quiet
+def poch(z, m):
+    """The Pochhammer symbol Gamma(z + m) / Gamma(z) (1 at m = 0), with JAX's derivative rules."""
+    return _poch(*promote_inexact(z, m))
+
+
 # --- regularized incomplete gamma (Cephes' igam/igamc, as XLA writes them) ------------------------
 
 def _any(mask):
+    """Whether any element still iterates: a loop's condition."""
     return jnp.any(mask)
 
 
@@ -711,6 +792,7 @@ def _igamma_grad_a(a, x):
 
 
 def _or(*masks):
+    """The elementwise or of several masks."""
     return functools.reduce(jnp.logical_or, masks)
 
 
@@ -825,7 +907,8 @@ def betainc(a, b, x):
 
 __all__ = ["erf", "erfc", "erfinv", "gammaln", "digamma", "polygamma", "zeta", "expit", "logit", "logsumexp",
            "softmax", "log_softmax", "xlogy", "xlog1py", "entr", "rel_entr", "kl_div", "ndtr", "ndtri", "log_ndtr",
-           "gamma", "gammasgn", "beta", "betaln", "factorial", "i0", "i0e", "i1", "i1e", "gammainc", "gammaincc",
+           "gamma", "gammasgn", "beta", "betaln", "factorial", "loggamma", "multigammaln", "comb", "boxcox",
+           "boxcox1p", "poch", "i0", "i0e", "i1", "i1e", "gammainc", "gammaincc",
            "betainc"]
 
 

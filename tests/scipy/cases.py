@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+import ember
+
 VALUES = Path(__file__).with_name("jax_values.json")
 FLOATS = ("float32", "float64")
 
@@ -30,6 +32,11 @@ SPECIAL = {
     "gammainc": (POS + [0.0, 100.0, 5.0], POS[::-1] + [0.5, 99.0, 0.0]),
     "gammaincc": (POS + [0.0, 100.0, 5.0], POS[::-1] + [0.5, 99.0, 0.0]),
     "betainc": (POS + [0.0, 1.0], POS[::-1] + [2.0, 0.0], UNIT + [0.5, 1.0]),
+    "loggamma": (X,), "multigammaln": ([1.2, 2.0, 3.5, 10.0, 50.0, np.inf, np.nan], 3),
+    "comb": ([5.0, 5.0, 10.0, 0.0, -1.0, 3.5, 40.0, np.nan], [2.0, 7.0, 0.0, 0.0, 1.0, 1.5, 20.0, 1.0]),
+    "boxcox": (POS, X[::-1]), "boxcox1p": (X, X[::-1]),
+    "poch": (X[1:] + [-2.5], [2.0, 0.5, 3.0, 0.0, 1.5, -1.0, 2.0, 0.0, 4.0, 1.0, 0.5, 2.0, 3.0, -0.5, 1.0, 2.0,
+                              1.0, 1.5]),
 }
 
 # logsumexp's arguments: id -> keyword arguments over A (B and WHERE by name)
@@ -62,6 +69,7 @@ GRADS = [
     ("gammainc", [(2.0, 3.0), (0.5, 0.1), (10.0, 9.0), (3.0, 30.0)], (0, 1)),
     ("gammaincc", [(2.0, 3.0), (0.5, 0.1), (10.0, 9.0)], (0, 1)),
     ("betainc_x", [(0.3, 3.0), (0.9, 0.5)], (0,)),
+    ("poch", [(2.5, 1.5), (0.7, 3.0)], (0, 1)),
 ]
 SECOND_LOG_NDTR = [-30.0, 0.5, 10.0]
 
@@ -81,6 +89,17 @@ def function(module, name: str):
     if name == "betainc_x":
         return lambda x, b: module.betainc(2.0, b, x)
     return getattr(module, name)
+
+
+def batched_grads(fn, points: list, argnums: tuple) -> list:
+    """[[d fn / d arg i at each point] for i in argnums]: ember.vmap(ember.grad(fn)) over the points, on
+    the oracle backend without the optimizer (the rules are the subject, and one trace serves all points)."""
+    columns = [np.array(c, np.float64) for c in zip(*points)]
+    grads = []
+    for i in argnums:
+        run = ember.jit(ember.vmap(ember.grad(fn, argnums=i)), backend="numpy", optimize=False)
+        grads.append(np.asarray(run(*columns)))
+    return grads
 
 
 def encode(a) -> dict:
@@ -145,6 +164,6 @@ STATS_GRADS = [
 ]
 
 
-def stats_arguments(args: tuple, dtype) -> list:
-    """A STATS case's arguments: grids as arrays of `dtype`, scalars as they are."""
+def arguments(args: tuple, dtype) -> list:
+    """A case's arguments: grids as arrays of `dtype`, scalars as they are."""
     return [np.array(a, dtype) if isinstance(a, list) else a for a in args]

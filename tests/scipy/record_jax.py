@@ -23,7 +23,7 @@ def special() -> dict:
     for name, grids in C.SPECIAL.items():
         for dtype in C.FLOATS:
             with jax.enable_x64(dtype == "float64"):
-                out[f"{name}/{dtype}"] = C.encode(getattr(jsp, name)(*[np.array(g, dtype) for g in grids]))
+                out[f"{name}/{dtype}"] = C.encode(getattr(jsp, name)(*C.arguments(grids, dtype)))
     for cid, kw in C.LOGSUMEXP.items():
         for dtype in C.FLOATS:
             with jax.enable_x64(dtype == "float64"):
@@ -70,7 +70,7 @@ def stats() -> dict:
         fn = getattr(getattr(jst, dist), method)
         for dtype in C.FLOATS:
             with jax.enable_x64(dtype == "float64"):
-                out[f"{dist}.{method}{args[1:]}/{dtype}"] = C.encode(fn(*C.stats_arguments(args, dtype)))
+                out[f"{dist}.{method}{args[1:]}/{dtype}"] = C.encode(fn(*C.arguments(args, dtype)))
     for dtype in C.FLOATS:
         with jax.enable_x64(dtype == "float64"):
             x, alpha = np.array(C.DIRICHLET_X, dtype), np.array(C.DIRICHLET_ALPHA, dtype)

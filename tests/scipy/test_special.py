@@ -19,8 +19,9 @@ from tests.scipy import cases as C
 ss = pytest.importorskip("scipy.special")
 
 RTOL = {"float32": 3e-6, "float64": 1e-13}
-# float32 results that exponentiate a float32 lgamma carry its relative error times |lgamma|
-LOOSE = {"gamma": 3e-5, "factorial": 3e-5, "beta": 3e-5, "i0": 1e-5, "i1": 1e-5}
+# float32 results that exponentiate a float32 lgamma carry its relative error times |lgamma|; XLA's
+# float32 lgamma itself is off by 1e-5 near 1 and 2 (loggamma(0.9); tests/backends/test_math_special.py)
+LOOSE = {"gamma": 3e-5, "factorial": 3e-5, "beta": 3e-5, "comb": 3e-5, "i0": 1e-5, "i1": 1e-5, "loggamma": 2e-5}
 JAX = C.recorded()
 
 
@@ -50,7 +51,7 @@ def test_values_match_jax_and_scipy(dtype):
     """Every function, eagerly, at both widths: JAX's values and dtype everywhere; SciPy's wherever
     JAX agrees with SciPy (JAX's own edge values, betaln(0, b) = nan for -inf, are the reference)."""
     for name, grids in C.SPECIAL.items():
-        args = [np.array(g, dtype) for g in grids]
+        args = C.arguments(grids, dtype)
         got = np.asarray(getattr(sp, name)(*args))
         want = C.decode(JAX["special"][f"{name}/{dtype}"])
         rtol = max(RTOL[dtype], LOOSE.get(name, 0) if dtype == "float32" else 0)
@@ -139,15 +140,16 @@ def test_gradients_match_jax_and_finite_differences():
     with ember.enable_x64(), np.errstate(all="ignore"):  # JAX's rule is log(0) = -inf in xlogy(0, 0)
         for name, points, argnums in C.GRADS:
             fn = C.function(sp, name)
-            for point, wants in zip(points, JAX["grads"][name], strict=True):
-                for i, want in zip(argnums, wants, strict=True):
-                    got = float(ember.grad(fn, argnums=i)(*point))
+            grads = C.batched_grads(fn, points, argnums)
+            for k, (point, wants) in enumerate(zip(points, JAX["grads"][name], strict=True)):
+                for i, g, want in zip(argnums, grads, wants, strict=True):
+                    got = float(g[k])
                     assert np.isclose(got, want, rtol=1e-9, equal_nan=True), (name, point, i, got, want)
                     if np.isfinite(got) and min(abs(p) for p in point) > 1e-3:
                         assert np.isclose(got, _fd(fn, point, i), rtol=2e-6, atol=1e-9), (name, point, i)
-        second = ember.grad(ember.grad(sp.log_ndtr))
-        for x, want in zip(C.SECOND_LOG_NDTR, JAX["grads"]["log_ndtr second"], strict=True):
-            assert np.isclose(float(second(x)), want, rtol=1e-9), x
+        second = ember.jit(ember.vmap(ember.grad(ember.grad(sp.log_ndtr))), backend="numpy", optimize=False)
+        got = second(np.array(C.SECOND_LOG_NDTR))
+        np.testing.assert_allclose(np.asarray(got), JAX["grads"]["log_ndtr second"], rtol=1e-9)
 
 
 def test_logsumexp_gradients_match_jax():
@@ -162,10 +164,12 @@ def test_logsumexp_gradients_match_jax():
 
 
 def _bundle(x):
-    """Many of the elementwise compositions in one function: one compile per dtype."""
+    """Many of the elementwise compositions in one function: one compile per dtype. The Bessel functions
+    only in float32: their 30-term float64 series take the fusion pass a second each to group."""
     p = sp.expit(x) * 0.9 + 0.05  # (logit and ndtri near 1 would magnify expit's last bit)
-    return (sp.ndtr(x), sp.log_ndtr(x), sp.ndtri(p), sp.logit(p), sp.xlogy(x, p), sp.entr(p), sp.i0e(x),
-            sp.i1e(x), sp.gamma(x), sp.betaln(p, 2.0), sp.logsumexp(x), sp.softmax(x))
+    bessel = (sp.i0e(x), sp.i1e(x)) if x.dtype == np.float32 else ()
+    return (sp.ndtr(x), sp.log_ndtr(x), sp.ndtri(p), sp.logit(p), sp.xlogy(x, p), sp.entr(p), *bessel,
+            sp.gamma(x), sp.betaln(p, 2.0), sp.logsumexp(x), sp.softmax(x), sp.poch(p, x))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -173,11 +177,10 @@ def test_under_jit_as_eagerly(dtype):
     """One compiled function of a dozen of the compositions per width (the checker compares it with the
     oracle backend too), equal to the eager calls."""
     x = np.array([-25.0, -9.0, -1.5, -0.0, 0.25, 2.0, 7.5, 12.0], dtype)
-    with ember.enable_x64(dtype == np.float64):
-        got, want = ember.jit(_bundle)(x), _bundle(x)
-        for g, w in zip(got, want):
-            assert np.asarray(g).dtype == dtype
-            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=4e-6 if dtype == np.float32 else 1e-13)
+    got, want = ember.jit(_bundle)(x), _bundle(x)
+    for g, w in zip(got, want, strict=True):
+        assert np.asarray(g).dtype == dtype
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=4e-6 if dtype == np.float32 else 1e-13)
 
 
 def test_incomplete_gamma_and_beta_under_jit_and_vmap():
