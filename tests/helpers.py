@@ -138,3 +138,35 @@ def near(points, dtype, k: int = 2) -> np.ndarray:
         up, down = np.nextafter(up, dtype(np.inf)), np.nextafter(down, dtype(-np.inf))
         out += [up, down]
     return np.concatenate(out)
+
+
+def compiled_cover(configs: list, features) -> list:
+    """The batching tests' configurations for the backend a test runs on. The batching rules run before
+    any backend, so the numpy oracle backend checks every configuration; a compiling backend (each
+    configuration is a compile) checks a subset in which every feature of every configuration
+    (`features(config)`: e.g. each argument's batch axis and the output axis, as (position, value)
+    pairs) still occurs at least once: each layout the rule produces reaches the compiler."""
+    import os
+
+    if os.environ.get("EMBER_BACKEND") == "numpy":
+        return list(configs)
+    chosen, seen = [], set()
+    remaining = [(c, set(features(c))) for c in configs]
+    while remaining:
+        best = max(remaining, key=lambda cf: len(cf[1] - seen))
+        if not best[1] - seen:
+            break
+        chosen.append(best[0])
+        seen |= best[1]
+        remaining.remove(best)
+    return [c for c in configs if any(c is d for d in chosen)]
+
+
+def axes_features(axes) -> list:
+    """Each argument's batch axis, and for each pair of arguments which of them are batched: the
+    features `compiled_cover` keeps for in_axes tuples."""
+    import itertools
+
+    axes = tuple(axes) if isinstance(axes, (tuple, list)) else (axes,)
+    pairs = itertools.combinations(range(len(axes)), 2)
+    return list(enumerate(axes)) + [(i, j, axes[i] is None, axes[j] is None) for i, j in pairs]

@@ -78,10 +78,9 @@ def test_at_updates_as_jax():
     np.testing.assert_array_equal(y.at[i].divide(2.0), [1, 0.5, 3, 2, 5])
     np.testing.assert_array_equal(y.at[i].power(2.0), [1, 16, 3, 16, 5])
     np.testing.assert_array_equal(y.at[i].apply(lambda v: v * 10), [1, 200, 3, 40, 5])
-    with pytest.raises(NotImplementedError, match="repeat"):  # under jit, concrete repeats are refused
-        ember.jit(lambda a: a.at[np.array([1, 1])].mul(2.0))(x)
-    with pytest.raises(NotImplementedError, match="unique_indices=True"):
-        ember.jit(lambda a, i: a.at[i].max(2.0))(x, np.array([1, 2]))
+    # under jit, concrete and traced repeats combine as eagerly (the scatter_mul/min/max primitives)
+    np.testing.assert_array_equal(ember.jit(lambda a: a.at[np.array([1, 1])].mul(2.0))(x), [0, 4, 2, 3, 4])
+    np.testing.assert_array_equal(ember.jit(lambda a, i: a.at[i].max(2.5))(x, np.array([1, 2, 1])), [0, 2.5, 2.5, 3, 4])
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)

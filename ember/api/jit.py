@@ -197,7 +197,7 @@ class Jitted:
     @api_boundary
     def __call__(self, *args, **kwargs):
         try:
-            if getattr(trace_state, "stack", None):
+            if trace_state.stack:
                 return self._call_traced(args, kwargs)
             backend = self._backend or _backend_of_env.get(_read_backend_env()) or _default_backend()
             if kwargs:

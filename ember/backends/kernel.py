@@ -5,8 +5,11 @@ order. A `Loop` walks an iteration space, computes a scalar op DAG per point (lo
 maps, the primitives' scalar ops, shared subexpressions once), folds values into reductions over
 some of its axes and stores values at the identity index; a `Contraction` is a dot_general into a
 buffer (an epilogue's loop then runs over that buffer); an `ArgReduce` is an argmax/argmin along one
-axis and a `Scatter` writes updates at computed positions (their operands are buffers: a computed
-operand is stored first). Layout ops never appear as ops: broadcast,
+axis, a `Scatter` writes updates at computed positions, a `Cumulative` is a running sum, product,
+max or min along one axis, a `Sort` sorts several operands together along one axis, writing one
+output each, and a `Factorization` runs a dense linear-algebra routine on stacks of matrices, writing
+each of its outputs (their operands are buffers: a computed operand is stored first). Layout ops never
+appear as ops: broadcast,
 reshape, transpose, slice, pad, rev, concatenate, iota and gather become index arithmetic
 (kernel_index) and selects. Reductions and dots are the only values held in buffers between steps,
 so consumers of a reduced value run in a later loop over the reduced space. `evaluate` runs a
@@ -28,6 +31,7 @@ from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Literal, Node, Var
 from ember.tracer.primitive import impl_rules
 from ember.tracer.prims.reduce import identity as _identity
+from ember.tracer.prims.sort import cumulative_reference
 
 
 class KernelError(EmberError, ValueError):
@@ -110,11 +114,13 @@ class ArgReduce:
 @dataclass(frozen=True)
 class Scatter:
     """out = operand with `updates` written at the index vectors `indices` (the prims' layout, with
-    `batch_dims`), in row-major update order: `add` accumulates duplicates, `replace` keeps the last;
-    an out-of-range index vector's update is dropped. out starts as a copy of operand (none needed
-    when they are the same buffer: a scatter written in place)."""
+    `batch_dims`), in row-major update order: `replace` keeps the last of duplicates; `add`, `mul`,
+    `min` and `max` combine each update into its target as that elementwise primitive does (NumPy's
+    ufunc.at: min and max propagate NaN; on bools mul and min are `and`, add and max `or`); an
+    out-of-range index vector's update is dropped. out starts as a copy of operand (none needed when
+    they are the same buffer: a scatter written in place)."""
 
-    mode: str  # add, replace
+    mode: str  # replace, or the combining primitive's name: add, mul, min, max
     operand: str
     indices: str
     updates: str
@@ -122,7 +128,47 @@ class Scatter:
     out: str
 
 
-Step = Loop | Contraction | ArgReduce | Scatter
+@dataclass(frozen=True)
+class Cumulative:
+    """out = the running `combine` of `operand` along `axis`, from the end when `reverse` (cumsum,
+    cumprod, cummax, cummin, cumlogsumexp); float16 sums and products accumulate in float32 (`acc_dtype`), and a
+    float sum starts from +0.0 (as JAX's: a sum of -0.0s is +0.0)."""
+
+    combine: str  # add, mul, max, min, logaddexp
+    operand: str
+    axis: int
+    reverse: bool
+    out: str
+
+
+@dataclass(frozen=True)
+class Sort:
+    """outs = `operands` sorted together along `dimension`, stably, lexicographically by the first
+    `num_keys` in JAX's total order (-0.0 equals 0.0; NaNs equal each other, after +inf)."""
+
+    operands: tuple[str, ...]
+    dimension: int
+    num_keys: int
+    outs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Factorization:
+    """outs = dense linear-algebra `routine` (cholesky, triangular_solve, lu, qr, eigh, svd) of the `operands`,
+    each a stack of matrices (the last two axes; the leading ones batched), with the primitive's
+    `params` (sorted name, value pairs): what the primitive's numpy reference computes. One step
+    writes every output of its routine (lu's factors, pivots and permutation)."""
+
+    routine: str
+    operands: tuple[str, ...]
+    params: tuple
+    outs: tuple[str, ...]
+
+    def param(self, name: str):
+        return dict(self.params)[name]
+
+
+Step = Loop | Contraction | ArgReduce | Scatter | Cumulative | Sort | Factorization
 
 
 @dataclass(frozen=True)
@@ -150,7 +196,16 @@ def step_reads(step: Step) -> tuple[str, ...]:
         return (step.operand,)
     if isinstance(step, Scatter):
         return (step.operand, step.indices, step.updates)
+    if isinstance(step, Cumulative):
+        return (step.operand,)
+    if isinstance(step, (Sort, Factorization)):
+        return step.operands
     return ()
+
+
+def step_writes(step: Step) -> tuple[str, ...]:
+    """The buffers a step other than a Loop writes (a Sort's and a Factorization's: one per output)."""
+    return step.outs if isinstance(step, (Sort, Factorization)) else (step.out,)
 
 
 _COMBINE = {P.reduce_sum_p: "add", P.reduce_prod_p: "mul", P.reduce_max_p: "max", P.reduce_min_p: "min"}
@@ -229,8 +284,10 @@ class _Lowering:
                     if a not in self.buffer:
                         jobs.append((self.level_of(self.reads(a)), "store", a, self.assign(a)))
                         after.append(jobs[-1][0])
-                self.level[v] = 1 + max(after)
-                jobs.append((self.level[v], "step", v, self.assign(v, out_names.get(v))))
+                for w in node.outputs:  # a step writes every output of its node
+                    self.level[w] = 1 + max(after)
+                    self.assign(w, out_names.get(w))
+                jobs.append((self.level[v], "step", v, self.buffer[v]))
             else:
                 self.level[v] = self.level_of(self.reads(node.inputs[0]))
                 jobs.append((self.level[v], "reduce", v, self.assign(v, out_names.get(v))))
@@ -265,10 +322,11 @@ class _Lowering:
         return _alias_epilogues(Kernel(self.kind, self.inputs, self.outputs, tuple(self.temps), tuple(built),
                                        shareable))
 
-    def step(self, job) -> Contraction | ArgReduce | Scatter:
+    def step(self, job) -> Step:
         _, _, v, name = job
         node = self.producer[v]
-        return _STEPS[node.prim](*(self.buffer[a] for a in node.inputs), out=name, **node.params)
+        out = tuple(self.buffer[w] for w in node.outputs) if node.prim.multiple_results else name
+        return _STEPS[node.prim](*(self.buffer[a] for a in node.inputs), out=out, **node.params)
 
     def loop(self, key, jobs) -> Loop:
         _, space, axes = key
@@ -491,8 +549,41 @@ def _scatter(mode):
     return rule
 
 
+def _cumulative(combine):
+    def rule(operand, *, out, axis, reverse):
+        return Cumulative(combine, operand, axis, reverse, out)
+    return rule
+
+
+def _sort(*operands, out, dimension, is_stable, num_keys):
+    return Sort(tuple(operands), dimension, num_keys, tuple(out))
+
+
+def _factorization(routine):
+    def rule(*operands, out, **params):
+        outs = out if isinstance(out, tuple) else (out,)
+        return Factorization(routine, operands, tuple(sorted(params.items())), outs)
+    return rule
+
+
+# a Scatter's mode by primitive: its combining elementwise primitive's name, or replace
+SCATTER_MODES = {P.scatter_p: "replace", P.scatter_add_p: "add", P.scatter_mul_p: "mul", P.scatter_min_p: "min",
+                 P.scatter_max_p: "max"}
 _STEPS = {P.dot_general_p: _contraction, P.argmax_p: _arg_reduce("argmax"), P.argmin_p: _arg_reduce("argmin"),
-          P.scatter_add_p: _scatter("add"), P.scatter_p: _scatter("replace")}
+          **{prim: _scatter(mode) for prim, mode in SCATTER_MODES.items()},
+          P.cumsum_p: _cumulative("add"),
+          P.cumprod_p: _cumulative("mul"),
+          P.cummax_p: _cumulative("max"),
+          P.cummin_p: _cumulative("min"),
+          P.cumlogsumexp_p: _cumulative("logaddexp"),
+          P.sort_p: _sort,
+          P.cholesky_p: _factorization("cholesky"),
+          P.triangular_solve_p: _factorization("triangular_solve"),
+          P.lu_p: _factorization("lu"),
+          P.qr_p: _factorization("qr"),
+          P.eigh_p: _factorization("eigh"),
+          P.svd_p: _factorization("svd"),
+          }
 
 
 def _alias_epilogues(k: Kernel) -> Kernel:
@@ -555,6 +646,12 @@ _STEP_TEXT = {
     ArgReduce: lambda s: f"  {s.out} = {s.combine} {s.operand} axis={s.axis} index_dtype={s.index_dtype.name}",
     Scatter: lambda s: f"  {s.out} = scatter-{s.mode} {s.operand} at {s.indices} of {s.updates} "
                        f"batch_dims={s.batch_dims}",
+    Cumulative: lambda s: f"  {s.out} = cumulative-{s.combine} {s.operand} axis={s.axis}"
+                          f"{' reverse' if s.reverse else ''}",
+    Sort: lambda s: f"  {', '.join(s.outs)} = sort {' '.join(s.operands)} dimension={s.dimension} "
+                    f"num_keys={s.num_keys}",
+    Factorization: lambda s: f"  {', '.join(s.outs)} = {s.routine} {' '.join(s.operands)}"
+                             + "".join(f" {k}={v}" for k, v in s.params),
 }
 
 
@@ -598,17 +695,30 @@ def evaluate(kernel: Kernel, *arrays, math: str = "numpy") -> tuple[np.ndarray, 
         if isinstance(step, Loop):
             _run_loop(step, bufs, math == "algorithm")
         else:
-            bufs[step.out][...] = _STEP_EVAL[type(step)](step, *(bufs[b] for b in step_reads(step)))
+            values = _STEP_EVAL[type(step)](step, *(bufs[b] for b in step_reads(step)))
+            for name, value in zip(step_writes(step), values if isinstance(step, (Sort, Factorization)) else (values,),
+                                   strict=True):
+                bufs[name][...] = value
     return tuple(bufs[b.name] for b in kernel.outputs)
 
 
+_SCATTER_PRIMS = {mode: prim for prim, mode in SCATTER_MODES.items()}
 # A step computes what its primitive's numpy reference computes on its operand buffers.
 _STEP_EVAL = {
     Contraction: lambda s, lhs, rhs: impl_rules[P.dot_general_p](lhs, rhs, dimension_numbers=s.dimension_numbers),
     ArgReduce: lambda s, x: impl_rules[_PRIMS[s.combine]](x, axis=s.axis, index_dtype=s.index_dtype),
-    Scatter: lambda s, x, i, u: impl_rules[P.scatter_add_p if s.mode == "add" else P.scatter_p](
-        x, i, u, batch_dims=s.batch_dims),
+    Scatter: lambda s, x, i, u: impl_rules[_SCATTER_PRIMS[s.mode]](x, i, u, batch_dims=s.batch_dims),
+    Cumulative: lambda s, x: cumulative_reference(s.combine, x, s.axis, s.reverse),
+    Sort: lambda s, *xs: impl_rules[P.sort_p](*xs, dimension=s.dimension, is_stable=True, num_keys=s.num_keys),
+    Factorization: lambda s, *xs: _factorization_eval(s, xs),
 }
+
+
+def _factorization_eval(step: Factorization, operands) -> tuple:
+    """The routine's primitive's reference on the operand buffers, as a tuple of outputs."""
+    prim = _PRIMS[step.routine]
+    result = impl_rules[prim](*operands, **dict(step.params))
+    return tuple(result) if prim.multiple_results else (result,)
 
 
 def _run_loop(loop: Loop, bufs: dict, algorithms: bool = False) -> None:

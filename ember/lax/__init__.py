@@ -5,8 +5,8 @@ operand's), transcendental functions take floats only, and shapes are equal or 0
 one primitive (`round`, `square`, `reciprocal` and `integer_pow` compose two or three), so it traces,
 differentiates, batches and compiles as the primitive does. Control flow (`cond`, `switch`, `while_loop`,
 `fori_loop`, `scan`, `map`, `select_n`) is in `ember/lax/control.py`; layout, slicing, reductions and
-contractions in `layout.py`, `slicing.py` and `reductions.py`. A lax name that is not here raises an
-AttributeError saying whether jax.lax has it and what to use instead.
+contractions in `layout.py`, `slicing.py` and `reductions.py`; scans and sorts in `sorting.py`. A lax
+name that is not here raises an AttributeError saying whether jax.lax has it and what to use instead.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import numpy as _np
 from ember.errors import ShapeError as _ShapeError
 from ember.errors import missing_attribute as _missing_attribute
 from ember.errors import user_location as _user_location
+from ember.lax import linalg  # noqa: F401  (ember.lax.linalg, as jax.lax.linalg)
 from ember.lax.control import cond, fori_loop, map, scan, select_n, switch, while_loop
 from ember.lax.layout import as_operand as _as_operand
 from ember.lax.layout import (
@@ -64,6 +65,7 @@ from ember.lax.slicing import (
     slice_in_dim,
     split,
 )
+from ember.lax.sorting import cumlogsumexp, cummax, cummin, cumprod, cumsum, sort, sort_key_val, top_k
 from ember.naming import publish as _publish
 from ember.tracer import prims as _P
 
@@ -174,6 +176,8 @@ __all__ += [
     "dynamic_update_index_in_dim", "dynamic_update_slice", "dynamic_update_slice_in_dim", "index_in_dim",
     "slice", "slice_in_dim", "split", "clamp",
 ]
+# scans and sorts (ember/lax/sorting.py)
+__all__ += ["cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "sort", "sort_key_val", "top_k"]
 
 
 _publish(globals(), __name__, __all__)

@@ -11,6 +11,29 @@ import numpy as _np
 from ember.errors import missing_attribute as _missing_attribute
 from ember.naming import publish as _publish
 from ember.numpy import _core, _creation, _methods, linalg
+from ember.numpy._arrays import (
+    cross,
+    diag,
+    diagflat,
+    diagonal,
+    diff,
+    ediff1d,
+    gradient,
+    indices,
+    kron,
+    meshgrid,
+    pad,
+    put_along_axis,
+    repeat,
+    roll,
+    rot90,
+    take_along_axis,
+    tile,
+    trace,
+    tri,
+    tril,
+    triu,
+)
 from ember.numpy._creation import (
     arange,
     empty,
@@ -113,6 +136,7 @@ from ember.numpy._math import (
     true_divide,
     where,
 )
+from ember.numpy._numeric import allclose, array_equal, array_equiv, interp, isclose, polyadd, polysub, polyval
 from ember.numpy._products import dot, einsum, inner, matmul, outer, tensordot, vdot
 from ember.numpy._reductions import all, amax, amin, any, argmax, argmin, max, mean, min, prod, std, sum, var
 from ember.numpy._shape import (
@@ -136,6 +160,53 @@ from ember.numpy._shape import (
     swapaxes,
     transpose,
     vstack,
+)
+from ember.numpy._sorting import (
+    argpartition,
+    argsort,
+    argwhere,
+    cumprod,
+    cumsum,
+    cumulative_prod,
+    cumulative_sum,
+    digitize,
+    flatnonzero,
+    lexsort,
+    median,
+    nancumprod,
+    nancumsum,
+    nanmedian,
+    nanpercentile,
+    nanquantile,
+    nonzero,
+    partition,
+    percentile,
+    quantile,
+    searchsorted,
+    sort,
+    unique,
+    unique_all,
+    unique_counts,
+    unique_inverse,
+    unique_values,
+)
+from ember.numpy._stats import (
+    average,
+    bincount,
+    corrcoef,
+    cov,
+    histogram,
+    histogram2d,
+    histogram_bin_edges,
+    nanargmax,
+    nanargmin,
+    nanmax,
+    nanmean,
+    nanmin,
+    nanprod,
+    nanstd,
+    nansum,
+    nanvar,
 )
 from ember.tracer import trace as _trace
 from ember.tracer.array import Array
@@ -194,6 +265,18 @@ __all__ = [
     "cbrt", "copysign", "exp2", "hypot", "logaddexp", "logaddexp2", "nextafter",
     "bitwise_xor", "bitwise_not", "invert", "bitwise_invert", "left_shift", "right_shift", "bitwise_left_shift",
     "bitwise_right_shift", "bitwise_count",
+    "cross", "diag", "diagflat", "diagonal", "diff", "ediff1d", "gradient", "indices", "kron", "meshgrid", "pad",
+    "put_along_axis", "repeat", "roll", "rot90", "take_along_axis", "tile", "trace", "tri", "tril", "triu",
+    "allclose", "array_equal", "array_equiv", "interp", "isclose", "polyadd", "polysub", "polyval",
+    "average", "bincount", "corrcoef", "cov", "histogram", "histogram2d", "histogram_bin_edges", "nanargmax",
+    "nanargmin", "nanmax", "nanmean", "nanmin", "nanprod", "nanstd", "nansum", "nanvar",
+]
+# scans, sorts and what is built on them (ember/numpy/_sorting.py)
+__all__ += [
+    "argpartition", "argsort", "argwhere", "cumprod", "cumsum", "cumulative_prod", "cumulative_sum",
+    "digitize", "flatnonzero", "lexsort", "median", "nancumprod", "nancumsum", "nanmedian", "nanpercentile",
+    "nanquantile", "nonzero", "partition", "percentile", "quantile", "searchsorted", "sort", "unique",
+    "unique_all", "unique_counts", "unique_inverse", "unique_values",
 ]
 
 

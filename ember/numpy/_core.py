@@ -152,6 +152,29 @@ ARRAY_PARAMS: dict[str, tuple[int, ...] | str] = {
                      "norm"], (0,)),
     **dict.fromkeys(["dot", "inner", "matmul", "outer", "tensordot", "vdot", "take", "full_like"], (0, 1)),
     **dict.fromkeys(["concatenate", "stack", "hstack", "vstack"], _SEQ),
+    # _arrays.py, _stats.py, _numeric.py
+    **dict.fromkeys(["tril", "triu", "diag", "diagonal", "diagflat", "trace", "tile", "repeat", "roll", "rot90",
+                     "diff", "ediff1d", "pad", "nansum", "nanprod", "nanmax", "nanmin", "nanargmax", "nanargmin",
+                     "nanmean", "nanvar", "nanstd", "average", "cov", "corrcoef", "bincount", "histogram",
+                     "histogram_bin_edges"], (0,)),
+    **dict.fromkeys(["kron", "cross", "take_along_axis", "put_along_axis", "isclose", "allclose", "array_equal",
+                     "array_equiv", "polyval", "polyadd", "polysub", "histogram2d"], (0, 1)),
+    **dict.fromkeys(["interp"], (0, 1, 2)),
+    **dict.fromkeys(["meshgrid", "gradient"], _ALL),
+    # scans, sorts and what is built on them (_sorting.py)
+    **dict.fromkeys(["argpartition", "argsort", "argwhere", "cumprod", "cumsum", "cumulative_prod", "cumulative_sum",
+                     "flatnonzero", "median", "nancumprod", "nancumsum", "nanmedian", "nonzero", "partition", "sort",
+                     "unique", "unique_all", "unique_counts", "unique_inverse", "unique_values"], (0,)),
+    **dict.fromkeys(["digitize", "nanpercentile", "nanquantile", "percentile", "quantile", "searchsorted"],
+                    (0, 1)),
+    "lexsort": _SEQ,
+    **dict.fromkeys(["cholesky", "det", "inv", "matrix_power", "slogdet"], (0,)),  # ember.numpy.linalg
+    **dict.fromkeys(["qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank", "cond"], (0,)),
+    "solve": (0, 1),
+    "lstsq": (0, 1),
+    **dict.fromkeys(["matrix_norm", "vector_norm", "tensorinv"], (0,)),
+    "tensorsolve": (0, 1),
+    "multi_dot": _SEQ,
 }
 
 

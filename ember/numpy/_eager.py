@@ -22,7 +22,7 @@ from ember.tracer import dtypes
 from ember.tracer.array import Array
 from ember.tracer.aval import ShapedArray
 from ember.tracer.ir import Var
-from ember.tracer.primitive import impl_rules
+from ember.tracer.primitive import eager_specializers, impl_rules, operand_impls
 from ember.tracer.trace import Tracer, trace_flat, trace_state
 from ember.tree import tree_flatten, tree_unflatten
 
@@ -37,9 +37,11 @@ _tables: list[dict] = []  # every function's table, emptied when 64-bit mode swi
 class _Replay:
     """One signature's graph as a generated Python function over the numpy references: its arguments
     are the operands, the graph's consts and literals are its globals, and its results are Arrays that
-    never alias an operand or a const (a view or one of them is copied, as bind's eager path does)."""
+    never alias an operand or a const (a view or one of them is copied, as bind's eager path does).
+    `memo`: per operand, the last Python scalar converted and its conversion (`x + 1.0` in a loop
+    passes the same float object each time)."""
 
-    __slots__ = ("run", "scalars", "convert", "source")
+    __slots__ = ("run", "scalars", "convert", "source", "memo")
 
     def __init__(self, graph, tree, scalars: tuple):
         names: dict = {v: f"o{k}" for k, v in enumerate(graph.inputs)}
@@ -54,10 +56,17 @@ class _Replay:
         for v, value in zip(graph.consts, graph.const_values):
             names[v] = const(value)
         lines = []
+        fresh = set()  # values a ufunc made: new ndarrays of a known dtype
         for k, node in enumerate(graph.nodes):
             args = [names[a] if isinstance(a, Var) else const(a.val) for a in node.inputs]
-            fn = const(impl_rules[node.prim])
-            call = f"{fn}({', '.join(args)}{', **' + const(dict(node.params)) if node.params else ''})"
+            direct = operand_impls.get(node.prim)
+            if direct is None and node.prim in eager_specializers and all(isinstance(a, Var) for a in node.inputs):
+                direct = eager_specializers[node.prim](node.params, [a.aval for a in node.inputs])
+            if direct is not None:
+                call = f"{const(direct)}({', '.join(args)})"
+            else:  # (a node without operands, iota, has only its params)
+                call = (f"{const(impl_rules[node.prim])}"
+                        f"({', '.join(args + (['**' + const(dict(node.params))] if node.params else []))})")
             if node.prim.multiple_results:
                 outs = [f"r{k}_{j}" for j in range(len(node.outputs))]
                 lines.append(f"    {', '.join(outs)}, = {call}")
@@ -65,6 +74,8 @@ class _Replay:
             else:
                 lines.append(f"    r{k} = {call}")
                 names[node.outputs[0]] = f"r{k}"
+                if _makes_fresh(direct, node):
+                    fresh.add(node.outputs[0])
         known = [names[v] for v in graph.inputs] + [names[v] for v in graph.consts]
         results, given = [], set()
         for j, o in enumerate(graph.outputs):
@@ -74,16 +85,14 @@ class _Replay:
             same = " or ".join(f"out is {n}" for n in known) or "False"
             if not isinstance(o, Var) or value in given:
                 same = "True"
+            elif o in fresh:  # a ufunc's new array: an Array as it is when its dtype is the one expected
+                lines += [f"    if {value}.dtype is {dt}:", f"        y{j} = {value}.view(Array)", "    else:"]
+                lines += ["    " + line for line in _checked_result(j, value, dt, same)]
+                given.add(value)
+                results.append(f"y{j}")
+                continue
             given.add(value)
-            lines += [f"    out = {value}",
-                      "    if type(out) is not ndarray:",
-                      "        out = asarray(out)",
-                      f"    if out.dtype != {dt}:",
-                      f"        y{j} = out.astype({dt}).view(Array)",
-                      f"    elif out.base is not None or {same}:",
-                      f"        y{j} = out.copy().view(Array)",
-                      "    else:",
-                      f"        y{j} = out.view(Array)"]
+            lines += _checked_result(j, value, dt, same)
             results.append(f"y{j}")
         lines.append(f"    return {results[0]}" if tree is None else
                      f"    return unflatten(tree, [{', '.join(results)}])")
@@ -94,17 +103,53 @@ class _Replay:
         self.scalars = tuple((k, d.type) for k, d in enumerate(scalars) if d is not None)  # Python scalars' types
         # per operand, the scalar type a Python scalar becomes (None: an array), or None if there are none
         self.convert = tuple(None if d is None else d.type for d in scalars) if self.scalars else None
+        self.memo = [(None, None)] * len(scalars)
+
+
+def _makes_fresh(direct, node) -> bool:
+    """Whether `node` is a ufunc call on Vars whose result is a new n-d array (never a view or a scalar)."""
+    return isinstance(direct, np.ufunc) and node.outputs[0].aval.ndim > 0 and all(
+        isinstance(a, Var) for a in node.inputs)
+
+
+def _checked_result(j: int, value: str, dt: str, same: str) -> list[str]:
+    """Lines making `y<j>`, the Array of result `value` in dtype `dt`: converted, or copied where it may
+    be an operand, a const or a view."""
+    return ["    out = " + value,
+            "    if type(out) is not ndarray:",
+            "        out = asarray(out)",
+            f"    if out.dtype != {dt}:",
+            f"        y{j} = out.astype({dt}).view(Array)",
+            f"    elif out.base is not None or {same}:",
+            f"        y{j} = out.copy().view(Array)",
+            "    else:",
+            f"        y{j} = out.view(Array)"]
+
+
+def _scalar(replay: _Replay, k: int, x):
+    """Python scalar operand `k` as the replay takes it (remembered: the same object converts the same);
+    MISS for a Python int out of its dtype (the full path says so)."""
+    memo = replay.memo[k]
+    if memo[0] is x:
+        return memo[1]
+    try:
+        converted = replay.convert[k](x)
+    except OverflowError:
+        return MISS
+    replay.memo[k] = (x, converted)  # one store of a pair: another thread sees the old pair or the new
+    return converted
 
 
 def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callable:
     """`fn` (a public ember.numpy function) as `fast(args, kwargs)`: its result by replay, or MISS.
-    `operand_positions`: the positional parameters that are arrays ("*": all of them)."""
+    `operand_positions`: the positional parameters that are arrays ("*": all of them). For a function
+    of two operands, `fast.binary(a, b)` is the same without packing the arguments."""
     table: dict = {}
     _tables.append(table)
     every = operand_positions == "*"
 
     def fast(args: tuple, kwargs: dict):
-        if getattr(trace_state, "stack", None):
+        if trace_state.stack:
             return MISS
         if len(args) == 1 and not kwargs:  # the common case (a unary function, a method), unrolled
             x = args[0]
@@ -119,39 +164,47 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
             if replay.__class__ is _Replay and not replay.scalars:
                 return replay.run(x)
             return slow(args, kwargs)
-        if len(args) == 2 and every and not kwargs:  # a binary operator or function, unrolled
-            a, b = args
-            t = type(a)
-            if t is Array:
-                ka, a = (a.shape, a.dtype), a.view(np.ndarray)
-            elif t is np.ndarray:
-                ka = (a.shape, a.dtype)
-            elif t in _PY_SCALARS:
-                ka = t
-            else:
-                return slow(args, kwargs)
-            t = type(b)
-            if t is Array:
-                kb, b = (b.shape, b.dtype), b.view(np.ndarray)
-            elif t is np.ndarray:
-                kb = (b.shape, b.dtype)
-            elif t in _PY_SCALARS:
-                kb = t
-            else:
-                return slow(args, kwargs)
-            replay = table.get((ka, kb))
-            if replay.__class__ is _Replay:
-                convert = replay.convert
-                if convert is not None:
-                    try:
-                        if convert[0] is not None:
-                            a = convert[0](a)
-                        if convert[1] is not None:
-                            b = convert[1](b)
-                    except OverflowError:  # a Python int out of its dtype: the full path says so
-                        return MISS
-                return replay.run(a, b)
+        if len(args) == 2 and every and not kwargs:
+            return binary(*args)
         return slow(args, kwargs)
+
+    def binary(a, b):
+        """A binary operator or function of two operands, unrolled."""
+        if trace_state.stack:
+            return MISS
+        t = type(a)
+        if t is Array:
+            ka, x = (a.shape, a.dtype), a.view(np.ndarray)
+        elif t is np.ndarray:
+            ka, x = (a.shape, a.dtype), a
+        elif t in _PY_SCALARS:
+            ka, x = t, a
+        else:
+            return slow((a, b), {})
+        t = type(b)
+        if t is Array:
+            kb, y = (b.shape, b.dtype), b.view(np.ndarray)
+        elif t is np.ndarray:
+            kb, y = (b.shape, b.dtype), b
+        elif t in _PY_SCALARS:
+            kb, y = t, b
+        else:
+            return slow((a, b), {})
+        replay = table.get((ka, kb))
+        if replay.__class__ is not _Replay:
+            return slow((a, b), {})
+        if replay.convert is not None:  # a Python scalar: its conversion, remembered (see _scalar)
+            if ka.__class__ is type:
+                memo = replay.memo[0]
+                x = memo[1] if memo[0] is x else _scalar(replay, 0, x)
+                if x is MISS:
+                    return MISS
+            if kb.__class__ is type:
+                memo = replay.memo[1]
+                y = memo[1] if memo[0] is y else _scalar(replay, 1, y)
+                if y is MISS:
+                    return MISS
+        return replay.run(x, y)
 
     def slow(args: tuple, kwargs: dict):
         key = []
@@ -191,13 +244,13 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
             replay = table[key] = _record(fn, args, kwargs, every, operand_positions)
         if replay is _SLOW:
             return MISS
-        for k, d in replay.scalars:
-            try:
-                operands[k] = d(operands[k])
-            except OverflowError:  # a Python int out of its dtype: the full path says so
+        for k, _ in replay.scalars:
+            operands[k] = _scalar(replay, k, operands[k])
+            if operands[k] is MISS:
                 return MISS
         return replay.run(*operands)
 
+    fast.binary = binary
     return fast
 
 

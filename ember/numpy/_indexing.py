@@ -24,7 +24,7 @@ from ember.numpy._core import asarray, broadcast_shapes, shape_of
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.array import Array
-from ember.tracer.trace import Tracer, is_tracing
+from ember.tracer.trace import Tracer, is_tracing, trace_state
 
 
 def _is_int_scalar(k) -> bool:
@@ -293,34 +293,25 @@ def _clipped_key(key, shape: tuple[int, ...]):
     return tuple(out)
 
 
-# the updates whose repeated indices NumPy combines eagerly (ufunc.at applies each occurrence in turn), as
-# JAX's scatters do
-_AT_UFUNCS = {"multiply": np.multiply, "min": np.minimum, "max": np.maximum, "divide": np.divide, "power": np.power}
+# x.at[...].<method>(v): the scatter primitive that combines repeated indices as JAX's does, and the
+# NumPy ufunc whose ufunc.at is its reference (the eager path)
+_SCATTERS = {"multiply": (P.scatter_mul, np.multiply), "min": (P.scatter_min, np.minimum),
+             "max": (P.scatter_max, np.maximum)}
 
 
-def _unique_positions(shape, key, unique_indices: bool, what: str) -> None:
-    """Refuse an update that combines with the array's values (mul, min, max, apply, ...) where indices
-    could repeat and unique_indices does not promise otherwise: each repeat would have to combine, and
-    Ember has no scatter primitive for these yet (set and add have theirs)."""
-    if unique_indices:
-        return
-    items = key if isinstance(key, tuple) else (key,)
-    if any(isinstance(k, Tracer) or (isinstance(k, (list, tuple)) and _has_tracer(tuple(k))) for k in items):
-        raise NotImplementedError(
-            f"at[...].{what} with traced index arrays: indices may repeat, and Ember combines repeats only for "
-            f"set and add; pass unique_indices=True if they cannot repeat (as JAX allows), or use "
-            f"x.at[idx].set(f(x[idx], y)) (at {user_location()})")
+def _cannot_repeat(shape, key) -> bool:
+    """Whether `key` is concrete and selects no element of an array of `shape` twice."""
+    if _has_tracer(key):
+        return False
     pos = np.asarray(_flat_positions(shape, key)).ravel()
-    if len(np.unique(pos)) != len(pos):
-        raise NotImplementedError(
-            f"at[...].{what}: the indices repeat (at {user_location()})")
+    return len(np.unique(pos)) == len(pos)
 
 
 class _IndexUpdateRef:
-    """`x.at[key]`: JAX's functional updates. set and add combine repeated indices (one of the values
-    wins for set; add accumulates) everywhere; multiply, divide, power, min, max and apply apply each
-    occurrence in turn on concrete arrays (NumPy's ufunc.at), and under a trace need indices that
-    cannot repeat (see _unique_positions). Out-of-bounds
+    """`x.at[key]`: JAX's functional updates. Repeated indices combine as in JAX: one of the values wins
+    for set; add, multiply, min and max combine every occurrence (their scatter primitives; NumPy's
+    ufunc.at on concrete arrays); divide and power divide by or raise to the product of the values, as
+    JAX computes them; apply applies func once per occurrence. Out-of-bounds
     indices: dropped by an update and an error for a static one in get (mode None, "drop", "fill",
     "promise_in_bounds"), or clamped into the array (mode="clip")."""
 
@@ -369,81 +360,103 @@ class _IndexUpdateRef:
 
     def set(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
         """A copy of the array with x[key] = values (duplicated indices: one of the values wins)."""
-        return self._fast("set", values, mode, lambda: _update(self.array, self._key(mode, "set"), P.scatter, values))
+        out = self._fast("set", values, mode)
+        return _update(self.array, self._key(mode, "set"), P.scatter, values) if out is None else out
 
     def add(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
         """A copy of the array with values added at x[key] (duplicated indices accumulate)."""
-        return self._fast("add", values, mode,
-                          lambda: _update(self.array, self._key(mode, "add"), P.scatter_add, values))
+        out = self._fast("add", values, mode)
+        return _update(self.array, self._key(mode, "add"), P.scatter_add, values) if out is None else out
 
-    def _fast(self, how: str, values, mode, full):
+    def _fast(self, how: str, values, mode):
         """An eager update with a static key (ints, slices, None, Ellipsis: no index repeats) on a
-        concrete array, done as NumPy does it on a copy; anything else, or anything NumPy would do
-        differently (a failed cast, an out-of-bounds index), is `full()`."""
-        x = self.array
-        if (type(x) is Array or type(x) is np.ndarray) and not is_tracing() and type(values) in _VALUE_TYPES \
-                and _static_key(self.key) is not None:
-            try:
-                key = self.key if mode is None else self._key(mode, how)
-                out = np.array(x)
-                v = np.asarray(values.view(np.ndarray) if type(values) is Array else values, dtype=out.dtype)
-                if not v.ndim or v.ndim <= np.ndim(out[key]):
-                    if how == "set":
-                        out[key] = v
-                    else:
-                        out[key] += v  # (a static key: no index repeats)
-                    return out.view(Array)
-            except (TypeError, ValueError, IndexError, OverflowError):
-                pass
-        return full()
+        concrete array, done as NumPy does it on a copy; None where it cannot be, or where NumPy would
+        do something else (a failed cast, an out-of-bounds index): the full path then runs."""
+        x, key = self.array, self.key
+        tx, tv = type(x), type(values)
+        if not (tx is Array or tx is np.ndarray) or trace_state.stack or tv not in _VALUE_TYPES \
+                or not (type(key) is int or _static_key(key) is not None):
+            return None
+        try:
+            if mode is not None:
+                key = self._key(mode, how)
+            out = np.array(x)
+            if tv is float or tv is int or tv is bool:  # NumPy's item assignment casts a Python scalar as
+                v = values if out.dtype.kind in _SCALAR_KINDS[tv] else np.asarray(values, out.dtype)  # asarray
+            else:
+                v = np.asarray(values.view(np.ndarray) if tv is Array else values, dtype=out.dtype)
+                if v.ndim and v.ndim > np.ndim(out[key]):
+                    return None
+            if how == "set":
+                out[key] = v
+            else:
+                out[key] += v  # (a static key: no index repeats)
+            return out.view(Array)
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return None
 
-    def _combine(self, what: str, op, values, unique_indices: bool, mode):
+    def _combine(self, what: str, values, unique_indices: bool, mode, x=None):
+        """x.at[key].<what>(values) for multiply, min and max, as JAX's `_scatter_update`: x and values
+        promoted together, combined at x[key] (each repeat of an index in turn, by the scatter
+        primitive), the result cast back to x's dtype. A key that cannot repeat (unique_indices=True,
+        or concrete and repeat-free) is a set of the combined values, differentiable in both."""
+        from ember.numpy._core import dtype_weak
+
         key = self._key(mode, what)
-        x = asarray(self.array)
-        if what in _AT_UFUNCS and isinstance(x, np.ndarray) and not is_tracing() and not _has_tracer(key) \
+        x = asarray(self.array if x is None else x)
+        prim, ufunc = _SCATTERS[what]
+        dtype, _ = dtypes.result_type(dtype_weak(x), dtype_weak(values))
+        if dtype == x.dtype and isinstance(x, np.ndarray) and not is_tracing() and not _has_tracer(key) \
                 and not isinstance(values, Tracer):
-            try:  # concrete: NumPy's ufunc.at combines repeated indices as JAX's scatter does
+            try:  # concrete: the scatter's own reference, NumPy's ufunc.at, on a copy
                 pos = np.asarray(_flat_positions(x.shape, key))
                 v = np.broadcast_to(np.asarray(np.asarray(values), dtype=x.dtype), pos.shape)
                 out = np.array(x).reshape(-1)
-                _AT_UFUNCS[what].at(out, pos.reshape(-1), v.reshape(-1))
+                with np.errstate(invalid="ignore"):  # a NaN compared is a value here (see the primitive)
+                    ufunc.at(out, pos.reshape(-1), v.reshape(-1))
                 return out.reshape(x.shape).view(Array)
             except (ValueError, OverflowError):  # a shape or value the traced path words as ember does
                 pass
-        _unique_positions(tuple(x.shape), key, unique_indices, what)
-        return _update(x, key, P.scatter, op(getitem(x, key), values))
+        if unique_indices or _cannot_repeat(tuple(x.shape), key):
+            return _update(x, key, P.scatter, ufunc_of(what)(getitem(x, key), values))
+        wide = x if dtype == x.dtype else P.convert_element_type(x, dtype)
+        out = _update(wide, key, prim, values)
+        return out if dtype == x.dtype else P.convert_element_type(out, x.dtype)
 
     def multiply(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
-        """A copy of the array with x[key] *= values."""
-        from ember.numpy._math import multiply
-
-        return self._combine("multiply", multiply, values, unique_indices, mode)
+        """A copy of the array with x[key] *= values (a repeated index multiplies by each of its values)."""
+        return self._combine("multiply", values, unique_indices, mode)
 
     mul = multiply
 
     def divide(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
-        """A copy of the array with x[key] /= values."""
+        """A copy of the array with x[key] /= values, as JAX: x / ones_like(x).at[key].multiply(values)
+        (true division: an integer array gives floats)."""
         from ember.numpy._math import divide
 
-        return self._combine("divide", divide, values, unique_indices, mode)
+        return divide(self.array, self._product_of_values(values, unique_indices, mode, "divide"))
 
     def power(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
-        """A copy of the array with x[key] **= values."""
+        """A copy of the array with x[key] **= values, as JAX: x ** ones_like(x).at[key].multiply(values)."""
         from ember.numpy._math import power
 
-        return self._combine("power", power, values, unique_indices, mode)
+        return power(self.array, self._product_of_values(values, unique_indices, mode, "power"))
+
+    def _product_of_values(self, values, unique_indices: bool, mode, what: str):
+        """ones_like(x).at[key].multiply(values): at each element, the product of the values its
+        occurrences in `key` bring (1 where none)."""
+        from ember.numpy._creation import ones_like
+
+        self._key(mode, what)  # the mode is checked in the name of the method called
+        return self._combine("multiply", values, unique_indices, mode, x=ones_like(self.array))
 
     def min(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
-        """A copy of the array with x[key] = minimum(x[key], values)."""
-        from ember.numpy._math import minimum
-
-        return self._combine("min", minimum, values, unique_indices, mode)
+        """A copy of the array with x[key] = minimum(x[key], values) (NaN wins, as in JAX)."""
+        return self._combine("min", values, unique_indices, mode)
 
     def max(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
-        """A copy of the array with x[key] = maximum(x[key], values)."""
-        from ember.numpy._math import maximum
-
-        return self._combine("max", maximum, values, unique_indices, mode)
+        """A copy of the array with x[key] = maximum(x[key], values) (NaN wins, as in JAX)."""
+        return self._combine("max", values, unique_indices, mode)
 
     def apply(self, func, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
         """A copy of the array with x[key] = func(x[key]) (func elementwise, as JAX requires); an index
@@ -458,9 +471,19 @@ class _IndexUpdateRef:
                 chosen = counts >= r
                 out[chosen] = np.asarray(func(out[chosen].view(Array)))
             return out.reshape(x.shape).view(Array)
-        return self._combine("apply", lambda old, _: func(old), None, unique_indices, mode)
+        if unique_indices or _cannot_repeat(tuple(x.shape), key):  # func of the selected elements only
+            return _update(x, key, P.scatter, func(getitem(x, key)))
+        if _has_tracer(key):
+            return _apply_traced(x, key, func)
+        pos = np.asarray(_flat_positions(x.shape, key)).reshape(-1)
+        counts = np.bincount(pos, minlength=x.size).reshape(x.shape)
+        for r in range(int(counts.max(initial=0))):  # known counts: func applied once more where due
+            x = _where_due(counts > r, func, x)
+        return x
 
 
+# the array kinds a Python scalar of each type is assigned into exactly as np.asarray(value, dtype) casts it
+_SCALAR_KINDS = {float: "fc", int: "fciu", bool: "fciub"}
 _VALUE_TYPES = frozenset({int, float, bool, np.ndarray, Array, np.float16, np.float32, np.float64, np.int8, np.int16,
                           np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_})
 
@@ -479,8 +502,44 @@ def _static_key(key):
     return isinstance(key, tuple), tuple(out)
 
 
+def ufunc_of(what: str):
+    """The ember.numpy function of an `.at` method: x[key] = f(x[key], values)."""
+    from ember.numpy._math import maximum, minimum, multiply
+
+    return {"multiply": multiply, "min": minimum, "max": maximum}[what]
+
+
+def _where_due(due, func, x):
+    """func(x) where `due`, x elsewhere, in x's dtype (func applied to every element, elementwise)."""
+    return P.select(due, P.convert_element_type(asarray(func(x)), x.dtype), x)
+
+
+def _apply_traced(x, key, func):
+    """x.at[key].apply(func) for traced indices: how often each element is selected (a scatter_add
+    of ones; out-of-bounds ones dropped), then func applied while some element is due once more
+    (a while_loop: the largest count is only known at run time). Like JAX's, not differentiable."""
+    from ember.lax import while_loop
+
+    pos = _flat_positions(x.shape, key)
+    m = math.prod(shape_of(pos))
+    itype = np.dtype(np.int32)
+    counts = P.scatter_add(P.full((math.prod(x.shape),), 0, itype), P.reshape(pos, (m, 1)), P.full((m,), 1, itype))
+    counts = P.reshape(counts, tuple(x.shape))
+    most = P.reduce_max(counts, tuple(range(len(x.shape)))) if x.shape else counts
+
+    def more(carry):
+        return P.lt(carry[0], most)
+
+    def once(carry):
+        r, y = carry
+        return P.add(r, np.int32(1)), _where_due(P.gt(counts, r), func, y)
+
+    return while_loop(more, once, (np.int32(0), x))[1]
+
+
 def _update(x, key, prim_fn, values):
-    """A copy of `x` with `values` scattered to x[key] by `prim_fn` (scatter or scatter_add)."""
+    """A copy of `x` with `values` (cast to x's dtype) scattered to x[key] by `prim_fn` (a scatter
+    primitive)."""
     from ember.numpy._core import to_dtype
 
     x = asarray(x)

@@ -291,11 +291,17 @@ def _zero_with_sign_of(b, zero):
     return subtract(multiply(sign(b), P.stop_gradient(r)), r)
 
 
-def where(condition, x=None, y=None):
-    """Elementwise choice: x where condition holds, else y (all three broadcast together)."""
+def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
+    """Elementwise choice: x where condition holds, else y (all three broadcast together). Without x
+    and y, the indices where condition holds (jnp.nonzero: `size=` makes it traceable)."""
+    if x is None and y is None:
+        from ember.numpy._sorting import nonzero
+
+        return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
-        raise ShapeError("where(condition) without x and y returns data-dependent shapes, which "
-                         "ember cannot trace; pass both x and y", user_location())
+        raise ShapeError("where takes a condition alone or with both x and y", user_location())
+    if size is not None or fill_value is not None:
+        raise ShapeError("where: size and fill_value go with a condition alone (the nonzero form)", user_location())
     cond = _to_bool(condition)
     x, y = _promoted(x, y)
     shape = broadcast_shapes(shape_of(cond), shape_of(x), shape_of(y), name="where")

@@ -9,7 +9,7 @@ import inspect
 import numpy as np
 
 from ember.errors import ArgumentError, ConcretizationError, user_location
-from ember.numpy import _indexing, _math, _products, _reductions, _shape
+from ember.numpy import _arrays, _indexing, _math, _products, _reductions, _shape, _sorting
 from ember.numpy._core import to_dtype
 from ember.numpy._eager import MISS, fast_path
 from ember.tracer import dtypes
@@ -21,16 +21,18 @@ _OPERANDS = (Tracer, np.ndarray, np.generic, bool, int, float)
 
 
 def _binop(fn, reflected: bool = False):
-    fast = fast_path(fn, "*")  # an eager Array's operators replay an earlier call of their signature
+    binary = fast_path(fn, "*").binary  # an eager Array's operators replay an earlier call of their signature
 
     def method(self, other):
-        if isinstance(other, (list, tuple)):  # as in JAX: no implicit conversion of sequences
-            raise ArgumentError(f"{fn.__name__} of a traced array and a {type(other).__name__}; wrap it with "
-                                "ember.numpy.asarray(...) (or np.array(...))", user_location())
-        if not isinstance(other, _OPERANDS):
-            return NotImplemented
+        t = type(other)
+        if not (t is float or t is Array or t is int):  # the common operands skip the isinstance checks
+            if isinstance(other, (list, tuple)):  # as in JAX: no implicit conversion of sequences
+                raise ArgumentError(f"{fn.__name__} of a traced array and a {t.__name__}; wrap it with "
+                                    "ember.numpy.asarray(...) (or np.array(...))", user_location())
+            if not isinstance(other, _OPERANDS):
+                return NotImplemented
         args = (other, self) if reflected else (self, other)
-        out = fast(args, {})
+        out = binary(*args)
         return fn(*args) if out is MISS else out
 
     return method
@@ -106,6 +108,9 @@ _METHODS = {
     "clip": _math.clip, "dot": _products.dot, "round": _math.round,
     "copy": lambda self: self, "conj": lambda self: self,
     "item": _item, "tolist": _tolist,
+    "trace": _arrays.trace, "diagonal": _arrays.diagonal, "repeat": _arrays.repeat,
+    "sort": _sorting.sort, "argsort": _sorting.argsort, "cumsum": _sorting.cumsum, "cumprod": _sorting.cumprod,
+    "nonzero": _sorting.nonzero, "searchsorted": _sorting.searchsorted,
 }
 
 _OPERATORS = frozenset(k for k, v in _METHODS.items() if getattr(v, "__name__", "") == "method")

@@ -1,6 +1,7 @@
 """Reductions with NumPy's axis/keepdims semantics: sum, mean, max, min, prod, argmax, argmin, var,
-std, all, any. As in JAX, sums and products of bools and small ints accumulate in the default (signed
-or unsigned) int, and float16 sums, means and variances accumulate in float32."""
+std, all, any, with `where=` masks and `initial=` values where NumPy takes them. As in JAX, sums and
+products of bools and small ints accumulate in the default (signed or unsigned) int, and float16 sums,
+means and variances accumulate in float32."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ import math
 
 import numpy as np
 
-from ember.errors import IncompatibleShapesError, user_location
-from ember.numpy._core import asarray, normalize_axes, normalize_axis, to_dtype
-from ember.numpy._math import maximum, minimum, sqrt, subtract
+from ember.errors import ArgumentValueError, IncompatibleShapesError, user_location
+from ember.numpy._core import asarray, broadcast_shapes, normalize_axes, normalize_axis, shape_of, to_dtype
+from ember.numpy._math import sqrt, subtract
 from ember.tracer import dtypes
 from ember.tracer import prims as P
+from ember.tracer.prims.reduce import identity
 
 
 def _axes(axis, ndim: int, name: str) -> tuple[int, ...]:
@@ -30,61 +32,103 @@ def _keep(out, shape, axes, keepdims):
     return P.reshape(out, tuple(1 if i in axes else d for i, d in enumerate(shape)))
 
 
+def _mask(where, shape: tuple[int, ...], name: str):
+    """`where` as a boolean mask of `shape` (NumPy's broadcasting, nonzero counts as True)."""
+    w = asarray(where)
+    if not dtypes.is_bool(w.dtype):
+        w = P.ne(w, 0)
+    if broadcast_shapes(shape_of(w), shape, name=f"{name}(where=...)") != shape:
+        raise IncompatibleShapesError(f"{name}: the where mask of shape {shape_of(w)} does not broadcast to the "
+                                      f"array's shape {shape}", user_location())
+    return P.broadcast_to(w, shape)
+
+
+def _masked(a, where, fill, name: str):
+    """`a` with `fill` wherever `where` is False (`a` itself when there is no mask)."""
+    if where is None:
+        return a
+    shape = tuple(a.shape)
+    return P.select(_mask(where, shape, name), a, P.full(shape, fill, a.dtype))
+
+
+def _initial(initial, dtype: np.dtype, name: str):
+    """The scalar `initial` as `dtype` (JAX converts it to the result's dtype)."""
+    if shape_of(initial) != ():
+        raise ArgumentValueError(f"{name}: initial value must be a scalar, got shape {shape_of(initial)}",
+                                 user_location())
+    return to_dtype(initial if isinstance(initial, (bool, int, float)) else asarray(initial), dtype)
+
+
+def _count(shape, axes, where, dtype: np.dtype, name: str):
+    """The number of elements reduced: a Python int, or an array of `dtype` counting a where mask."""
+    if where is None:
+        return math.prod(shape[i] for i in axes)
+    return P.reduce_sum(P.convert_element_type(_mask(where, tuple(shape), name), dtype), axes)
+
+
 def _accumulate(prim_fn, a, axes, dtype: np.dtype):
     """`prim_fn(a, axes)` computed in `dtype`'s accumulation dtype and given back as `dtype`."""
     return to_dtype(prim_fn(to_dtype(a, dtypes.accumulation_dtype(dtype)), axes), dtype)
 
 
-def _summation(prim_fn, name):
-    def fn(a, axis=None, dtype=None, keepdims: bool = False):
+def _summation(prim_fn, combine, unit: int, name):
+    def fn(a, axis=None, dtype=None, keepdims: bool = False, initial=None, where=None):
         a = asarray(a)
         dt = dtypes.canonicalize(dtype) if dtype is not None else dtypes.sum_dtype(a.dtype)
         axes = _axes(axis, len(a.shape), name)
-        return _keep(_accumulate(prim_fn, a, axes, dt), a.shape, axes, keepdims)
+        out = _accumulate(prim_fn, _masked(a, where, unit, name), axes, dt)
+        if initial is not None:
+            out = combine(out, _initial(initial, dt, name))
+        return _keep(out, a.shape, axes, keepdims)
 
     fn.__name__ = name
-    fn.__doc__ = f"{name} over `axis` (all axes when None), as numpy.{name} with JAX's dtypes."
+    fn.__doc__ = (f"{name} over `axis` (all axes when None) of the elements `where` selects, with `initial`, as "
+                  f"numpy.{name} with JAX's dtypes.")
     return fn
 
 
-sum = _summation(P.reduce_sum, "sum")
-prod = _summation(P.reduce_prod, "prod")
+sum = _summation(P.reduce_sum, P.add, 0, "sum")
+prod = _summation(P.reduce_prod, P.mul, 1, "prod")
 
 
-def _count(shape, axes) -> int:
-    return math.prod(shape[i] for i in axes)
-
-
-def mean(a, axis=None, dtype=None, keepdims: bool = False):
+def mean(a, axis=None, dtype=None, keepdims: bool = False, *, where=None):
+    """Arithmetic mean over `axis` of the elements `where` selects (NaN where it selects none)."""
     a = asarray(a)
     dt = dtypes.canonicalize(dtype) if dtype is not None else dtypes.default_float_for(a.dtype)
     a = to_dtype(a, dtypes.accumulation_dtype(dt))
     axes = normalize_axes(axis, len(a.shape), "mean")  # strict, as NumPy's mean
-    total = P.reduce_sum(a, axes)
-    n = _count(a.shape, axes)
-    out = P.div(total, float(n)) if n else P.mul(total, float("nan"))
+    total = P.reduce_sum(_masked(a, where, 0, "mean"), axes)
+    n = _count(a.shape, axes, where, a.dtype, "mean")
+    if where is not None:
+        out = P.div(total, n)
+    else:
+        out = P.div(total, float(n)) if n else P.mul(total, float("nan"))
     return _keep(to_dtype(out, dt), a.shape, axes, keepdims)
 
 
-def _extremum(prim_fn, combine, name):
-    def fn(a, axis=None, keepdims: bool = False, initial=None):
+def _extremum(prim_fn, prim, combine, name):
+    def fn(a, axis=None, keepdims: bool = False, initial=None, where=None):
         a = asarray(a)
         axes = _axes(axis, len(a.shape), name)
+        if initial is None and where is not None:
+            raise ArgumentValueError(f"{name}: reduction operation {name} does not have an identity, so to use a "
+                                     "where mask one has to specify 'initial'", user_location())
         if initial is None and builtins.any(a.shape[i] == 0 for i in axes):
             raise IncompatibleShapesError(f"{name}: zero-size array to reduction operation {name} which has no "
                                           "identity; pass initial=...", user_location())
+        a = _masked(a, where, identity(prim, a.dtype), name)
         out = to_dtype(prim_fn(a, axes), a.dtype)  # strong, as jnp's reductions of weak values
         if initial is not None:
-            out = combine(out, initial)
+            out = combine(out, _initial(initial, a.dtype, name))
         return _keep(out, a.shape, axes, keepdims)
 
     fn.__name__ = name
-    fn.__doc__ = f"{name} over `axis` (all axes when None), as numpy.{name}."
+    fn.__doc__ = f"{name} over `axis` (all axes when None) of the elements `where` selects and `initial`."
     return fn
 
 
-max = _extremum(P.reduce_max, maximum, "max")
-min = _extremum(P.reduce_min, minimum, "min")
+max = _extremum(P.reduce_max, P.reduce_max_p, P.maximum, "max")
+min = _extremum(P.reduce_min, P.reduce_min_p, P.minimum, "min")
 amax, amin = max, min
 
 
@@ -111,33 +155,43 @@ argmax = _arg(P.argmax, "argmax")
 argmin = _arg(P.argmin, "argmin")
 
 
-def var(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
-    """Variance: mean of squared deviations, divided by N - ddof."""
+def var(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False, *, where=None, correction=None):
+    """Variance: mean of squared deviations (of the elements `where` selects), divided by N - ddof
+    (`correction` is the array API's name for ddof)."""
+    if correction is not None:
+        ddof = correction
     a = asarray(a)
     dt = dtypes.canonicalize(dtype) if dtype is not None else dtypes.default_float_for(a.dtype)
     a = to_dtype(a, dtypes.accumulation_dtype(dt))
     axes = normalize_axes(axis, len(a.shape), "var")  # strict, as NumPy's var
-    centered = subtract(a, mean(a, axes, keepdims=True))
-    sq = P.reduce_sum(P.mul(centered, centered), axes)
-    n = _count(a.shape, axes) - ddof
+    centered = subtract(a, mean(a, axes, keepdims=True, where=where))
+    sq = P.reduce_sum(_masked(P.mul(centered, centered), where, 0, "var"), axes)
+    n = _count(a.shape, axes, where, a.dtype, "var")
     # With no degrees of freedom left NumPy divides by zero: inf, or nan where sq is 0 (or nan).
-    out = P.div(sq, float(n)) if n > 0 else P.mul(sq, float("inf"))
+    if where is not None:
+        out = P.div(sq, P.maximum(P.sub(n, a.dtype.type(ddof)), a.dtype.type(0)))
+    else:
+        n -= ddof
+        out = P.div(sq, float(n)) if n > 0 else P.mul(sq, float("inf"))
     return _keep(to_dtype(out, dt), a.shape, axes, keepdims)
 
 
-def std(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
-    return sqrt(var(a, axis, dtype, ddof, keepdims))
+def std(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False, *, where=None, correction=None):
+    """Standard deviation: the square root of var."""
+    return sqrt(var(a, axis, dtype, ddof, keepdims, where=where, correction=correction))
 
 
-def all(a, axis=None, keepdims: bool = False):
-    a = asarray(a)
-    b = a if dtypes.is_bool(a.dtype) else P.ne(a, 0)
-    axes = _axes(axis, len(a.shape), "all")
-    return _keep(P.reduce_min(b, axes), a.shape, axes, keepdims)
+def _logical(prim_fn, unit: bool, name: str):
+    def fn(a, axis=None, keepdims: bool = False, *, where=None):
+        a = asarray(a)
+        b = a if dtypes.is_bool(a.dtype) else P.ne(a, 0)
+        axes = _axes(axis, len(a.shape), name)
+        return _keep(prim_fn(_masked(b, where, unit, name), axes), a.shape, axes, keepdims)
+
+    fn.__name__ = name
+    fn.__doc__ = f"Whether {name} elements along `axis` (of those `where` selects) are true (nonzero)."
+    return fn
 
 
-def any(a, axis=None, keepdims: bool = False):
-    a = asarray(a)
-    b = a if dtypes.is_bool(a.dtype) else P.ne(a, 0)
-    axes = _axes(axis, len(a.shape), "any")
-    return _keep(P.reduce_max(b, axes), a.shape, axes, keepdims)
+all = _logical(P.reduce_min, True, "all")
+any = _logical(P.reduce_max, False, "any")

@@ -222,7 +222,7 @@ def _body_hazards(body: Graph) -> dict[int, tuple[str, Node]]:
 
 # Body prims a kernel computes as a step reading its operands whole (backends/kernel.py `ArgReduce`,
 # `Scatter`): a kernel holding one shares no buffer.
-WHOLE_STEPS = (P.argmax_p, P.argmin_p, P.scatter_add_p, P.scatter_p)
+WHOLE_STEPS = (P.argmax_p, P.argmin_p, P.scatter_add_p, P.scatter_p, P.scatter_mul_p, P.scatter_min_p, P.scatter_max_p)
 # Layout nodes that read their operand at the element they compute when it has their size (its flat
 # offset is theirs), by primitive: a reshape, a broadcast adding unit axes, a transpose keeping the
 # order of its axes longer than one, a slice of the whole, a reversal of unit axes, no padding, one

@@ -60,6 +60,7 @@ from ember.random._keys import (
     split,
     wrap_key_data,
 )
+from ember.random._permutations import choice, permutation
 
 __all__ = [
     "PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "key_dtype", "clone", "split", "fold_in", "KeyArray",
@@ -67,18 +68,17 @@ __all__ = [
     "wald", "bernoulli", "rademacher", "categorical", "exponential", "laplace", "logistic", "cauchy", "gumbel",
     "pareto", "weibull_min", "rayleigh", "triangular", "geometric", "gamma", "loggamma", "beta", "dirichlet",
     "chisquare", "t", "f", "generalized_normal", "ball", "poisson", "binomial",
+    "permutation", "choice",
 ]
 
 _publish(globals(), __name__, __all__)
 
 # jax.random names Ember lacks, and why (the message also says that JAX has them)
 _HINTS = {
-    "permutation": "it needs a sort, which Ember does not have yet",
-    "choice": "it needs a sort (without replacement) or a cumulative sum and a search (with p), which Ember "
-              "does not have yet; with replacement and no p, ember.random.randint draws the indices",
     "multivariate_normal": "it needs a Cholesky or eigen factorization, which Ember does not have yet",
     "orthogonal": "it needs a QR factorization, which Ember does not have yet",
-    "multinomial": "it needs a cumulative sum, which Ember does not have yet",
+    "multinomial": "it is not written yet (JAX draws it as binomials of the remaining count, "
+                   "ember.random.binomial)",
     "random_gamma_p": "Ember's gamma is not a primitive; ember.random.gamma samples and differentiates as JAX's",
 }
 

@@ -72,10 +72,6 @@ class Array(np.ndarray):
     def __setitem__(self, key, value):
         raise TypeError(_IMMUTABLE.format(what=f"item assignment on an {type(self).__name__}"))
 
-    def sort(self, axis: int = -1, kind=None, order=None):
-        """A sorted copy, as jax.Array.sort (NumPy's sorts in place)."""
-        return np.sort(self.view(np.ndarray), axis=axis, kind=kind or "stable", order=order).view(Array)
-
     def block_until_ready(self) -> Array:
         """Itself: CPU results are ready when returned."""
         return self

@@ -100,6 +100,12 @@ batch_rules: dict[Primitive, Callable] = {}
 # -> (outs, saved)``; `saved` reaches its VJP rule as the keyword `saved` (custom_vjp_call uses it).
 vjp_fwd_rules: dict[Primitive, Callable] = {}
 jvp_rules: dict[Primitive, Callable] = {}
+# the numpy reference of an elementwise primitive as a function of its operands alone (a ufunc where it is
+# one), which its impl rule calls: the eager replay calls it directly (one Python call less per op)
+operand_impls: dict[Primitive, Callable] = {}
+# (params, operand avals) -> a function of the operands alone that computes the impl for operands of those
+# avals, or None: the eager replay calls it for a primitive whose impl picks its path by shape and dtype
+eager_specializers: dict[Primitive, Callable] = {}
 
 
 def ufunc_of(prim: Primitive) -> np.ufunc | None:

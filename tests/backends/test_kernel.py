@@ -12,7 +12,16 @@ from hypothesis import strategies as st
 
 import ember.numpy as jnp
 from ember.backends import kernel_index as ix
-from ember.backends.kernel import ArgReduce, Contraction, KernelError, Loop, Scatter, evaluate, lower_kernel
+from ember.backends.kernel import (
+    SCATTER_MODES,
+    ArgReduce,
+    Contraction,
+    KernelError,
+    Loop,
+    Scatter,
+    evaluate,
+    lower_kernel,
+)
 from ember.tracer import ShapedArray, trace_flat
 from ember.tracer import prims as P
 from ember.tracer.primitive import impl_rules
@@ -272,6 +281,9 @@ ONE_NODE = {
     "gather": (P.gather, (((5, 3), F), ((4, 1), I))),
     "scatter_add": (P.scatter_add, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
     "scatter": (P.scatter, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
+    "scatter_mul": (P.scatter_mul, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
+    "scatter_min": (P.scatter_min, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
+    "scatter_max": (P.scatter_max, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
     "broadcast_in_dim": (lambda x: P.broadcast_in_dim(x, (2, 3), (1,)), (((3,), F),)),
     "reshape": (lambda x: P.reshape(x, (4, 3)), (((3, 4), F),)),
     "transpose": (lambda x: P.transpose(x, (1, 0)), (((3, 4), F),)),
@@ -284,7 +296,28 @@ ONE_NODE = {
         P.reduce_sum, P.reduce_max, P.reduce_min, P.reduce_prod)},
     "argmax": (lambda x: P.argmax(x, 0, np.int32), (((3, 4), F),)),
     "argmin": (lambda x: P.argmin(x, 1, np.int64), (((3, 4), F),)),
+    "cumsum": (lambda x: P.cumsum(x, 1), (((3, 4), F),)),
+    "cumprod": (lambda x: P.cumprod(x, 0, True), (((3, 4), F),)),
+    "cummax": (lambda x: P.cummax(x, 1, True), (((3, 4), F),)),
+    "cummin": (lambda x: P.cummin(x, 0), (((3, 4), F),)),
+    "cumlogsumexp": (lambda x: P.cumlogsumexp(x, 1, True), (((3, 4), F),)),
+    "sort": (lambda x, y: P.sort((x, y), 1)[1], (((3, 4), F), ((3, 4), I))),
+    "cholesky": (P.cholesky, (((2, 3, 3), F),)),
+    "triangular_solve": (lambda a, b: P.triangular_solve(a, b, left_side=True, lower=True), (((3, 3), F), ((3, 2), F))),
+    "lu": (lambda x: P.lu(x)[0], (((2, 3, 4), F),)),
+    "qr": (lambda x: P.qr(x, full_matrices=False)[0], (((4, 3), F),)),
+    "eigh": (lambda x: P.eigh(x)[1], (((2, 3, 3), F),)),
+    "svd": (lambda x: P.svd(x, full_matrices=False)[0], (((3, 4), F),)),
 }
+# the ONE_NODE examples whose second operand is an index array (repeated and out-of-range vectors in it)
+INDEXED = ("gather", "scatter_add", "scatter", "scatter_mul", "scatter_min", "scatter_max")
+# the linear-algebra primitives (float32/float64 only); cholesky's example is given a positive-definite operand
+LINALG = {"cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"}
+
+
+def positive_definite(x: np.ndarray) -> np.ndarray:
+    """x x^T + n I for a stack of n x n matrices: what cholesky's examples factor."""
+    return (x @ np.swapaxes(x, -1, -2) + x.shape[-1] * np.eye(x.shape[-1])).astype(x.dtype)
 # the pipeline inlines the calls and drops the names; fusions never nest; control flow is run by the
 # backend around its bodies, never a kernel
 NOT_IN_KERNELS = {"fusion", "custom_vjp_call", "custom_jvp_call", "remat_call", "checkpoint_name", "cond", "while",
@@ -298,7 +331,7 @@ def test_lower_kernel_takes_a_one_node_body_of_every_primitive(prim):
     g = body(lambda *a: [fn(*a)], *avals)
     assert [n.prim.name for n in g.nodes] == [prim]
     args = [(np.abs(data(s, d)) + 1).astype(d) if np.dtype(d).kind in "fiu" else data(s, d) for s, d in avals]
-    if prim in ("gather", "scatter_add", "scatter"):
+    if prim in INDEXED:
         args[1] = np.array([[1], [4], [1], [-2]], np.int32)
     with np.errstate(all="ignore"):
         check(g, *args, exact=prim != "dot_general")
@@ -472,27 +505,30 @@ def scatter_cases(draw):
     indices = np.stack(cols, -1).astype(idtype) if cols else np.zeros(lead + n + (0,), idtype)
     operand = tie_heavy(rng, lead + indexed + rest, dtype)
     updates = tie_heavy(rng, lead + n + rest, dtype)
-    return draw(st.sampled_from(["add", "replace"])), operand, indices, updates, nb
+    return draw(st.sampled_from(["add", "replace", "mul", "min", "max"])), operand, indices, updates, nb
 
 
 def scatter_loop(mode, operand, indices, updates, nb) -> np.ndarray:
-    """The documented rule, one update at a time in row-major order (a duplicate adds, or the last wins);
-    an index vector out of range drops its update."""
+    """The documented rule, one update at a time in row-major order (a duplicate combines by the mode's
+    ufunc, or the last wins); an index vector out of range drops its update."""
     out = operand.copy()
     sizes = operand.shape[nb:nb + indices.shape[-1]]
     for lead in np.ndindex(indices.shape[:-1]):
         vec = [int(v) for v in indices[lead]]
         if all(0 <= v < n for v, n in zip(vec, sizes)):
             target = out[lead[:nb] + tuple(vec) + (Ellipsis,)]
-            if mode == "add":
-                target += updates[lead + (Ellipsis,)]
-            else:
+            if mode == "replace":
                 target[...] = updates[lead + (Ellipsis,)]
+            else:
+                target[...] = SCATTER_UFUNCS[mode](target, updates[lead + (Ellipsis,)])
     return out
 
 
+SCATTER_UFUNCS = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
+
+
 def scatter_body(mode, operand, indices, updates, nb):
-    prim = P.scatter_add if mode == "add" else P.scatter
+    prim = {m: getattr(P, p.name) for p, m in SCATTER_MODES.items()}[mode]
     return body(lambda x, i, u: [prim(x, i, u, nb)], (operand.shape, operand.dtype), (indices.shape, indices.dtype),
                 (updates.shape, updates.dtype))
 

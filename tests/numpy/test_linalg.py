@@ -1,8 +1,8 @@
 """ember.numpy.linalg.norm against numpy.linalg.norm: vector orders None/1/2/inf/-inf/0/3/-1, matrix
-orders fro/1/-1/inf/-inf, axis and keepdims; eager, under jit, gradients and vmap.
+orders fro/1/-1/inf/-inf and 2/-2/nuc (singular values), axis and keepdims; eager, under jit, gradients
+and vmap.
 
-Deliberate differences from NumPy: norms of integer arrays are float32 (NumPy: float64); the matrix
-norms that need singular values (ord 2, -2, 'nuc') raise NotImplementedError.
+Deliberate differences from NumPy: norms of integer arrays are float32 (NumPy: float64).
 """
 
 from __future__ import annotations
@@ -90,10 +90,19 @@ def test_numpy_linalg_norm_on_a_tracer_dispatches_to_ember():
     np.testing.assert_allclose(got, np.linalg.norm(x, axis=1))
 
 
-@pytest.mark.parametrize("ord", [2, -2, "nuc"])
-def test_spectral_matrix_norms_are_not_implemented(ord):
-    with pytest.raises(NotImplementedError, match="norm"):
-        jnp.linalg.norm(np.ones((2, 2)), ord=ord)
+def test_spectral_matrix_norms_are_singular_values():
+    """ord 2, -2 and 'nuc': the largest, the smallest and the sum of the singular values (one jit)."""
+    x = np.random.default_rng(0).normal(size=(2, 3, 4))
+
+    def norms(v):
+        return [jnp.linalg.norm(v, o, axis=(1, 2)) for o in (2, -2, "nuc")] + [
+            jnp.linalg.norm(v, 2, axis=(2, 0), keepdims=True), jnp.linalg.norm(v[0], "nuc")]
+
+    for got in (ember.jit(norms)(x), norms(x)):
+        for o, g in zip((2, -2, "nuc"), got):
+            np.testing.assert_allclose(g, np.linalg.norm(x, o, axis=(1, 2)), rtol=1e-6)
+        np.testing.assert_allclose(got[3], np.linalg.norm(x, 2, axis=(2, 0), keepdims=True), rtol=1e-6)
+        np.testing.assert_allclose(got[4], np.linalg.norm(x[0], "nuc"), rtol=1e-6)
 
 
 @pytest.mark.parametrize("x_shape, kw, exc", [

@@ -263,7 +263,9 @@ COVERED = {
 # Primitives whose shape rule cannot fail (it returns its operand's aval unchanged).
 NO_RULE_ERRORS = {"stop_gradient"}
 FAMILY_MODULES = ["elementwise", "layout", "reduce", "dot", "indexing", "custom", "custom_jvp", "fusion", "remat",
-                  "control", "bits"]
+                  "control", "bits",
+                  "scatter_combine",
+                  "sort", "linalg"]
 
 
 def _covered(aspect: str) -> set:

@@ -12,7 +12,7 @@ from hypothesis.extra import numpy as hnp
 import ember
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
-from tests.helpers import check_grads, loop_vmap, prim_names, raises_naming, run, vmap_checker
+from tests.helpers import check_grads, compiled_cover, loop_vmap, prim_names, raises_naming, run, vmap_checker
 
 F32, F64, I32, I8, BOOL = (np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int8, bool))
 THIS_FILE = "test_prims_reduce.py"
@@ -270,7 +270,9 @@ def test_reduction_batching(name, rng):
         else:
             f = lambda a, ax=axes: REDUCERS[name][0](a, ax)  # noqa: E731
         out_rank = len(shape) - (1 if name in ARG else len(axes))
-        for in_ax in range(-1, len(shape) + 1):
+        last = len(shape)  # -1 and len(shape): both the last place
+        places = list(range(-1, last + 1))
+        for in_ax in compiled_cover(places, lambda a, last=last: [0 if a == 0 else 2 if a in (-1, last) else 1]):
             full = list(shape)
             full.insert(in_ax % (len(shape) + 1), 3)
             x = _distinct(rng, tuple(full))

@@ -15,9 +15,14 @@ math functions they call. Each step of the description becomes:
   kernel (one thread per output element, the contraction walked in order) for the other dtypes and
   for host execution.
 - an `ArgReduce`: one kernel, a (value, index) fold per lane and the same trees.
+- a `Factorization` (cholesky, triangular_solve, lu): kernels of linalg.py, a block per matrix or a
+  thread per right-hand side.
 - a `Scatter`: the operand copied to the output, then one thread per update element; `add` adds with
-  atomics (float results may then vary run to run in the last bits: the one kernel that may), `replace`
-  lets the last update in row-major order win through an atomicMax claim, as the reference does.
+  atomics, `mul`, `min` and `max` (and `add` below 4 bytes) combine through a compare-and-swap loop
+  (`ember_atomic_update`) by the elementwise rule of their primitive (float sums and products may then
+  vary run to run in the last bits, and a min/max tie of +0 and -0 in its sign: the kernels that may),
+  `replace` lets the last update in row-major order win through an atomicMax claim, as the reference does.
+- a `Cumulative` or a `Sort`: one thread per row (cuda/sort.py).
 
 Values are computed in register types and stored in memory types (types.py); scalar ops come from
 `scalar.py`'s table and transcendental functions from `mathlib.py`, keyed by name in `need`.
@@ -30,9 +35,23 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ember.backends.cuda import linalg
 from ember.backends.cuda import scalar as S
+from ember.backends.cuda import sort as sort_rules
 from ember.backends.cuda.types import memory_type, register_type
-from ember.backends.kernel import ArgReduce, Buffer, Contraction, Kernel, Loop, Op, Scatter, strides
+from ember.backends.kernel import (
+    ArgReduce,
+    Buffer,
+    Contraction,
+    Cumulative,
+    Factorization,
+    Kernel,
+    Loop,
+    Op,
+    Scatter,
+    Sort,
+    strides,
+)
 from ember.backends.kernel_index import Ix
 from ember.backends.schedule import GridPolicy, affine, gpu_grid, no_alias, offset, round_up
 
@@ -793,13 +812,15 @@ def _scatter(ctx: _Context, step: Scatter) -> None:
     target.append(f"    const {I} t = (b * {targets}LL + pos) * {width}LL + s;\n")
     loop = _stride_loop("u", f"{count}LL", I)
     grid = -(-count // BLOCK)
-    if step.mode == "add":
+    if step.mode != "replace":
         value = _load("upd", "u", dt)
-        text = loop + "".join(target) + f"    if (ok) ember_atomic_add(out + t, {value});\n  }}\n"
-        if dt.itemsize < 4 or dt == np.float16:
+        update = f"ember_atomic_add(out + t, {value})"
+        if step.mode != "add" or dt.itemsize < 4:
+            combine = S.emit_op(Op(step.mode, (0, 1), dt), ["ov", "nv"], [dt, dt], need)
             lam = (f"[&]({mt} cur) -> {mt} {{ const {rt} ov = {_load('(&cur)', '0', dt)}; const {rt} nv = {value};"
-                   f" {mt} res; {_store('(&res)', '0', add, dt)} return res; }}")
-            text = loop + "".join(target) + f"    if (ok) ember_atomic_update(out + t, {lam});\n  }}\n"
+                   f" {mt} res; {_store('(&res)', '0', combine, dt)} return res; }}")
+            update = f"ember_atomic_update(out + t, {lam})"
+        text = loop + "".join(target) + f"    if (ok) {update};\n  }}\n"
         params = [(f"const {it}* __restrict__", "ix"), (f"const {mt}* __restrict__", "upd"), (f"{mt}*", "out")]
         ctx.out.launches.append(ctx.define(text, params, grid, [step.indices, step.updates, step.out]))
         return
@@ -815,7 +836,15 @@ def _scatter(ctx: _Context, step: Scatter) -> None:
     ctx.out.launches.append(ctx.define(text, params, grid, [step.indices, claim, step.updates, step.out]))
 
 
-_STEP_RULES = {Loop: _loop, Contraction: _contraction, ArgReduce: _arg_reduce, Scatter: _scatter}
+_STEP_RULES = {
+    Loop: _loop,
+    Contraction: _contraction,
+    ArgReduce: _arg_reduce,
+    Scatter: _scatter,
+    Cumulative: sort_rules.cumulative,
+    Sort: sort_rules.sort,
+    Factorization: linalg.render,
+}
 
 # Helpers every kernel source may use, in CUDA C that the device prelude and the host header both accept.
 COMMON = r"""
@@ -831,20 +860,36 @@ __device__ __forceinline__ void ember_atomic_add(unsigned long long* p, unsigned
 __device__ __forceinline__ void ember_atomic_add(long long* p, long long v) {
   atomicAdd((unsigned long long*)p, (unsigned long long)v);
 }
+// *p = f(*p) atomically: a compare-and-swap loop on the element (8 or 4 bytes) or on the 4-byte word
+// holding it (1 or 2 bytes, its neighbours left as they are)
 template <typename T, typename F> __device__ __forceinline__ void ember_atomic_update(T* p, F f) {
-  unsigned int* word = (unsigned int*)((unsigned long long)p & ~3ULL);
-  const unsigned int shift = (unsigned int)((unsigned long long)p & 3ULL) * 8u;
-  const unsigned int mask = (sizeof(T) == 1 ? 0xffu : 0xffffu) << shift;
-  unsigned int old = *word, assumed;
-  do {
-    assumed = old;
-    const unsigned int bits = (assumed & mask) >> shift;
-    T cur;
-    memcpy(&cur, &bits, sizeof(T));
-    const T next = f(cur);
-    unsigned int nbits = 0;
-    memcpy(&nbits, &next, sizeof(T));
-    old = atomicCAS(word, assumed, (assumed & ~mask) | (nbits << shift));
-  } while (assumed != old);
+  if constexpr (sizeof(T) == 8) {
+    unsigned long long* word = (unsigned long long*)p;
+    unsigned long long old = *word, assumed;
+    do {
+      assumed = old;
+      T cur;
+      memcpy(&cur, &assumed, sizeof(T));
+      const T next = f(cur);
+      unsigned long long nbits;
+      memcpy(&nbits, &next, sizeof(T));
+      old = atomicCAS(word, assumed, nbits);
+    } while (assumed != old);
+  } else {
+    unsigned int* word = (unsigned int*)((unsigned long long)p & ~3ULL);
+    const unsigned int shift = (unsigned int)((unsigned long long)p & 3ULL) * 8u;
+    const unsigned int mask = (sizeof(T) == 4 ? 0xffffffffu : sizeof(T) == 1 ? 0xffu : 0xffffu) << shift;
+    unsigned int old = *word, assumed;
+    do {
+      assumed = old;
+      const unsigned int bits = (assumed & mask) >> shift;
+      T cur;
+      memcpy(&cur, &bits, sizeof(T));
+      const T next = f(cur);
+      unsigned int nbits = 0;
+      memcpy(&nbits, &next, sizeof(T));
+      old = atomicCAS(word, assumed, (assumed & ~mask) | (nbits << shift));
+    } while (assumed != old);
+  }
 }
 """

@@ -1,4 +1,5 @@
-"""The BLAS that generated code calls (SciPy's OpenBLAS), and the threads each call runs on.
+"""The BLAS (and LAPACK, for lapack.py) that generated code calls (SciPy's OpenBLAS), and the threads each
+call runs on.
 
 Ember sets the thread count of its own BLAS calls: a product below 2 * PER_THREAD_MNK multiply-adds
 runs on one thread, a larger one on up to `ember.config.num_threads` (read at call time). OpenBLAS
@@ -35,7 +36,10 @@ from ember.backends.llvm import cache
 # took 22 ms instead of 0.09-0.14 ms in some samples (a worker thread descheduled).
 PER_THREAD_MNK = 2 ** 19
 
-ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv")
+BLAS_ROUTINES = ("sgemm", "dgemm", "sgemv", "dgemv", "strsm", "dtrsm")
+LAPACK_ROUTINES = ("spotrf", "dpotrf", "sgetrf", "dgetrf", "sgeqrf", "dgeqrf", "sorgqr", "dorgqr", "ssyevd", "dsyevd",
+                   "sgesdd", "dgesdd")  # lapack.py's; the same library carries them
+ROUTINES = BLAS_ROUTINES + LAPACK_ROUTINES
 SET_THREADS = "ember_blas_set_threads"  # void(i32): the count for the calls that follow
 NUM_THREADS = "ember_blas_num_threads"  # i32: config.num_threads, copied here by config.update
 _PREFIX = "ember_blas_"
@@ -195,13 +199,14 @@ def _address(lib: ctypes.CDLL, name: str) -> int:
 
 
 def _cython_blas() -> dict[str, int]:
-    """The routines' addresses from scipy.linalg.cython_blas (imports scipy.linalg): the fallback."""
-    from scipy.linalg import cython_blas
+    """The routines' addresses from scipy.linalg.cython_blas and cython_lapack (imports scipy.linalg):
+    the fallback."""
+    from scipy.linalg import cython_blas, cython_lapack
 
     api = ctypes.pythonapi
     get_name = ctypes.PYFUNCTYPE(ctypes.c_char_p, ctypes.py_object)(("PyCapsule_GetName", api))
     get_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(("PyCapsule_GetPointer", api))
-    caps = cython_blas.__pyx_capi__
+    caps = {**cython_blas.__pyx_capi__, **cython_lapack.__pyx_capi__}
     return {symbol(r): get_pointer(caps[r], get_name(caps[r])) for r in ROUTINES}
 
 

@@ -6,7 +6,8 @@ With a contiguous row the pair lives in registers (a long row is searched as 16 
 in vector registers, then merged); otherwise rows advance together through a scratch pair of
 arrays, so the inner loop runs over contiguous memory and vectorizes. A scatter copies its operand
 (unless writing in place), then applies the updates one index vector at a time in row-major order,
-dropping a vector out of range: duplicates add in order, or the last wins.
+dropping a vector out of range: duplicates combine in order by the mode's elementwise rule (add, mul,
+min, max), or the last wins.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from math import prod
 import numpy as np
 from llvmlite import ir
 
-from ember.backends.kernel import ArgReduce, Buffer, Scatter
+from ember.backends.kernel import ArgReduce, Buffer, Op, Scatter
+from ember.backends.llvm import scalar
 from ember.backends.llvm.types import I1, I32, I64, PTR, element_ptr, index, load, memory_type, store, value_type
 
 ALIGN = 64  # the scratch pointer's alignment, and the granule of what a step asks for
@@ -211,12 +213,12 @@ def _arg_reduce(builder, step: ArgReduce, buffers, ptrs, scratch) -> None:
 # --- scatter -----------------------------------------------------------------------------------------
 
 def _combine(builder: ir.IRBuilder, mode: str, old: ir.Value, new: ir.Value, dtype: np.dtype) -> ir.Value:
-    """What an update leaves in its target: the sum (a bool sum is `or`, as NumPy's) or the update."""
+    """What an update leaves in its target: the update, or the mode's elementwise primitive (add, mul,
+    min, max) of the target and the update, by the scalar rule a fused loop uses (so NaN and bools
+    combine as NumPy's ufuncs do)."""
     if mode == "replace":
         return new
-    if dtype.kind == "f":
-        return builder.fadd(old, new)
-    return builder.or_(old, new) if dtype.kind == "b" else builder.add(old, new)
+    return scalar.emit_op(builder, Op(mode, (0, 1), dtype), [old, new], [dtype, dtype])
 
 
 def _memmove(builder: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: int) -> None:

@@ -83,6 +83,12 @@ from ember.tracer.prims.indexing import (  # noqa: F401
     scatter,
     scatter_add,
     scatter_add_p,
+    scatter_max,
+    scatter_max_p,
+    scatter_min,
+    scatter_min_p,
+    scatter_mul,
+    scatter_mul_p,
     scatter_p,
 )
 from ember.tracer.prims.layout import (  # noqa: F401
@@ -105,6 +111,23 @@ from ember.tracer.prims.layout import (  # noqa: F401
     transpose,
     transpose_p,
 )
+from ember.tracer.prims.linalg import (  # noqa: F401
+    cholesky,
+    cholesky_p,
+    eigh,
+    eigh_p,
+    inverse_permutation,
+    lu,
+    lu_p,
+    lu_solve,
+    qr,
+    qr_p,
+    svd,
+    svd_p,
+    take_rows,
+    triangular_solve,
+    triangular_solve_p,
+)
 from ember.tracer.prims.reduce import (  # noqa: F401
     argmax,
     argmax_p,
@@ -121,6 +144,20 @@ from ember.tracer.prims.reduce import (  # noqa: F401
 )
 from ember.tracer.prims.remat import checkpoint_name, checkpoint_name_p, remat_call_p  # noqa: F401
 from ember.tracer.prims.select import select, select_p  # noqa: F401
+from ember.tracer.prims.sort import (  # noqa: F401
+    cumlogsumexp,
+    cumlogsumexp_p,
+    cummax,
+    cummax_p,
+    cummin,
+    cummin_p,
+    cumprod,
+    cumprod_p,
+    cumsum,
+    cumsum_p,
+    sort,
+    sort_p,
+)
 from ember.tracer.prims.special import (  # noqa: F401
     digamma,
     digamma_p,

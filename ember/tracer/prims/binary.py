@@ -11,7 +11,15 @@ import numpy as np
 
 from ember.errors import DifferentiationError
 from ember.tracer import prims as P
-from ember.tracer.primitive import Primitive, batch_rules, impl_rules, reference, shape_rules, vjp_rules
+from ember.tracer.primitive import (
+    Primitive,
+    batch_rules,
+    impl_rules,
+    operand_impls,
+    reference,
+    shape_rules,
+    vjp_rules,
+)
 from ember.tracer.prims.util import (
     computed_wider,
     elementwise_aval,
@@ -58,6 +66,7 @@ def _define(name: str, accepts: str, vjp, *, expensive: bool, ufunc: np.ufunc | 
 
     shape_rules[prim] = shape_rule
     impl_rules[prim] = lambda x, y, **_: np_fn(x, y)
+    operand_impls[prim] = np_fn
     vjp_rules[prim] = vjp_rule
     batch_rules[prim] = elementwise_batch(prim)
 

@@ -13,7 +13,7 @@ import numpy as np
 from ember.errors import DTypeError, ShapeError
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
-from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp
+from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp, eager_specializers
 from ember.tracer.prims.util import moveaxis, shape_of
 
 dot_general_p = Primitive("dot_general", kind="contraction", expensive=True)
@@ -53,12 +53,19 @@ def _dot_shape(lhs, rhs, *, dimension_numbers):
     return ShapedArray(shape, lhs.dtype, lhs.weak_type and rhs.weak_type)
 
 
+def _is_matmul(lhs, rhs, dimension_numbers) -> bool:
+    """Whether the product is a matrix/vector one that np.matmul computes as it is (operands: arrays or
+    avals)."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    return (not lb and lc == (lhs.ndim - 1,) and rc == (0,) and 1 <= lhs.ndim <= 2 and 1 <= rhs.ndim <= 2
+            and lhs.dtype == rhs.dtype and lhs.shape[-1] > 1)
+
+
 @def_impl(dot_general_p)
 def _dot_impl(lhs, rhs, *, dimension_numbers):
-    (lc, rc), (lb, rb) = dimension_numbers
-    if (not lb and lc == (lhs.ndim - 1,) and rc == (0,) and 1 <= lhs.ndim <= 2 and 1 <= rhs.ndim <= 2
-            and lhs.dtype == rhs.dtype and lhs.shape[-1] > 1):
+    if _is_matmul(lhs, rhs, dimension_numbers):
         return np.asarray(np.matmul(lhs, rhs))  # matrix/vector products, without the general path's reshapes
+    (lc, rc), (lb, rb) = dimension_numbers
     lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
     b_shape = tuple(lhs.shape[d] for d in lb)
     lf_shape = tuple(lhs.shape[d] for d in lf)
@@ -71,6 +78,16 @@ def _dot_impl(lhs, rhs, *, dimension_numbers):
     # a tiny BLAS call per batch entry, a broadcasting multiply does the same in one pass.
     out = l3 * r3 if k == 1 else np.matmul(l3, r3)
     return out.reshape(b_shape + lf_shape + rf_shape).astype(lhs.dtype, copy=False)
+
+
+def _eager_dot(params, avals):
+    """np.matmul itself where the impl would call it (the eager replay skips the impl's checks)."""
+    lhs, rhs = avals
+    matrix = lhs.ndim + rhs.ndim > 2  # an n-d result (a vector product's is a NumPy scalar)
+    return np.matmul if matrix and _is_matmul(lhs, rhs, params["dimension_numbers"]) else None
+
+
+eager_specializers[dot_general_p] = _eager_dot
 
 
 def _transpose_operand(ct, other, own_ndim, own_c, own_b, other_c, other_b, own_is_lhs):

@@ -1,11 +1,14 @@
-"""Indexing primitives: gather, scatter_add and scatter (set), sharing one index layout.
+"""Indexing primitives: gather, and the scatters scatter (set), scatter_add, scatter_mul, scatter_min and
+scatter_max, sharing one index layout.
 
 With `batch_dims = b`, the operand is B + I + S (b batch axes, k indexed axes, slice axes) and the
 indices are B + N + (k,): `gather` returns B + N + S, with
 ``out[b, n, s] = operand[b, indices[b, n, :], s]``; the scatters write `updates` of shape B + N + S
-into a copy of the operand. As in XLA (and so JAX), an out-of-range index vector is clamped into range
-by gather, and its update is dropped by the scatters (ember.numpy checks concrete indices and wraps
-negative ones before they get here). So the gradient of a clamped read is dropped too, as in JAX.
+into a copy of the operand, repeated index vectors combining in update order (set: the last wins; add, mul,
+min, max: NumPy's ufunc.at, so min and max propagate NaN, as XLA's do). As in XLA (and so JAX), an
+out-of-range index vector is clamped into range by gather, and its update is dropped by the scatters
+(ember.numpy checks concrete indices and wraps negative ones before they get here). So the gradient of a
+clamped read is dropped too, as in JAX.
 
 gather pulls back as a `ScatterCotangent`: autodiff scatter-adds it into the operand's accumulated
 cotangent, so indexing a large array costs only the touched region (plus the gradient itself).
@@ -13,9 +16,11 @@ cotangent, so indexing a large array costs only the touched region (plus the gra
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
-from ember.errors import DTypeError, ShapeError
+from ember.errors import DTypeError, ShapeError, user_location
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import LazyCotangent, Primitive, def_batch, def_impl, def_shape, def_vjp
@@ -24,6 +29,9 @@ from ember.tracer.prims.util import batch_size, bdim_at_front, moveaxis, shape_o
 gather_p = Primitive("gather", kind="indexing", expensive=True)
 scatter_add_p = Primitive("scatter_add", kind="indexing", expensive=False)
 scatter_p = Primitive("scatter", kind="indexing", expensive=False)
+scatter_mul_p = Primitive("scatter_mul", kind="indexing", expensive=False)
+scatter_min_p = Primitive("scatter_min", kind="indexing", expensive=False)
+scatter_max_p = Primitive("scatter_max", kind="indexing", expensive=False)
 
 
 def gather(operand, indices, batch_dims: int = 0):
@@ -36,6 +44,21 @@ def scatter_add(operand, indices, updates, batch_dims: int = 0):
 
 def scatter(operand, indices, updates, batch_dims: int = 0):
     return scatter_p.bind(operand, indices, updates, batch_dims=int(batch_dims))
+
+
+def scatter_mul(operand, indices, updates, batch_dims: int = 0):
+    """operand with each in-range index vector's target multiplied by its updates (repeats multiply)."""
+    return scatter_mul_p.bind(operand, indices, updates, batch_dims=int(batch_dims))
+
+
+def scatter_min(operand, indices, updates, batch_dims: int = 0):
+    """operand with each in-range index vector's target lowered to its updates where they are smaller."""
+    return scatter_min_p.bind(operand, indices, updates, batch_dims=int(batch_dims))
+
+
+def scatter_max(operand, indices, updates, batch_dims: int = 0):
+    """operand with each in-range index vector's target raised to its updates where they are larger."""
+    return scatter_max_p.bind(operand, indices, updates, batch_dims=int(batch_dims))
 
 
 class ScatterCotangent(LazyCotangent):
@@ -93,8 +116,8 @@ def _scatter_shape(name):
     return rule
 
 
-def_shape(scatter_add_p)(_scatter_shape("scatter_add"))
-def_shape(scatter_p)(_scatter_shape("scatter"))
+for _p in (scatter_add_p, scatter_p, scatter_mul_p, scatter_min_p, scatter_max_p):
+    def_shape(_p)(_scatter_shape(_p.name))
 
 
 # --- numpy references -----------------------------------------------------------------------------
@@ -151,6 +174,32 @@ def _scatter_add_impl(operand, indices, updates, *, batch_dims):
     return out
 
 
+def _ufunc_at_impl(ufunc: np.ufunc):
+    """The reference of a scatter combining each update into its target in update order by `ufunc`
+    (NumPy's ufunc.at); index vectors of length 0 (no batch axes) each update the whole operand.
+    ufunc.at flags a NaN compared by minimum/maximum as invalid where the ufunc itself does not: the
+    NaN is a value here, so that flag is not raised."""
+    extremum = ufunc in (np.minimum, np.maximum)
+
+    def impl(operand, indices, updates, *, batch_dims):
+        out = np.array(operand, copy=True)
+        idx, updates = _scatter_targets(operand.shape, indices, updates, batch_dims)
+        with np.errstate(invalid="ignore") if extremum else contextlib.nullcontext():
+            if not idx:
+                flat = updates.reshape(_stacked(indices, operand))
+                ufunc.at(out.reshape((1,) + out.shape), np.zeros(len(flat), np.intp), flat)
+            else:
+                ufunc.at(out, idx, updates)
+        return out
+
+    return impl
+
+
+def_impl(scatter_mul_p)(_ufunc_at_impl(np.multiply))
+def_impl(scatter_min_p)(_ufunc_at_impl(np.minimum))
+def_impl(scatter_max_p)(_ufunc_at_impl(np.maximum))
+
+
 @def_impl(scatter_p)
 def _scatter_impl(operand, indices, updates, *, batch_dims):
     out = np.array(operand, copy=True)
@@ -204,6 +253,46 @@ def _scatter_vjp(ct, operand, indices, updates, *, out, active, batch_dims):
     return (ct_op, None, P.select(won, ct_upd, P.full(shape_of(ct_upd), 0, ct.dtype)))
 
 
+@def_vjp(scatter_mul_p)
+def _scatter_mul_vjp(ct, operand, indices, updates, *, out, active, batch_dims):
+    """The operand's cotangent is ct times the product of the updates that landed on it: ct scattered by
+    the same products. The updates' cotangent needs the product of the other updates at a repeated
+    index; JAX gives it only for unique indices and raises otherwise, and so does Ember."""
+    if active[2]:
+        raise NotImplementedError(
+            "scatter_mul gradients with respect to the updates are only implemented for indices that cannot "
+            "repeat, as in JAX (`unique_indices=True`): use x.at[idx].multiply(v, unique_indices=True) "
+            f"(at {user_location()})")
+    return (scatter_mul(ct, indices, updates, batch_dims), None, None)
+
+
+def _extremal_vjp(ct, operand, indices, updates, *, out, active, batch_dims):
+    """scatter_min/max, as JAX's `_scatter_extremal_jvp` transposed: at a target some update touched,
+    ct is split evenly among the contributors equal to the result (the operand's element and each
+    update that equals it); elsewhere ct passes to the operand. The shares are exact (ct / n, not ct
+    less n pieces)."""
+    dt, o_shape, u_shape = ct.dtype, shape_of(operand), shape_of(updates)
+    u_one, u_zero, o_one = P.full(u_shape, 1, dt), P.full(u_shape, 0, dt), P.full(o_shape, 1, dt)
+    won = P.eq(updates, gather(out, indices, batch_dims))
+    winners = scatter_add(P.full(o_shape, 0, dt), indices, P.select(won, u_one, u_zero), batch_dims)
+    kept = P.eq(operand, out)
+    # 1 / the number of contributors (where there is none, a NaN result, the share is never used)
+    share = P.div(o_one, P.maximum(P.select(kept, P.add(winners, o_one), winners), o_one))
+    ct_op = None
+    if active[0]:
+        touched = scatter(P.full(o_shape, False, np.bool_), indices, P.full(u_shape, True, np.bool_), batch_dims)
+        ct_op = P.select(touched, P.mul(ct, P.select(kept, share, P.full(o_shape, 0, dt))), ct)
+    if not active[2]:
+        return (ct_op, None, None)
+    landed = P.and_(won, _in_range(indices, o_shape, batch_dims, u_shape))
+    ct_upd = P.mul(gather(ct, indices, batch_dims), P.select(landed, gather(share, indices, batch_dims), u_zero))
+    return (ct_op, None, ct_upd)
+
+
+def_vjp(scatter_min_p)(_extremal_vjp)
+def_vjp(scatter_max_p)(_extremal_vjp)
+
+
 def _winners(operand, indices, updates, batch_dims):
     """True where an update is the one that lands (of duplicates, only the winner reaches the output, so
     only it gets a gradient, as in JAX): scatter every update's id, read back which id each target kept."""
@@ -241,3 +330,6 @@ def _scatter_batch(wrapper):
 
 def_batch(scatter_add_p)(_scatter_batch(scatter_add))
 def_batch(scatter_p)(_scatter_batch(scatter))
+def_batch(scatter_mul_p)(_scatter_batch(scatter_mul))
+def_batch(scatter_min_p)(_scatter_batch(scatter_min))
+def_batch(scatter_max_p)(_scatter_batch(scatter_max))

@@ -10,7 +10,15 @@ import math
 import numpy as np
 
 from ember.tracer import prims as P
-from ember.tracer.primitive import Primitive, batch_rules, impl_rules, reference, shape_rules, vjp_rules
+from ember.tracer.primitive import (
+    Primitive,
+    batch_rules,
+    impl_rules,
+    operand_impls,
+    reference,
+    shape_rules,
+    vjp_rules,
+)
 from ember.tracer.prims.util import computed_wider, elementwise_aval, elementwise_batch, zero_scalar
 
 
@@ -68,6 +76,7 @@ def _define(name: str, accepts: str, vjp, *, expensive: bool, ufunc: np.ufunc | 
 
     shape_rules[prim] = shape_rule
     impl_rules[prim] = lambda x, **_: np_fn(x)
+    operand_impls[prim] = np_fn
     vjp_rules[prim] = vjp_rule
     batch_rules[prim] = elementwise_batch(prim)
 

@@ -15,7 +15,7 @@ from ember.backends import kernel
 from ember.backends.cuda import control, render, scalar
 from ember.backends.cuda.backend import compile_many
 from ember.backends.debug import ORACLE_RTOL
-from ember.backends.kernel import ArgReduce, Contraction, Loop, Scatter
+from ember.backends.kernel import ArgReduce, Contraction, Cumulative, Factorization, Loop, Scatter, Sort
 from ember.backends.llvm import scalar as llvm_scalar
 from ember.passes.memory import plan_memory
 from ember.tracer import prims as P
@@ -24,7 +24,7 @@ from ember.tracer.primitive import Primitive, impl_rules, primitives
 from ember.tracer.prims.fusion import run_body
 from tests.backends import control_cases
 from tests.backends.llvm.test_registry import NOT_COMPILED
-from tests.backends.test_kernel import ONE_NODE, body, data
+from tests.backends.test_kernel import INDEXED, LINALG, ONE_NODE, body, data, positive_definite
 
 
 def cuda_rule(prim) -> str | None:
@@ -41,7 +41,13 @@ def cuda_rule(prim) -> str | None:
         return "a tree reduction (render._reduction)" if Loop in render._STEP_RULES else None
     if prim in kernel._STEPS:
         step = {P.dot_general_p: Contraction, P.argmax_p: ArgReduce, P.argmin_p: ArgReduce,
-                P.scatter_add_p: Scatter, P.scatter_p: Scatter}.get(prim)
+                **dict.fromkeys(kernel.SCATTER_MODES, Scatter),
+                P.cumsum_p: Cumulative, P.cumprod_p: Cumulative, P.cummax_p: Cumulative, P.cummin_p: Cumulative,
+                P.cumlogsumexp_p: Cumulative,
+                P.sort_p: Sort,
+                P.cholesky_p: Factorization, P.triangular_solve_p: Factorization, P.lu_p: Factorization,
+                P.qr_p: Factorization, P.eigh_p: Factorization, P.svd_p: Factorization,
+                }.get(prim)
         return f"a step rule ({step.__name__})" if step in render._STEP_RULES else None
     return None
 
@@ -66,7 +72,7 @@ def test_a_primitive_without_a_rule_is_named():
 
 
 def test_every_step_kind_has_a_rule():
-    assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter}
+    assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter, Cumulative, Sort, Factorization}
 
 
 def test_every_control_primitive_has_a_runner_and_an_example():
@@ -90,6 +96,8 @@ def _cases() -> dict:
         fn, avals = ONE_NODE[prim]
         for dtype in ("float32", "float64", "float16"):
             if dtype != "float32" and not any(np.dtype(d).kind == "f" for _, d in avals):
+                continue
+            if dtype == "float16" and prim in LINALG:  # float32 and float64 only
                 continue
             av = _with_dtype(avals, dtype)
             out[f"{prim}-{dtype}"] = (fn, av)
@@ -116,6 +124,23 @@ def _cases() -> dict:
         "mul-vector-int8": (lambda x: x * np.int8(3) - x, (((4099,), "int8"),)),
         "convert-vector-f64-to-f32": (lambda x: P.convert_element_type(x, np.float32), (((1030,), "float64"),)),
         "dot-int": (lambda a, b: P.dot_general(a, b, (((1,), (0,)), ((), ()))), (((3, 4), "int32"), ((4, 2), "int32"))),
+        # the combining scatters' compare-and-swap loops at 1, 2, 4 and 8 bytes, bools, and NaN
+        **{f"{name}-{label}": (ONE_NODE[name][0], (((5, 3), dtype), ((4, 1), "int32"), ((4, 3), dtype)))
+           for name in ("scatter_mul", "scatter_min", "scatter_max")
+           for label, dtype in {"int8": "int8", "bool": "bool", "uint16": "uint16", "int32": "int32",
+                                "int64": "int64", "nan-float32": "float32"}.items()},
+        "cholesky-batched": (P.cholesky, (((3, 5, 5), "float64"),)),
+        "triangular_solve-right-upper-transposed-unit": (
+            lambda a, b: P.triangular_solve(a, b, transpose_a=True, unit_diagonal=True),
+            (((2, 4, 4), "float64"), ((2, 3, 4), "float64"))),
+        "lu-wide-batched": (lambda x: P.lu(x)[0], (((2, 3, 5), "float32"),)),
+        "lu-tall-permutation": (lambda x: P.lu(x)[2], (((5, 3), "float64"),)),
+        "qr-full-wide-r": (lambda x: P.qr(x)[1], (((3, 5), "float64"),)),
+        "qr-full-tall-q": (lambda x: P.qr(x)[0], (((5, 3), "float32"),)),
+        # eigenvectors' and singular vectors' signs are each algorithm's own: compared by magnitude
+        "eigh-upper-vectors": (lambda x: P.abs(P.eigh(x, lower=False)[0]), (((2, 4, 4), "float64"),)),
+        "svd-tall-u": (lambda x: P.abs(P.svd(x, full_matrices=False)[1]), (((5, 3), "float64"),)),
+        "svd-wide-vt": (lambda x: P.abs(P.svd(x, full_matrices=False)[2]), (((3, 5), "float64"),)),
     }
     out.update(big)
     return out
@@ -127,8 +152,12 @@ CASES = _cases()
 def _args(name, avals):
     prim = name.split("-")[0]
     args = [(np.abs(data(s, d)) + 1).astype(d) if np.dtype(d).kind in "fiu" else data(s, d) for s, d in avals]
-    if prim in ("gather", "scatter_add", "scatter"):
+    if prim in INDEXED:
         args[1] = np.array([[1], [4], [1], [-2]], np.int32)
+    if prim == "cholesky":
+        args[0] = positive_definite(args[0])
+    if "-nan-" in name:  # a NaN in the operand and one among the updates of the repeated index
+        args[0][1, 1], args[2][2, 0] = np.nan, np.nan
     if name.startswith("argmax-block"):
         args[0][1, 1500] = np.nan
         args[0][2, :] = 1.0  # ties: the first index wins
@@ -181,11 +210,11 @@ def compiled():
     return _compiled("cuda-host")
 
 
-MATH = {p.name for p in llvm_scalar.MATH_LIBRARY} | {"pow"}
+MATH = {p.name for p in llvm_scalar.MATH_LIBRARY} | {"pow", "cumlogsumexp"}
 # sums in another order than NumPy's (which adds a column of a float32 matrix one row after another):
-# the oracle check's tolerance; scatter_add adds with atomics, in any order (the one kernel whose float
-# results may vary run to run)
-SUMS = {"dot_general", "reduce_sum", "reduce_prod", "sum", "prod", "dot", "scatter_add"}
+# the oracle check's tolerance; scatter_add and scatter_mul combine with atomics, in any order (the kernels
+# whose float results may vary run to run)
+SUMS = {"dot_general", "reduce_sum", "reduce_prod", "sum", "prod", "dot", "scatter_add", "scatter_mul"}
 
 
 def _tolerance(name: str, dtype) -> float | None:
@@ -193,7 +222,7 @@ def _tolerance(name: str, dtype) -> float | None:
     prim, dtype = name.split("-")[0], np.dtype(dtype)
     if dtype.kind != "f":
         return None
-    if prim in SUMS:
+    if prim in SUMS or prim in LINALG:  # the factorizations too: LAPACK's order of operations is not ours
         return ORACLE_RTOL[dtype]
     if prim in MATH:
         return {np.float16: 2e-3, np.float32: 2e-6, np.float64: 1e-13}[dtype.type]

@@ -18,7 +18,7 @@ from ember.tracer.ir import Graph
 from ember.tracer.primitive import Primitive, impl_rules, primitives
 from ember.tracer.prims.fusion import run_body
 from tests.backends import control_cases
-from tests.backends.test_kernel import ONE_NODE, body, data
+from tests.backends.test_kernel import INDEXED, LINALG, ONE_NODE, body, data, positive_definite
 
 NOT_COMPILED = {"custom_vjp_call": "inlined by the pipeline (passes/inline.py) before any backend",
                 "remat_call": "inlined by the pipeline (passes/inline.py) before any backend",
@@ -113,16 +113,19 @@ def test_each_primitive_compiles_and_matches_its_numpy_rule(prim):
     fn, avals = ONE_NODE[prim]
     g = body(lambda *a: [fn(*a)], *avals)
     args = [(np.abs(data(s, d)) + 1).astype(d) if np.dtype(d).kind in "fiu" else data(s, d) for s, d in avals]
-    if prim in ("gather", "scatter_add", "scatter"):
+    if prim in INDEXED:
         args[1] = np.array([[1], [4], [1], [-2]], np.int32)
+    if prim == "cholesky":
+        args[0] = positive_definite(args[0])
     graph = Graph(g.inputs, g.nodes, g.outputs)
     (got,) = LLVMExecutable(graph, plan_memory(graph))(*args)
     with np.errstate(all="ignore"):
         (want,) = map(np.asarray, run_body(g, args))
     assert got.shape == want.shape and got.dtype == want.dtype
     # float math in polynomials, and float sums and products in another association order (vectorized)
-    polynomial = primitives[prim] in scalar.MATH_LIBRARY or prim == "pow"
-    if prim == "dot_general" or (want.dtype.kind == "f" and (polynomial or prim in ("reduce_sum", "reduce_prod"))):
+    polynomial = primitives[prim] in scalar.MATH_LIBRARY or prim in ("pow", "cumlogsumexp")
+    if prim in ("dot_general", *LINALG) or (want.dtype.kind == "f" and (polynomial or prim in ("reduce_sum",
+                                                                                            "reduce_prod"))):
         np.testing.assert_allclose(got, want, rtol=1e-6)
     else:
         np.testing.assert_array_equal(got, want)
