@@ -167,3 +167,22 @@ STATS_GRADS = [
 def arguments(args: tuple, dtype) -> list:
     """A case's arguments: grids as arrays of `dtype`, scalars as they are."""
     return [np.array(a, dtype) if isinstance(a, list) else a for a in args]
+
+# multivariate_normal: id -> (x, mean, cov); a covariance stack, a scalar covariance and a scalar mean too
+MVN_COV = [[4.0, 1.2, -0.5], [1.2, 3.0, 0.4], [-0.5, 0.4, 2.5]]
+MVN_X = [[0.3, -1.0, 2.0], [1.5, 0.2, -0.7], [-2.0, 0.0, 0.5], [0.5, -1.0, 2.0]]
+MVN_MEAN = [0.5, -1.0, 2.0]
+MVN = {
+    "matrix": (MVN_X, MVN_MEAN, MVN_COV),
+    "one point": (MVN_X[0], MVN_MEAN, MVN_COV),
+    "stack": ([[row] for row in MVN_X], MVN_MEAN, [MVN_COV, [[2.0, 0.0, 0.3], [0.0, 1.0, 0.0], [0.3, 0.0, 5.0]]]),
+    "scalar cov": (MVN_X, MVN_MEAN, 2.0),
+    "scalar mean": ([0.3, -1.0, 2.0], 0.5, 2.0),
+    "not symmetric": (MVN_X, MVN_MEAN, [[4.0, 1.6, -0.5], [0.8, 3.0, 0.4], [-0.5, 0.4, 2.5]]),
+    "indefinite": (MVN_X, MVN_MEAN, [[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]]),
+}
+
+
+def mvn_arguments(cid: str, dtype) -> list:
+    """An MVN case's (x, mean, cov): lists as arrays of `dtype`, scalars as they are."""
+    return arguments(MVN[cid], dtype)

@@ -76,7 +76,17 @@ def stats() -> dict:
             x, alpha = np.array(C.DIRICHLET_X, dtype), np.array(C.DIRICHLET_ALPHA, dtype)
             out[f"dirichlet/{dtype}"] = [C.encode(jst.dirichlet.logpdf(x, alpha)),
                                          C.encode(jst.dirichlet.pdf(x[:2], alpha))]
+    for cid in C.MVN:
+        for dtype in C.FLOATS:
+            with jax.enable_x64(dtype == "float64"):
+                args = C.mvn_arguments(cid, dtype)
+                out[f"multivariate_normal {cid}/{dtype}"] = [C.encode(jst.multivariate_normal.logpdf(*args)),
+                                                              C.encode(jst.multivariate_normal.pdf(*args))]
     with jax.enable_x64(True):
+        x, mean, cov = C.mvn_arguments("matrix", "float64")
+        for i, arg in ((1, "mean"), (2, "cov")):
+            grad = jax.grad(lambda *a: jst.multivariate_normal.logpdf(*a).sum(), argnums=i)(x, mean, cov)
+            out[f"grad multivariate_normal {arg}"] = C.encode(grad)
         for dist, method, points, argnums in C.STATS_GRADS:
             fn = getattr(getattr(jst, dist), method)
             out[f"grad {dist}.{method}"] = [[float(jax.grad(fn, argnums=i)(*p)) for i in argnums] for p in points]

@@ -1,7 +1,8 @@
 """ember.scipy.stats's distributions against jax.scipy.stats 0.10.2 (answers recorded in
 tests/scipy/jax_values.json by tests/scipy/record_jax.py) and live scipy.stats: every method at both
 widths on grids through the support's edges (infinities, nan, out-of-support points, loc/scale as Python
-scalars), dirichlet's simplex check and argument errors, gradients (norm.logcdf deep in both tails,
+scalars), dirichlet's simplex check and argument errors, multivariate_normal (Cholesky, stacks, scalar
+covariances, indefinite input), gradients (norm.logcdf deep in both tails,
 the cdfs in their parameters; finite differences), and a bundle under jit and vmap."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 import ember
+import ember.numpy as jnp
 import ember.scipy.stats as st
 from ember.errors import ArgumentValueError
 from tests.scipy import cases as C
@@ -72,6 +74,26 @@ def test_dirichlet_rejects_shapes_as_jax_does():
     assert "test_stats.py" in str(info.value)  # the user's line
 
 
+@pytest.mark.parametrize("dtype", C.FLOATS)
+def test_multivariate_normal_matches_jax_and_scipy(dtype):
+    """A matrix, a stack of them broadcast against x, a scalar covariance, a scalar mean; a covariance that
+    is not symmetric is read symmetrized and an indefinite one gives nan, as JAX's."""
+    for cid in C.MVN:
+        args = C.mvn_arguments(cid, dtype)
+        for method, want in zip(("logpdf", "pdf"), JAX[f"multivariate_normal {cid}/{dtype}"], strict=True):
+            got = np.asarray(getattr(st.multivariate_normal, method)(*args))
+            want = C.decode(want)
+            assert (got.dtype, got.shape) == (want.dtype, want.shape), (cid, method, got.dtype, got.shape)
+            np.testing.assert_allclose(got, want, rtol=10 * RTOL[dtype], err_msg=f"{cid} {method}")
+    x, mean, cov = C.mvn_arguments("matrix", dtype)
+    np.testing.assert_allclose(np.asarray(st.multivariate_normal.logpdf(x, mean, cov)),
+                               sst.multivariate_normal.logpdf(x, mean, cov), rtol=10 * RTOL[dtype])
+    with pytest.raises(ArgumentValueError, match=r"incompatible shapes: mean \(3,\), cov \(2, 2\)"):
+        st.multivariate_normal.logpdf(x, mean, np.eye(2))
+    with pytest.raises(NotImplementedError, match="allow_singular"):
+        st.multivariate_normal.logpdf(x, mean, cov, allow_singular=True)
+
+
 def _fd(fn, point, i):
     eps = 1e-6 * max(abs(point[i]), 1.0)
     up, down = list(point), list(point)
@@ -96,6 +118,12 @@ def test_gradients_match_jax_and_finite_differences():
         x, alpha = np.array(C.DIRICHLET_X)[:, 1:4], np.array(C.DIRICHLET_ALPHA)
         got = ember.grad(lambda a: st.dirichlet.logpdf(x, a).sum())(alpha)
         np.testing.assert_allclose(np.asarray(got), C.decode(JAX["grad dirichlet"]), rtol=1e-10)
+        # multivariate_normal in its mean and (through cholesky and the triangular solve) its covariance
+        args = C.mvn_arguments("matrix", "float64")
+        for i, arg in ((1, "mean"), (2, "cov")):
+            got = ember.grad(lambda *a: st.multivariate_normal.logpdf(*a).sum(), argnums=i)(*args)
+            np.testing.assert_allclose(np.asarray(got), C.decode(JAX[f"grad multivariate_normal {arg}"]), rtol=1e-10,
+                                       atol=1e-14)
 
 
 def _bundle(x, loc):
@@ -104,7 +132,11 @@ def _bundle(x, loc):
     u = st.logistic.cdf(x) * 0.9 + 0.05  # (in (0, 1) away from its ends, where expit's last bit would count)
     return (st.norm.logcdf(x, loc), st.norm.ppf(u, loc), st.t.logpdf(x, 3.0, loc), st.gamma.logpdf(x, 2.5),
             st.beta.logpdf(u, 2.0, 3.0), st.poisson.logpmf(x, 2.5), st.cauchy.sf(x, loc), st.expon.logcdf(x),
-            st.laplace.cdf(x, loc), st.uniform.logpdf(x, loc))
+            st.laplace.cdf(x, loc), st.uniform.logpdf(x, loc),
+            st.multivariate_normal.logpdf(jnp.stack([x, loc], axis=-1), jnp.zeros(2), jnp.array(COV_2X2)))
+
+
+COV_2X2 = [[2.0, 0.5], [0.5, 1.0]]
 
 
 def test_under_jit_and_vmap_as_eagerly():

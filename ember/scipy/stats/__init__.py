@@ -12,6 +12,7 @@ from ember.scipy.stats import (  # noqa: F401
     gamma,
     laplace,
     logistic,
+    multivariate_normal,
     norm,
     poisson,
     t,
