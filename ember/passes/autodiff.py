@@ -23,6 +23,7 @@ from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.ir import Graph, Var, verified
 from ember.tracer.primitive import LazyCotangent, transform_rule, vjp_fwd_rules, vjp_rules
+from ember.tracer.prims.custom import check_no_gradient
 from ember.tracer.trace import bind, current_builder, new_builder
 
 ROLE_ACTIVE, ROLE_INACTIVE, ROLE_BACKWARD = "active", "inactive", "backward"
@@ -37,6 +38,7 @@ def activity(graph: Graph, active_inputs: Sequence[bool]) -> set[Var]:
     active = {v for v, a in zip(graph.inputs, active_inputs) if a and dtypes.is_float(v.aval.dtype)}
     for node in graph.nodes:
         if node.prim is P.stop_gradient_p:
+            check_no_gradient(node.params.get("error"), node.inputs[0] in active)
             continue
         if any(isinstance(a, Var) and a in active for a in node.inputs):
             active.update(v for v in node.outputs if dtypes.is_float(v.aval.dtype))

@@ -39,6 +39,7 @@ from ember.tracer.primitive import (
     vjp_fwd_rules,
     vjp_rules,
 )
+from ember.tracer.prims.custom import check_no_gradient
 from ember.tracer.prims.custom_jvp import check_consts_inactive, split_operands, with_recursion
 from ember.tracer.trace import bind, current_builder, new_builder
 
@@ -263,7 +264,8 @@ def _dot_jvp(primals, tangents, *, dimension_numbers):
 
 
 @def_jvp(P.stop_gradient_p)
-def _stop_gradient_jvp(primals, tangents):
+def _stop_gradient_jvp(primals, tangents, error=None):
+    check_no_gradient(error, tangents[0] is not None)
     return P.stop_gradient(primals[0]), None
 
 

@@ -900,8 +900,12 @@ _betainc_jvp.defjvps(None, None, _betainc_grad_x)
 @_quiet
 def betainc(a, b, x):
     """I_x(a, b) = (1 / B(a, b)) int_0^x t**(a-1) (1-t)**(b-1) dt, the regularized incomplete beta
-    function. Differentiable in x (JAX's rule); JAX has no derivative in a or b, and here they are 0."""
-    return _betainc_jvp(*jnp.broadcast_arrays(*promote_inexact(a, b, x)))
+    function. Differentiable in x (JAX's rule); differentiating in a or b raises, as in JAX."""
+    a, b, x = jnp.broadcast_arrays(*promote_inexact(a, b, x))
+    return _betainc_jvp(P.stop_gradient(a, error=_BETAINC_AB), P.stop_gradient(b, error=_BETAINC_AB), x)
+
+
+_BETAINC_AB = "betainc: the gradient with respect to a and b is not supported (as in JAX); differentiate in x only"
 
 
 

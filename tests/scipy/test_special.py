@@ -13,7 +13,7 @@ import pytest
 import ember
 import ember.nn as enn
 import ember.scipy.special as sp
-from ember.errors import DTypeError
+from ember.errors import DifferentiationError, DTypeError
 from tests.scipy import cases as C
 
 ss = pytest.importorskip("scipy.special")
@@ -198,3 +198,14 @@ def test_incomplete_gamma_and_beta_under_jit_and_vmap():
         for got in (ember.jit(f)(a, x, u), ember.vmap(f)(a, x, u)):
             for g, w in zip(got, want):
                 np.testing.assert_allclose(np.asarray(g), w, rtol=1e-12, atol=1e-300)
+
+
+def test_betainc_is_differentiable_in_x_only_as_in_jax():
+    """JAX raises for a derivative in a or b (no rule); Ember too, in reverse and forward mode, never a zero."""
+    a, b, x = np.float64(2.0), np.float64(3.0), np.float64(0.4)
+    np.testing.assert_allclose(float(ember.grad(sp.betainc, argnums=2)(a, b, x)), 12 * x * (1 - x) ** 2, rtol=1e-12)
+    for argnum in (0, 1):
+        with pytest.raises(DifferentiationError, match="betainc"):
+            ember.grad(sp.betainc, argnums=argnum)(a, b, x)
+    with pytest.raises(DifferentiationError, match="betainc"):
+        ember.jvp(lambda a: sp.betainc(a, b, x), (a,), (1.0,))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ember.errors import ShapeError, TransformError
+from ember.errors import DifferentiationError, ShapeError, TransformError
 from ember.tracer.ir import Var
 from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp, vjp_fwd_rules
 
@@ -19,29 +19,38 @@ stop_gradient_p = Primitive("stop_gradient", kind="elementwise", expensive=False
 custom_vjp_call_p = Primitive("custom_vjp_call", multiple_results=True, kind="opaque", expensive=False)
 
 
-def stop_gradient(x):
-    """`x`, treated as a constant by differentiation."""
-    return stop_gradient_p.bind(x)
+def stop_gradient(x, error: str | None = None):
+    """`x`, treated as a constant by differentiation; with `error`, differentiating through it raises
+    DifferentiationError(error) instead (a function without a derivative in some argument, as JAX's
+    betainc in a and b: never a silent zero)."""
+    return stop_gradient_p.bind(x) if error is None else stop_gradient_p.bind(x, error=error)
 
 
 @def_shape(stop_gradient_p)
-def _stop_gradient_shape(x):
+def _stop_gradient_shape(x, **_):
     return x
 
 
 @def_impl(stop_gradient_p)
-def _stop_gradient_impl(x):
+def _stop_gradient_impl(x, **_):
     return x
 
 
 @def_vjp(stop_gradient_p)
-def _stop_gradient_vjp(ct, x, *, out, active):
+def _stop_gradient_vjp(ct, x, *, out, active, error=None):
+    check_no_gradient(error, active[0])
     return (None,)
 
 
 @def_batch(stop_gradient_p)
-def _stop_gradient_batch(args, dims):
-    return stop_gradient(args[0]), dims[0]
+def _stop_gradient_batch(args, dims, **params):
+    return stop_gradient_p.bind(args[0], **params), dims[0]
+
+
+def check_no_gradient(error: str | None, differentiated: bool) -> None:
+    """Raise a stop_gradient's `error` where its operand is differentiated (the error names the user's line)."""
+    if error is not None and differentiated:
+        raise DifferentiationError(error)
 
 
 # --- custom_vjp_call ------------------------------------------------------------------------------
