@@ -11,7 +11,6 @@ import warnings
 import jax
 import jax.numpy as jjnp
 import numpy as np
-import pytest
 
 import ember
 import ember.numpy as jnp
