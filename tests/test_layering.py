@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent / "ember"
 # config (runtime options, imports nothing of ember) sits with tree and errors at the bottom.
 LAYERS = {"tree": 0, "tree_util": 0, "errors": 0, "config": 0, "naming": 0, "tracer": 1, "numpy": 2, "lax": 2,
-          "scipy": 2, "passes": 2, "backends": 3, "viz": 3, "api": 4, "ad_checkpoint": 4, "random": 4, "nn": 5}
+          "scipy": 4, "passes": 2, "backends": 3, "viz": 3, "api": 4, "ad_checkpoint": 4, "random": 4, "nn": 5}
 TOP = 6  # ember/__init__.py, ember.demo, ember.cache and anything importing `ember` itself
 TOP_MODULES = {"ember", "ember.demo", "ember.cache", "ember.dask"}  # ember.cache: a command; ember.dask: imports Dask
 LAYERS["jax_names"] = 0  # JAX's recorded public names, read by errors.missing_attribute: at the bottom too

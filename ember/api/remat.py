@@ -39,15 +39,16 @@ def nothing_saveable(*_, **__) -> bool:
 
 @dataclass(frozen=True)
 class DotsSaveable:
-    """Save the outputs of dot_general (only those without batch dimensions when asked), as JAX's."""
+    """Save the outputs of dot_general and conv_general_dilated (only dot_generals without batch
+    dimensions when asked), as JAX's."""
 
     only_if_no_batch_dims: bool
 
     def __call__(self, prim, *_, **params) -> bool:
+        if not self.only_if_no_batch_dims:
+            return prim is P.dot_general_p or prim is P.conv_general_dilated_p
         if prim is not P.dot_general_p:
             return False
-        if not self.only_if_no_batch_dims:
-            return True
         (_, _), (lhs_batch, rhs_batch) = params["dimension_numbers"]
         return not lhs_batch and not rhs_batch
 

@@ -4,7 +4,8 @@
 order. A `Loop` walks an iteration space, computes a scalar op DAG per point (loads through index
 maps, the primitives' scalar ops, shared subexpressions once), folds values into reductions over
 some of its axes and stores values at the identity index; a `Contraction` is a dot_general into a
-buffer (an epilogue's loop then runs over that buffer); an `ArgReduce` is an argmax/argmin along one
+buffer (an epilogue's loop then runs over that buffer), a `Convolution` a conv_general_dilated
+likewise, a `WindowReduce` a reduce_window_sum/max/min; an `ArgReduce` is an argmax/argmin along one
 axis, a `Scatter` writes updates at computed positions, a `Cumulative` is a running sum, product,
 max or min along one axis, a `Sort` sorts several operands together along one axis, writing one
 output each, and a `Factorization` runs a dense linear-algebra routine on stacks of matrices, writing
@@ -168,7 +169,51 @@ class Factorization:
         return dict(self.params)[name]
 
 
+@dataclass(frozen=True)
+class Convolution:
+    """out = conv_general_dilated(lhs, rhs) with the primitive's canonical params (explicit (lo, hi)
+    padding, dimension numbers as (lhs_spec, rhs_spec, out_spec) int tuples)."""
+
+    lhs: str
+    rhs: str
+    window_strides: tuple[int, ...]
+    padding: tuple[tuple[int, int], ...]
+    lhs_dilation: tuple[int, ...]
+    rhs_dilation: tuple[int, ...]
+    dimension_numbers: tuple[tuple[int, ...], ...]
+    feature_group_count: int
+    batch_group_count: int
+    out: str
+
+    def params(self) -> dict:
+        """The primitive's params, as its numpy reference takes them."""
+        return {name: getattr(self, name) for name in CONV_PARAMS}
+
+
+@dataclass(frozen=True)
+class WindowReduce:
+    """out = each window of `operand` folded by `combine` (add, max, min: reduce_window_sum/max/min)
+    with the primitive's params; padding and base-dilation holes hold the fold's identity."""
+
+    combine: str
+    operand: str
+    window_dimensions: tuple[int, ...]
+    window_strides: tuple[int, ...]
+    padding: tuple[tuple[int, int], ...]
+    base_dilation: tuple[int, ...]
+    window_dilation: tuple[int, ...]
+    out: str
+
+    def params(self) -> dict:
+        return {name: getattr(self, name) for name in WINDOW_PARAMS}
+
+
+WINDOW_PARAMS = ("window_dimensions", "window_strides", "padding", "base_dilation", "window_dilation")
+CONV_PARAMS = ("window_strides", "padding", "lhs_dilation", "rhs_dilation", "dimension_numbers",
+               "feature_group_count", "batch_group_count")
 Step = Loop | Contraction | ArgReduce | Scatter | Cumulative | Sort | Factorization
+Step = Step | Convolution
+Step = Step | WindowReduce
 
 
 @dataclass(frozen=True)
@@ -196,6 +241,10 @@ def step_reads(step: Step) -> tuple[str, ...]:
         return (step.operand,)
     if isinstance(step, Scatter):
         return (step.operand, step.indices, step.updates)
+    if isinstance(step, Convolution):
+        return (step.lhs, step.rhs)
+    if isinstance(step, WindowReduce):
+        return (step.operand,)
     if isinstance(step, Cumulative):
         return (step.operand,)
     if isinstance(step, (Sort, Factorization)):
@@ -537,6 +586,16 @@ def _contraction(lhs, rhs, *, out, dimension_numbers):
     return Contraction(lhs, rhs, dimension_numbers, out)
 
 
+def _convolution(lhs, rhs, *, out, **params):
+    return Convolution(lhs, rhs, out=out, **params)
+
+
+def _window_reduce(combine):
+    def rule(operand, *, out, **params):
+        return WindowReduce(combine, operand, out=out, **params)
+    return rule
+
+
 def _arg_reduce(combine):
     def rule(operand, *, out, axis, index_dtype):
         return ArgReduce(combine, operand, axis, np.dtype(index_dtype), out)
@@ -566,6 +625,9 @@ def _factorization(routine):
     return rule
 
 
+# a WindowReduce's fold by primitive: the reduction primitive whose combine and identity it uses
+WINDOW_FOLDS = {P.reduce_window_sum_p: P.reduce_sum_p, P.reduce_window_max_p: P.reduce_max_p,
+                P.reduce_window_min_p: P.reduce_min_p}
 # a Scatter's mode by primitive: its combining elementwise primitive's name, or replace
 SCATTER_MODES = {P.scatter_p: "replace", P.scatter_add_p: "add", P.scatter_mul_p: "mul", P.scatter_min_p: "min",
                  P.scatter_max_p: "max"}
@@ -583,16 +645,22 @@ _STEPS = {P.dot_general_p: _contraction, P.argmax_p: _arg_reduce("argmax"), P.ar
           P.qr_p: _factorization("qr"),
           P.eigh_p: _factorization("eigh"),
           P.svd_p: _factorization("svd"),
-          }
+          P.conv_general_dilated_p: _convolution,
+          **{prim: _window_reduce(_COMBINE[fold]) for prim, fold in WINDOW_FOLDS.items()},
+}
+
+
+# steps that write their whole result before anything reads it, so an epilogue can run over it in place
+_EPILOGUE_STEPS = (Contraction, Convolution)
 
 
 def _alias_epilogues(k: Kernel) -> Kernel:
-    """A contraction whose temp is read only by the loop storing an output of its shape and dtype,
-    at the identity index, writes that output instead: the epilogue then runs in place over it."""
+    """A contraction or convolution whose temp is read only by the loop storing an output of its shape
+    and dtype, at the identity index, writes that output instead: the epilogue then runs in place over it."""
     steps = list(k.steps)
     temps = {t.name: t for t in k.temps}
     for s, c in enumerate(steps):
-        if not isinstance(c, Contraction) or c.out not in temps:
+        if not isinstance(c, _EPILOGUE_STEPS) or c.out not in temps:
             continue
         readers = [n for n, st in enumerate(steps) if isinstance(st, Loop) and _loads_of(st, c.out)]
         if len(readers) != 1 or any(c.out in step_reads(st) for st in steps):
@@ -652,6 +720,10 @@ _STEP_TEXT = {
                     f"num_keys={s.num_keys}",
     Factorization: lambda s: f"  {', '.join(s.outs)} = {s.routine} {' '.join(s.operands)}"
                              + "".join(f" {k}={v}" for k, v in s.params),
+    Convolution: lambda s: f"  {s.out} = conv_general_dilated {s.lhs} {s.rhs} "
+                           + " ".join(f"{k}={v}" for k, v in s.params().items()),
+    WindowReduce: lambda s: f"  {s.out} = window-{s.combine} {s.operand} "
+                            + " ".join(f"{k}={v}" for k, v in s.params().items()),
 }
 
 
@@ -703,6 +775,7 @@ def evaluate(kernel: Kernel, *arrays, math: str = "numpy") -> tuple[np.ndarray, 
 
 
 _SCATTER_PRIMS = {mode: prim for prim, mode in SCATTER_MODES.items()}
+_WINDOW_PRIMS = {_COMBINE[fold]: prim for prim, fold in WINDOW_FOLDS.items()}
 # A step computes what its primitive's numpy reference computes on its operand buffers.
 _STEP_EVAL = {
     Contraction: lambda s, lhs, rhs: impl_rules[P.dot_general_p](lhs, rhs, dimension_numbers=s.dimension_numbers),
@@ -711,6 +784,8 @@ _STEP_EVAL = {
     Cumulative: lambda s, x: cumulative_reference(s.combine, x, s.axis, s.reverse),
     Sort: lambda s, *xs: impl_rules[P.sort_p](*xs, dimension=s.dimension, is_stable=True, num_keys=s.num_keys),
     Factorization: lambda s, *xs: _factorization_eval(s, xs),
+    Convolution: lambda s, lhs, rhs: impl_rules[P.conv_general_dilated_p](lhs, rhs, **s.params()),
+    WindowReduce: lambda s, x: impl_rules[_WINDOW_PRIMS[s.combine]](x, **s.params()),
 }
 
 

@@ -20,6 +20,16 @@ from ember.errors import missing_attribute as _missing_attribute
 from ember.errors import user_location as _user_location
 from ember.lax import linalg  # noqa: F401  (ember.lax.linalg, as jax.lax.linalg)
 from ember.lax.control import cond, fori_loop, map, scan, select_n, switch, while_loop
+from ember.lax.convolution import (
+    ConvDimensionNumbers,
+    conv,
+    conv_dimension_numbers,
+    conv_general_dilated,
+    conv_general_permutations,
+    conv_transpose,
+    conv_with_general_padding,
+    padtype_to_pads,
+)
 from ember.lax.layout import as_operand as _as_operand
 from ember.lax.layout import (
     broadcast,
@@ -66,6 +76,7 @@ from ember.lax.slicing import (
     split,
 )
 from ember.lax.sorting import cumlogsumexp, cummax, cummin, cumprod, cumsum, sort, sort_key_val, top_k
+from ember.lax.windows import reduce_window, reduce_window_shape_tuple
 from ember.naming import publish as _publish
 from ember.tracer import prims as _P
 
@@ -178,6 +189,14 @@ __all__ += [
 ]
 # scans and sorts (ember/lax/sorting.py)
 __all__ += ["cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "sort", "sort_key_val", "top_k"]
+
+# lax's convolutions (ember/lax/convolution.py)
+__all__ += [
+    "ConvDimensionNumbers", "conv", "conv_dimension_numbers", "conv_general_dilated", "conv_general_permutations",
+    "conv_transpose", "conv_with_general_padding", "padtype_to_pads",
+]
+# lax's window reductions (ember/lax/windows.py)
+__all__ += ["reduce_window", "reduce_window_shape_tuple"]
 
 
 _publish(globals(), __name__, __all__)

@@ -4,7 +4,6 @@ helpers, and `ember.nn.initializers`. The activations beyond relu, sigmoid and g
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -13,7 +12,8 @@ import numpy as np
 
 import ember.numpy as jnp
 import ember.random as random
-from ember.api import custom_vjp, stop_gradient
+import ember.scipy.special as _special
+from ember.api import custom_vjp
 from ember.errors import missing_attribute as _missing_attribute
 from ember.nn import initializers
 from ember.nn._functions import (
@@ -45,7 +45,7 @@ from ember.nn._functions import (
     tanh,
 )
 from ember.nn._functions import as_float as _float
-from ember.nn._functions import masked as _masked
+from ember.nn._pooling import avg_pool, max_pool
 from ember.scipy.special import erf, expit
 
 __all__ = [
@@ -53,6 +53,7 @@ __all__ = [
     "hard_sigmoid", "hard_silu", "hard_swish", "hard_tanh", "identity", "leaky_relu", "log1mexp",
     "log_sigmoid", "mish", "one_hot", "relu6", "selu", "silu", "soft_sign", "softplus", "sparse_plus",
     "sparse_sigmoid", "squareplus", "standardize", "swish", "tanh", "initializers", "init_mlp", "dense", "mlp",
+    "max_pool", "avg_pool",
 ]
 
 
@@ -96,53 +97,23 @@ def gelu(x, approximate: bool = True):
     return jnp.multiply(x, cdf)
 
 
-def _max(x, axis: Axis, where, keepdims: bool = True):
-    """The max of `x` along `axis` over `where` (-inf over no elements), with no gradient through it."""
-    return stop_gradient(jnp.max(_masked(x, where, -np.inf), axis=axis, keepdims=keepdims, initial=-np.inf))
-
-
 def logsumexp(a, axis: Axis = None, b=None, keepdims: bool = False, return_sign: bool = False, where=None):
-    """log(sum(b * exp(a))) along `axis` over `where`, without overflow: the max is subtracted first
-    (replaced by 0 where it is infinite). With `b`, a negative sum gives nan, or with `return_sign` the
-    pair (log|sum|, sign(sum)), as jax.nn.logsumexp."""
-    if b is not None:
-        a, b = jnp.broadcast_arrays(*_floats(a, b))
-        a = jnp.where(jnp.not_equal(b, 0), a, -np.inf)
-    a = _masked(_float(a), where, -np.inf)
-    m = _max(a, axis, None)
-    m = jnp.where(jnp.isfinite(m), m, 0.0)
-    terms = jnp.exp(jnp.subtract(a, m))
-    total = jnp.sum(terms if b is None else jnp.multiply(terms, b), axis=axis, keepdims=keepdims)
-    sign = jnp.sign(total)
-    out = jnp.add(jnp.log(jnp.abs(total)), m if keepdims else jnp.reshape(m, jnp.shape(total)))
-    if return_sign:
-        return out, sign
-    return out if b is None else jnp.where(jnp.less(sign, 0), np.nan, out)
-
-
-def _floats(*args):
-    """The arguments promoted together to one float dtype (JAX's promote_args_inexact): the dtype of
-    the sum of a typed zero of each, made a float."""
-    args = [jnp.asarray(x) for x in args]
-    dtype = _float(functools.reduce(jnp.add, [jnp.zeros((), x.dtype) for x in args])).dtype
-    return [jnp.asarray(x, dtype) for x in args]
+    """log(sum(b * exp(a))) along `axis` over `where`, without overflow; with `b` and `return_sign` the
+    pair (log|sum|, sign(sum)): ember.scipy.special.logsumexp, as jax.nn's is jax.scipy.special's."""
+    return _special.logsumexp(a, axis=axis, b=b, keepdims=keepdims, return_sign=return_sign, where=where)
 
 
 def softmax(x, axis: Axis = -1, where=None):
     """exp(x) / sum(exp(x)) along `axis`, shifted by the max (no gradient through it) for stability;
-    elements outside `where` take no part and give 0. Any +inf makes the result nan, as in JAX."""
-    x = _float(x)
-    e = jnp.exp(jnp.subtract(_masked(x, where, -np.inf), _max(x, axis, where)))
-    out = jnp.divide(e, jnp.sum(_masked(e, where, 0.0), axis=axis, keepdims=True))
-    return _masked(out, where, 0.0)
+    elements outside `where` take no part and give 0. Any +inf makes the result nan, as in JAX.
+    ember.scipy.special.softmax computes it (there the axis defaults to all axes)."""
+    return _special.softmax(x, axis=axis, where=where)
 
 
 def log_softmax(x, axis: Axis = -1, where=None):
-    """x - logsumexp(x) along `axis`, computed stably; elements outside `where` give -inf."""
-    x = _float(x)
-    shifted = jnp.subtract(_masked(x, where, -np.inf), _max(x, axis, where))
-    total = jnp.sum(_masked(jnp.exp(shifted), where, 0.0), axis=axis, keepdims=True)
-    return _masked(jnp.subtract(shifted, jnp.log(total)), where, -np.inf)
+    """x - logsumexp(x) along `axis`, computed stably; elements outside `where` give -inf
+    (ember.scipy.special.log_softmax computes it)."""
+    return _special.log_softmax(x, axis=axis, where=where)
 
 
 # --- Dense / MLP helpers --------------------------------------------------------------------------

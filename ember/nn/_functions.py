@@ -13,7 +13,7 @@ import ember.lax as lax
 import ember.numpy as jnp
 from ember.api import custom_jvp
 from ember.errors import ArgumentValueError, ConcretizationError, user_location
-from ember.scipy.special import expit
+from ember.scipy.special import expit, logsumexp
 
 Axis = int | Sequence[int] | None
 
@@ -187,8 +187,6 @@ def glu(x, axis: int = -1):
 
 def logmeanexp(x, axis: Axis = None, where=None, keepdims: bool = False):
     """log(mean(exp(x))) along `axis` over `where`: logsumexp minus the log of the count."""
-    from ember.nn import logsumexp  # the package's, defined beside softmax
-
     lse = logsumexp(x, axis=axis, keepdims=keepdims, where=where)
     return jnp.subtract(lse, jnp.log(count(x, axis, where, keepdims, lse.dtype)))
 

@@ -34,6 +34,7 @@ from ember.numpy._arrays import (
     tril,
     triu,
 )
+from ember.numpy._convolve import convolve, correlate
 from ember.numpy._creation import (
     arange,
     empty,
@@ -277,6 +278,7 @@ __all__ = [
     "cbrt", "copysign", "exp2", "hypot", "logaddexp", "logaddexp2", "nextafter",
     "bitwise_xor", "bitwise_not", "invert", "bitwise_invert", "left_shift", "right_shift", "bitwise_left_shift",
     "bitwise_right_shift", "bitwise_count",
+    "convolve", "correlate",
     "cross", "diag", "diagflat", "diagonal", "diff", "ediff1d", "gradient", "indices", "kron", "meshgrid", "pad",
     "put_along_axis", "repeat", "roll", "rot90", "take_along_axis", "tile", "trace", "tri", "tril", "triu",
     "allclose", "array_equal", "array_equiv", "interp", "isclose", "polyadd", "polysub", "polyval",

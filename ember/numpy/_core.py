@@ -151,6 +151,7 @@ ARRAY_PARAMS: dict[str, tuple[int, ...] | str] = {
                      "squeeze", "swapaxes", "transpose", "split", "empty_like", "ones_like", "zeros_like",
                      "norm"], (0,)),
     **dict.fromkeys(["dot", "inner", "matmul", "outer", "tensordot", "vdot", "take", "full_like"], (0, 1)),
+    **dict.fromkeys(["convolve", "correlate"], (0, 1)),
     **dict.fromkeys(["concatenate", "stack", "hstack", "vstack"], _SEQ),
     # _arrays.py, _stats.py, _numeric.py
     **dict.fromkeys(["tril", "triu", "diag", "diagonal", "diagflat", "trace", "tile", "repeat", "roll", "rot90",

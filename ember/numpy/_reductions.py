@@ -167,12 +167,15 @@ def var(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False, *, wher
     centered = subtract(a, mean(a, axes, keepdims=True, where=where))
     sq = P.reduce_sum(_masked(P.mul(centered, centered), where, 0, "var"), axes)
     n = _count(a.shape, axes, where, a.dtype, "var")
-    # With no degrees of freedom left NumPy divides by zero: inf, or nan where sq is 0 (or nan).
+    # With no degrees of freedom left the variance is nan, as JAX's (NumPy divides by zero: inf)
     if where is not None:
-        out = P.div(sq, P.maximum(P.sub(n, a.dtype.type(ddof)), a.dtype.type(0)))
+        left = P.sub(n, a.dtype.type(ddof))
+        some = P.gt(left, a.dtype.type(0))
+        divisor = P.select(some, left, P.full(sq.shape, 1, a.dtype))  # no division by zero to warn of
+        out = P.select(some, P.div(sq, divisor), P.full(sq.shape, np.nan, a.dtype))
     else:
         n -= ddof
-        out = P.div(sq, float(n)) if n > 0 else P.mul(sq, float("inf"))
+        out = P.div(sq, float(n)) if n > 0 else P.full(sq.shape, np.nan, a.dtype)
     return _keep(to_dtype(out, dt), a.shape, axes, keepdims)
 
 

@@ -284,9 +284,9 @@ class _Fuser:
         return list(dict.fromkeys(g for g in self.all_readers(v)))
 
     def over(self, g: _Group, v: Var) -> bool:
-        """Whether `g` is a fusible kernel iterating over `v`'s shape (no dot: it reads operands whole)."""
+        """Whether `g` is a fusible kernel iterating over `v`'s shape (no contraction: it reads operands whole)."""
         body = g.body(self.pos)
-        if any(not R.fusible(n) or n.prim is P.dot_general_p for n in body):
+        if any(not R.fusible(n) or n.prim.kind == "contraction" for n in body):
             return False
         red = [n for n in body if n.prim.kind == "reduction"]
         space = red[0].inputs[0].aval.shape if red else self.outputs(body)[0].aval.shape if self.outputs(body) else None
@@ -312,7 +312,7 @@ class _Fuser:
 
     def run(self) -> None:
         for n in self.graph.nodes:
-            if n.prim is P.dot_general_p and len(self.owner[n].members) == 1:
+            if n.prim.kind == "contraction" and len(self.owner[n].members) == 1:  # dot, convolution
                 self.epilogue(n)
         for n in reversed(self.graph.nodes):
             g = self.owner[n]
@@ -379,7 +379,7 @@ class _Fuser:
 
 
 def _kind(body: list[Node], outs: list[Var]) -> str:
-    if any(n.prim is P.dot_general_p for n in body):
+    if any(n.prim.kind == "contraction" for n in body):
         return "epilogue"
     if any(n.prim.kind == "reduction" for n in body):
         return "reduction"

@@ -8,7 +8,8 @@ A kernel (a fusion body) has one iteration space:
 - reduction: one or more reduces over the same operand shape and axes (the space); the nodes that
   read a reduce's result run after it, once per reduced element: elementwise or reshape, of the
   reduced size, never another reduce (that needs a second loop).
-- epilogue: one dot_general and the elementwise consumers that read its result element for element.
+- epilogue: one dot_general (or conv_general_dilated: a contraction) and the elementwise consumers
+  that read its result element for element.
 A value read more than once per kernel element (through an expanding broadcast) is recomputed at
 each read, so only free nodes (layout ops, converts) may be; everything else is read from memory.
 """
@@ -67,7 +68,7 @@ def edge_reason(producer: Node, consumer: Node, operand: int) -> Reason | None:
     for n in (producer, consumer):
         if not fusible(n):
             return "not-fusible", f"{where(n)} is not fusible: it runs as its own node"
-    if consumer.prim is P.dot_general_p:
+    if consumer.prim.kind == "contraction":  # dot_general, conv_general_dilated
         return ("contraction-operand", f"{where(consumer)} reads its operands whole, so {where(producer)} is "
                 "written first")
     if consumer.prim is P.gather_p and operand == 0:
@@ -87,7 +88,7 @@ def check_body(body: Sequence[Node], outputs: Sequence[Var], n_inputs: int) -> R
     if len(body) > MAX_NODES:
         return "too-many-nodes", f"the kernel would hold {len(body)} nodes (at most {MAX_NODES})"
     inside = {n.outputs[0]: n for n in body}
-    dots = [n for n in body if n.prim is P.dot_general_p]
+    dots = [n for n in body if n.prim.kind == "contraction"]
     reduces = [n for n in body if n.prim.kind == "reduction"]
     why = _check_dot(body, dots, reduces, inside) if dots else None
     if why is None and reduces:

@@ -50,7 +50,7 @@ HAZARD_WORDS = {"broadcast": "broadcast (its elements repeated)", "reshaped": "r
                 "sliced": "sliced", "reversed": "reversed", "aliased": "aliased", "padded": "padded",
                 "concatenated": "concatenated", "reduced": "whole, in a reduction or contraction",
                 "gathered": "at gathered indices",
-                "contraction-first": "after the fused dot_general has written the result's buffer",
+                "contraction-first": "after the fused contraction (dot or convolution) has written the result",
                 "written-before-read": "after the kernel has written the result"}
 
 
@@ -202,9 +202,10 @@ def _body_hazards(body: Graph) -> dict[int, tuple[str, Node]]:
     not when the body reads it again (the kernel would then read the input whole before writing)."""
     read = {a for node in body.nodes for a in node.inputs if isinstance(a, Var)}
     hazards: dict[int, tuple[str, Node]] = {}
-    # a kernel computes a fused dot_general into the result's buffer before its epilogue reads the
-    # other operands, so no operand may share that buffer (the backends' kernels alias it: kernel.py)
-    dot = next((n for n in body.nodes if n.prim is P.dot_general_p), None)
+    # a kernel computes a fused contraction (dot_general, a convolution) into the result's buffer before
+    # its epilogue reads the other operands, so no operand may share that buffer (the backends' kernels
+    # alias it: kernel.py)
+    dot = next((n for n in body.nodes if n.prim.kind == "contraction"), None)
     for k, x in enumerate(body.inputs):
         derived = {x}
         for node in body.nodes:

@@ -24,7 +24,7 @@ from ember.backends.kernel import (
 )
 from ember.tracer import ShapedArray, trace_flat
 from ember.tracer import prims as P
-from ember.tracer.primitive import impl_rules
+from ember.tracer.primitive import impl_rules, primitives
 from ember.tracer.prims.fusion import run_body
 
 RNG = np.random.default_rng(0)
@@ -279,6 +279,16 @@ ONE_NODE = {
     "select": (P.select, (((3,), "bool"), ((3,), F), ((3,), F))),
     "dot_general": (lambda a, b: P.dot_general(a, b, (((1,), (0,)), ((), ()))), (((3, 4), F), ((4, 2), F))),
     "gather": (P.gather, (((5, 3), F), ((4, 1), I))),
+    # strided, padded (a crop on one side), base- and window-dilated windows
+    **{name: (lambda x, name=name: P.reduce_window(
+        primitives[name], x, window_dimensions=(2, 2), window_strides=(1, 2), padding=((1, 0), (2, -1)),
+        base_dilation=(2, 1), window_dilation=(1, 2)), (((3, 5), F),))
+       for name in ("reduce_window_sum", "reduce_window_max", "reduce_window_min")},
+    # NHWC x HWIO, strided, padded, rhs-dilated, two feature groups
+    "conv_general_dilated": (lambda x, w: P.conv_general_dilated(
+        x, w, window_strides=(2, 1), padding=((1, 0), (0, 1)), lhs_dilation=(1, 1), rhs_dilation=(1, 2),
+        dimension_numbers=((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2)), feature_group_count=2),
+        (((2, 5, 4, 4), F), ((2, 2, 2, 6), F))),
     "scatter_add": (P.scatter_add, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
     "scatter": (P.scatter, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
     "scatter_mul": (P.scatter_mul, (((5, 3), F), ((4, 1), I), ((4, 3), F))),
@@ -334,7 +344,7 @@ def test_lower_kernel_takes_a_one_node_body_of_every_primitive(prim):
     if prim in INDEXED:
         args[1] = np.array([[1], [4], [1], [-2]], np.int32)
     with np.errstate(all="ignore"):
-        check(g, *args, exact=prim != "dot_general")
+        check(g, *args, exact=prim not in ("dot_general", "conv_general_dilated"))
 
 
 # --- random elementwise + layout programs ----------------------------------------------------------

@@ -265,6 +265,8 @@ NO_RULE_ERRORS = {"stop_gradient"}
 FAMILY_MODULES = ["elementwise", "layout", "reduce", "dot", "indexing", "custom", "custom_jvp", "fusion", "remat",
                   "control", "bits",
                   "scatter_combine",
+                  "conv",
+                  "windows",
                   "sort", "linalg"]
 
 

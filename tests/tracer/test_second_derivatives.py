@@ -165,6 +165,19 @@ CASES = [
          [(_rand(25, (2, 3)), _rand(26, (3, 4))), (np.zeros((2, 3)), _rand(27, (3, 4)))]),
     Case("dot_general", lambda a, b: P.dot_general(a, b, (((2,), (1,)), ((0,), (0,)))),
          [(_rand(28, (2, 2, 3)), _rand(29, (2, 3, 2)))], note="batch dims"),
+    # bilinear: grad of grad goes through the transpose rules' own transposes (lhs dilation, groups)
+    Case("conv_general_dilated", lambda x, w: P.conv_general_dilated(
+        x, w, window_strides=(2,), padding=((1, 0),), lhs_dilation=(1,), rhs_dilation=(2,),
+        dimension_numbers=((0, 1, 2),) * 3, feature_group_count=2), [(_rand(41, (2, 4, 5)), _rand(42, (4, 2, 2)))]),
+    Case("conv_general_dilated", lambda x, w: P.conv_general_dilated(
+        x, w, window_strides=(1,), padding=((0, 1),), lhs_dilation=(2,), rhs_dilation=(1,),
+        dimension_numbers=((0, 2, 1), (2, 1, 0), (0, 2, 1)), batch_group_count=2),
+         [(_rand(43, (4, 3, 2)), _rand(44, (2, 2, 4)))], note="batch groups"),
+    # linear (sum), piecewise linear without ties (max, min): second derivatives through the VJPs' pads
+    *[Case(name, lambda x, name=name: P.reduce_window(
+        primitives[name], x, window_dimensions=(2, 2), window_strides=(2, 1), padding=((1, 0), (0, 1)),
+        base_dilation=(1, 2), window_dilation=(1, 1)), [(_rand(45, (3, 4)),)], note="no ties")
+      for name in ("reduce_window_sum", "reduce_window_max", "reduce_window_min")],
     Case("gather", lambda x: P.gather(x, _IDX), [(_rand(30, (5, 2)),)]),
     Case("scatter_add", lambda x, u: P.scatter_add(x, _IDX, u), [(_rand(31, (5, 2)), _rand(32, (4, 2)))]),
     Case("scatter", lambda x, u: P.scatter(x, _IDX[:3:2], u), [(_rand(33, (5, 2)), _rand(34, (2, 2)))]),

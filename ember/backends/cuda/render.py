@@ -14,6 +14,8 @@ math functions they call. Each step of the description becomes:
 - a `Contraction`: a `Gemm` launch that a GPU runs through cuBLAS where it can (float32/64), with a
   kernel (one thread per output element, the contraction walked in order) for the other dtypes and
   for host execution.
+- a `Convolution`: one kernel, one thread per output element summing its window (cuda/conv.py); a
+  `WindowReduce` likewise folds its window (cuda/windows.py).
 - an `ArgReduce`: one kernel, a (value, index) fold per lane and the same trees.
 - a `Factorization` (cholesky, triangular_solve, lu): kernels of linalg.py, a block per matrix or a
   thread per right-hand side.
@@ -35,14 +37,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ember.backends.cuda import conv as conv_rules
 from ember.backends.cuda import linalg
 from ember.backends.cuda import scalar as S
 from ember.backends.cuda import sort as sort_rules
+from ember.backends.cuda import windows as window_rules
 from ember.backends.cuda.types import memory_type, register_type
 from ember.backends.kernel import (
     ArgReduce,
     Buffer,
     Contraction,
+    Convolution,
     Cumulative,
     Factorization,
     Kernel,
@@ -50,6 +55,7 @@ from ember.backends.kernel import (
     Op,
     Scatter,
     Sort,
+    WindowReduce,
     strides,
 )
 from ember.backends.kernel_index import Ix
@@ -844,6 +850,8 @@ _STEP_RULES = {
     Cumulative: sort_rules.cumulative,
     Sort: sort_rules.sort,
     Factorization: linalg.render,
+    Convolution: conv_rules.render_convolution,
+    WindowReduce: window_rules.render_window_reduce,
 }
 
 # Helpers every kernel source may use, in CUDA C that the device prelude and the host header both accept.

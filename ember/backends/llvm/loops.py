@@ -7,8 +7,9 @@ its depth; register accumulators are allocas in the entry block (mem2reg promote
 `reassoc` combines so they vectorize, a float sum folding each block into a float64 total with
 Neumaier's compensation, a float max/min as a plain compare beside a NaN flag; memory accumulators
 are the output or a scratch region, set before the nest and converted after it. Contractions go to
-`dot`, the argreduce and scatter steps to `indexing`, the cumulative and sort steps to `sort`,
-factorizations to `lapack`; the scalar ops of every primitive come from `scalar`.
+`dot`, convolutions to `conv`, window reductions to `windows`, the argreduce and scatter steps to
+`indexing`, the cumulative and sort steps to `sort`, factorizations to `lapack`; the scalar ops of
+every primitive come from `scalar`.
 
 A split loop runs its chunks on the native thread pool (`pool.py`, whose thresholds the schedule's
 `SplitPolicy` carries): the chunk body is a function of its own, called through
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from ember.backends.kernel import Contraction, Cumulative, Factorization, Kernel, Loop, Sort
+from ember.backends.kernel import Contraction, Convolution, Cumulative, Factorization, Kernel, Loop, Sort, WindowReduce
 from ember.backends.kernel_index import Ix
 from ember.backends.llvm import pool
 from ember.backends.llvm.pool import PARALLEL_FOR
@@ -116,6 +117,12 @@ def _emit_step(ctx: _Context, step) -> None:
     elif isinstance(step, Factorization):
         from ember.backends.llvm import lapack
         lapack.emit_step(ctx.builder, step, ctx.buffers, ctx.ptrs, ctx.ptrs["scratch"])
+    elif isinstance(step, Convolution):
+        from ember.backends.llvm import conv
+        conv.emit_convolution(ctx.builder, step, ctx.buffers, ctx.ptrs, ctx.ptrs["scratch"])
+    elif isinstance(step, WindowReduce):
+        from ember.backends.llvm import windows
+        windows.emit_window_reduce(ctx.builder, step, ctx.buffers, ctx.ptrs)
     else:
         from ember.backends.llvm import indexing
         indexing.emit_step(ctx.builder, step, ctx.buffers, ctx.ptrs, ctx.ptrs["scratch"])
@@ -140,6 +147,11 @@ def _step_scratch(step, buffers: dict) -> int:
     if isinstance(step, Factorization):
         from ember.backends.llvm import lapack
         return round_up(lapack.step_scratch_bytes(step, buffers))
+    if isinstance(step, Convolution):
+        from ember.backends.llvm import conv
+        return round_up(conv.scratch_bytes(step, buffers))
+    if isinstance(step, WindowReduce):
+        return 0
     from ember.backends.llvm import indexing
     return round_up(indexing.step_scratch_bytes(step, buffers))
 

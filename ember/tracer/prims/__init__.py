@@ -66,6 +66,7 @@ from ember.tracer.prims.control import (  # noqa: F401
     split_scan,
     while_p,
 )
+from ember.tracer.prims.conv import conv_general_dilated, conv_general_dilated_p  # noqa: F401
 from ember.tracer.prims.convert import (  # noqa: F401
     bitcast_convert_type,
     bitcast_convert_type_p,
@@ -243,3 +244,9 @@ from ember.tracer.prims.unary import (  # noqa: F401
     tanh_p,
 )
 from ember.tracer.prims.util import moveaxis  # noqa: F401
+from ember.tracer.prims.windows import (  # noqa: F401
+    reduce_window,
+    reduce_window_max_p,
+    reduce_window_min_p,
+    reduce_window_sum_p,
+)

@@ -15,7 +15,17 @@ from ember.backends import kernel
 from ember.backends.cuda import control, render, scalar
 from ember.backends.cuda.backend import compile_many
 from ember.backends.debug import ORACLE_RTOL
-from ember.backends.kernel import ArgReduce, Contraction, Cumulative, Factorization, Loop, Scatter, Sort
+from ember.backends.kernel import (
+    ArgReduce,
+    Contraction,
+    Convolution,
+    Cumulative,
+    Factorization,
+    Loop,
+    Scatter,
+    Sort,
+    WindowReduce,
+)
 from ember.backends.llvm import scalar as llvm_scalar
 from ember.passes.memory import plan_memory
 from ember.tracer import prims as P
@@ -47,6 +57,8 @@ def cuda_rule(prim) -> str | None:
                 P.sort_p: Sort,
                 P.cholesky_p: Factorization, P.triangular_solve_p: Factorization, P.lu_p: Factorization,
                 P.qr_p: Factorization, P.eigh_p: Factorization, P.svd_p: Factorization,
+                P.conv_general_dilated_p: Convolution,
+                **dict.fromkeys(kernel.WINDOW_FOLDS, WindowReduce),
                 }.get(prim)
         return f"a step rule ({step.__name__})" if step in render._STEP_RULES else None
     return None
@@ -72,7 +84,8 @@ def test_a_primitive_without_a_rule_is_named():
 
 
 def test_every_step_kind_has_a_rule():
-    assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter, Cumulative, Sort, Factorization}
+    assert set(render._STEP_RULES) == {Loop, Contraction, ArgReduce, Scatter, Cumulative, Sort, Factorization,
+                                       Convolution, WindowReduce}
 
 
 def test_every_control_primitive_has_a_runner_and_an_example():
@@ -123,6 +136,15 @@ def _cases() -> dict:
         "gt-vector-bool-out": (lambda x: x > 0.5, (((2000, 3), "float32"),)),
         "mul-vector-int8": (lambda x: x * np.int8(3) - x, (((4099,), "int8"),)),
         "convert-vector-f64-to-f32": (lambda x: P.convert_element_type(x, np.float32), (((1030,), "float64"),)),
+        # lhs and rhs dilation, negative padding, batch groups, in three layouts; ints exactly
+        "conv_general_dilated-dilated-int": (
+            lambda x, w: P.conv_general_dilated(x, w, window_strides=(1, 2), padding=((2, -1), (1, 1)),
+                                                lhs_dilation=(2, 1), rhs_dilation=(1, 2),
+                                                dimension_numbers=((1, 0, 2, 3), (0, 1, 2, 3), (2, 1, 0, 3)),
+                                                batch_group_count=2),
+            (((3, 4, 5, 6), "int32"), ((4, 3, 2, 2), "int32"))),
+        "reduce_window_max-int8": (ONE_NODE["reduce_window_max"][0], (((3, 5), "int8"),)),
+        "reduce_window_sum-int32": (ONE_NODE["reduce_window_sum"][0], (((3, 5), "int32"),)),
         "dot-int": (lambda a, b: P.dot_general(a, b, (((1,), (0,)), ((), ()))), (((3, 4), "int32"), ((4, 2), "int32"))),
         # the combining scatters' compare-and-swap loops at 1, 2, 4 and 8 bytes, bools, and NaN
         **{f"{name}-{label}": (ONE_NODE[name][0], (((5, 3), dtype), ((4, 1), "int32"), ((4, 3), dtype)))
@@ -214,7 +236,9 @@ MATH = {p.name for p in llvm_scalar.MATH_LIBRARY} | {"pow", "cumlogsumexp"}
 # sums in another order than NumPy's (which adds a column of a float32 matrix one row after another):
 # the oracle check's tolerance; scatter_add and scatter_mul combine with atomics, in any order (the kernels
 # whose float results may vary run to run)
-SUMS = {"dot_general", "reduce_sum", "reduce_prod", "sum", "prod", "dot", "scatter_add", "scatter_mul"}
+SUMS = {"dot_general", "reduce_sum", "reduce_prod", "sum", "prod", "dot", "scatter_add", "scatter_mul",
+        "conv_general_dilated",
+        "reduce_window_sum"}
 
 
 def _tolerance(name: str, dtype) -> float | None:

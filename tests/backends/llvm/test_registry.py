@@ -124,8 +124,9 @@ def test_each_primitive_compiles_and_matches_its_numpy_rule(prim):
     assert got.shape == want.shape and got.dtype == want.dtype
     # float math in polynomials, and float sums and products in another association order (vectorized)
     polynomial = primitives[prim] in scalar.MATH_LIBRARY or prim in ("pow", "cumlogsumexp")
-    if prim in ("dot_general", *LINALG) or (want.dtype.kind == "f" and (polynomial or prim in ("reduce_sum",
-                                                                                            "reduce_prod"))):
+    contraction = prim in ("dot_general", "conv_general_dilated", *LINALG)
+    sums = ("reduce_sum", "reduce_prod", "reduce_window_sum")
+    if contraction or (want.dtype.kind == "f" and (polynomial or prim in sums)):
         np.testing.assert_allclose(got, want, rtol=1e-6)
     else:
         np.testing.assert_array_equal(got, want)

@@ -1,0 +1,128 @@
+"""Convolution steps rendered by ember.backends.llvm.conv, both methods (im2col and the product, the
+direct nest) over the convolution grid of tests/tracer/test_prims_conv.py, run natively against
+conv_general_dilated's numpy rule: ints exactly, floats within rounding. One module holds every
+case, so the whole grid is one compile."""
+
+from __future__ import annotations
+
+import math
+from unittest import mock
+
+import numpy as np
+
+from ember.backends.kernel import Buffer, Convolution
+from ember.backends.llvm import conv, dot
+from ember.tracer import prims as P
+from ember.tracer.aval import ShapedArray
+from ember.tracer.primitive import impl_rules, shape_rules
+from tests.backends.llvm.harness import Compiled, new_module, pointer_function
+from tests.tracer.test_prims_conv import GRID, _explicit, grid_inputs
+
+METHODS = {"im2col": 0, "direct": 10 ** 9}  # DIRECT_MAX_PRODUCT forcing each method
+DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.float16))
+
+
+def _step(i: int, dtype) -> tuple[Convolution, dict]:
+    ls, rs, kw = GRID[i]
+    params = _explicit(ls, rs, kw)
+    out = shape_rules[P.conv_general_dilated_p](ShapedArray(ls, dtype), ShapedArray(rs, dtype), **params)
+    buffers = {"in0": Buffer("in0", ls, dtype), "in1": Buffer("in1", rs, dtype),
+               "out0": Buffer("out0", out.shape, dtype)}
+    return Convolution("in0", "in1", out="out0", **params), buffers
+
+
+def test_both_methods_match_the_reference_over_the_grid():
+    module = new_module()
+    scratch = {}
+    for name, limit in METHODS.items():
+        with mock.patch.object(conv, "DIRECT_MAX_PRODUCT", limit), mock.patch.object(dot, "BLAS_MIN_STEPS", 64):
+            for i in range(len(GRID)):
+                for dt in DTYPES:
+                    step, buffers = _step(i, dt)
+                    able = name == "im2col" or conv.vectorizable(step, buffers)
+                    assert conv.method(step, buffers) == (name if able else "im2col")
+                    fn, builder = pointer_function(module, f"{name}_{i}_{dt.name}", 4)
+                    conv.emit_convolution(builder, step, buffers, dict(zip(("in0", "in1", "out0"), fn.args)),
+                                          fn.args[3])
+                    builder.ret_void()
+                    scratch[fn.name] = conv.scratch_bytes(step, buffers)
+    compiled = Compiled(module, dot.blas_symbols(), opt=0)  # unoptimized: 1 s, not 6 (the suite's jits run -O3)
+    for name in METHODS:
+        for i in range(len(GRID)):
+            for dt in DTYPES:
+                step, buffers = _step(i, dt)
+                lhs, rhs = grid_inputs(i, np.int32 if dt.kind == "i" else np.float32)
+                lhs, rhs = lhs.astype(dt), rhs.astype(dt)
+                want = impl_rules[P.conv_general_dilated_p](lhs, rhs, **step.params())
+                out = np.full(buffers["out0"].shape, 99, dt)  # the old contents must not matter
+                room = scratch[f"{name}_{i}_{dt.name}"]
+                raw = np.full(room + 64, 0xAB, np.uint8)
+                aligned = raw[-raw.ctypes.data % 64:][:max(room, 1)]
+                compiled.call(f"{name}_{i}_{dt.name}", lhs, rhs, out, aligned)
+                if dt.kind == "i":
+                    np.testing.assert_array_equal(out, want, err_msg=f"{name} {GRID[i][2]}")
+                else:
+                    tol = 2e-5 if dt == np.float32 else 2e-2
+                    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol,
+                                               err_msg=f"{name} {dt} {GRID[i][2]}")
+
+
+def test_the_choice_rule():
+    """A small product per group (output features x window sum: depthwise) over rows along a spatial
+    axis takes the direct nest, anything else im2col, whose matrix (one image's windows) is workspace
+    (scratch) of the kernel."""
+    def step(c_in, c_out, groups, layout="NCHW"):
+        specs = {"NCHW": ((0, 1, 2, 3),) * 3, "NHWC": ((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2))}[layout]
+        canon_l, canon_r = (2, c_in * groups, 8, 8), (c_out * groups, c_in, 3, 3)
+        ls = tuple(canon_l[specs[0].index(a)] for a in range(4))
+        rs = tuple(canon_r[specs[1].index(a)] for a in range(4))
+        params = dict(window_strides=(1, 1), padding=((1, 1), (1, 1)), lhs_dilation=(1, 1), rhs_dilation=(1, 1),
+                      dimension_numbers=specs, feature_group_count=groups, batch_group_count=1)
+        out = shape_rules[P.conv_general_dilated_p](ShapedArray(ls, np.float32), ShapedArray(rs, np.float32),
+                                                    **params)
+        f32 = np.dtype(np.float32)
+        bufs = {"x": Buffer("x", ls, f32), "w": Buffer("w", rs, f32), "y": Buffer("y", out.shape, f32)}
+        return Convolution("x", "w", out="y", **params), bufs
+
+    assert conv.method(*step(1, 1, 16)) == "direct"  # depthwise 3x3: 1 x 9
+    assert conv.method(*step(2, 2, 8)) == "direct"  # 2 x 18
+    assert conv.method(*step(1, 1, 16, "NHWC")) == "im2col"  # rows would run along the features
+    for c_in, c_out in ((3, 16), (64, 64)):
+        s, b = step(c_in, c_out, 1)
+        assert conv.method(s, b) == "im2col"
+        one_image = c_in * 9 * 8 * 8 * 4  # the im2col matrix holds one image of the batch of 2
+        assert one_image <= conv.scratch_bytes(s, b) < 2 * one_image + 2 * c_out * 8 * 8 * 4 + 4096
+
+
+def test_im2col_runs_the_batch_in_chunks():
+    """Chunks of images sized by COL_BYTES: a loop of full chunks and a shorter last one (5 = 2 + 2 + 1),
+    into the output directly (NHWC) and through the scratch result (NCHW, groups)."""
+    rng = np.random.default_rng(0)
+    module, runs = new_module(), []
+    for k, specs in enumerate((((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2)), ((0, 1, 2, 3),) * 3)):
+        groups = 1 if k == 0 else 2
+        canon_l, canon_r = (5, 2 * groups, 6, 5), (3 * groups, 2, 3, 2)
+        ls = tuple(canon_l[specs[0].index(a)] for a in range(4))
+        rs = tuple(canon_r[specs[1].index(a)] for a in range(4))
+        params = dict(window_strides=(2, 1), padding=((1, 1), (0, 1)), lhs_dilation=(1, 1), rhs_dilation=(1, 1),
+                      dimension_numbers=specs, feature_group_count=groups, batch_group_count=1)
+        f32 = np.dtype(np.float32)
+        out = shape_rules[P.conv_general_dilated_p](ShapedArray(ls, f32), ShapedArray(rs, f32), **params)
+        buffers = {"in0": Buffer("in0", ls, f32), "in1": Buffer("in1", rs, f32),
+                   "out0": Buffer("out0", out.shape, f32)}
+        step = Convolution("in0", "in1", out="out0", **params)
+        per_image = math.prod(out.shape[2:]) * groups * 2 * 3 * 2 * 4  # one image's windows
+        with mock.patch.object(conv, "COL_BYTES", 2 * per_image), mock.patch.object(conv, "DIRECT_MAX_PRODUCT", 0):
+            assert conv.chunk_images(step, buffers) == 2
+            fn, builder = pointer_function(module, f"chunks{k}", 4)
+            conv.emit_convolution(builder, step, buffers, dict(zip(("in0", "in1", "out0"), fn.args)), fn.args[3])
+            builder.ret_void()
+            runs.append((fn.name, step, ls, rs, out.shape, conv.scratch_bytes(step, buffers)))
+    compiled = Compiled(module, dot.blas_symbols(), opt=0)
+    for name, step, ls, rs, out_shape, room in runs:
+        lhs, rhs = rng.normal(size=ls).astype(np.float32), rng.normal(size=rs).astype(np.float32)
+        out = np.full(out_shape, np.nan, np.float32)
+        raw = np.zeros(room + 64, np.uint8)
+        compiled.call(name, lhs, rhs, out, raw[-raw.ctypes.data % 64:][:max(room, 1)])
+        want = impl_rules[P.conv_general_dilated_p](lhs, rhs, **step.params())
+        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=name)
