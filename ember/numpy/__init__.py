@@ -146,6 +146,7 @@ from ember.numpy._numeric import (
     polyadd,
     polydiv,
     polyfit,
+    polymul,
     polysub,
     polyval,
     vander,
@@ -282,7 +283,7 @@ __all__ = [
     "cross", "diag", "diagflat", "diagonal", "diff", "ediff1d", "gradient", "indices", "kron", "meshgrid", "pad",
     "put_along_axis", "repeat", "roll", "rot90", "take_along_axis", "tile", "trace", "tri", "tril", "triu",
     "allclose", "array_equal", "array_equiv", "interp", "isclose", "polyadd", "polysub", "polyval",
-    "polydiv", "polyfit", "vander",
+    "polydiv", "polyfit", "polymul", "vander",
     "average", "bincount", "corrcoef", "cov", "histogram", "histogram2d", "histogram_bin_edges", "nanargmax",
     "nanargmin", "nanmax", "nanmean", "nanmin", "nanprod", "nanstd", "nansum", "nanvar",
 ]

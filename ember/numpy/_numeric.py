@@ -16,6 +16,7 @@ from ember.errors import (
     user_location,
 )
 from ember.numpy import linalg
+from ember.numpy._convolve import convolve
 from ember.numpy._core import asarray, broadcast_shapes, dtype_weak, promote, shape_of, to_dtype
 from ember.numpy._math import (
     abs,
@@ -39,6 +40,7 @@ from ember.numpy._reductions import sum as _sum
 from ember.numpy._shape import concatenate, expand_dims, stack
 from ember.tracer import dtypes
 from ember.tracer import prims as P
+from ember.tracer.array import Array
 
 
 def _float_pair(a, b):
@@ -215,13 +217,27 @@ def polyfit(x, y, deg: int, rcond=None, full: bool = False, w=None, cov: bool = 
     return c
 
 
-def _trim_leading(a, tol):
-    """The concrete 1-D `a` without its leading entries below `tol` in magnitude (all of it if all are)."""
+def _trim_leading(a, tol, name: str):
+    """The concrete 1-D `a` without its leading entries below `tol` in magnitude (exact zeros for tol 0;
+    all of it if all are)."""
     if not isinstance(a, np.ndarray):
-        raise ConcretizationError("polydiv: trim_leading_zeros=True needs concrete coefficients (the result's "
+        raise ConcretizationError(f"{name}: trim_leading_zeros=True needs concrete coefficients (the result's "
                                   "length depends on their values)", user_location())
-    small = np.abs(a) < tol
+    small = np.abs(a) < tol if tol else a == 0
     return a[:0] if small.all() else a[int(np.argmin(small)):]
+
+
+def polymul(a1, a2, *, trim_leading_zeros: bool = False):
+    """The product of two polynomials (1-D coefficients, highest degree first): their full convolution,
+    as jnp.polymul (leading zeros kept unless `trim_leading_zeros`, which needs concrete values)."""
+    a1, a2 = promote(asarray(a1), asarray(a2), name="polymul")
+    dt = dtypes.default_float_for(dtype_weak(a1)[0])
+    a1, a2 = to_dtype(a1, dt), to_dtype(a2, dt)
+    if trim_leading_zeros and (a1.shape[0] > 1 or a2.shape[0] > 1):
+        a1, a2 = (_trim_leading(a, 0, "polymul") for a in (a1, a2))
+    a1 = a1 if a1.shape[0] else np.zeros(1, dt)
+    a2 = a2 if a2.shape[0] else np.zeros(1, dt)
+    return convolve(a1, a2, mode="full")
 
 
 def polydiv(u, v, *, trim_leading_zeros: bool = False):
@@ -239,7 +255,7 @@ def polydiv(u, v, *, trim_leading_zeros: bool = False):
         u = add(u, P.pad(multiply(negative(d), v), to_dtype(0, dt), ((k, m - n - k, 0),)))
     q = stack(quotient) if quotient else P.full((1,), 0, dt)
     if trim_leading_zeros:
-        u = asarray(_trim_leading(u, np.sqrt(np.finfo(dt).eps)))
+        u = np.array(_trim_leading(u, np.sqrt(np.finfo(dt).eps), "polydiv")).view(Array)
     return q, u
 
 

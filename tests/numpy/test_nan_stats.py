@@ -33,7 +33,7 @@ MASK[0] = True
 COVERED = {"nansum", "nanprod", "nanmax", "nanmin", "nanargmax", "nanargmin", "nanmean", "nanvar", "nanstd",
            "average", "cov", "corrcoef", "isclose", "allclose", "array_equal", "array_equiv", "polyval", "polyadd",
            "polysub", "histogram", "histogram2d", "histogram_bin_edges", "bincount", "interp", "polyfit", "polydiv",
-           "vander"}
+           "vander", "polymul"}
 NAN_FUNCS = ("nansum", "nanprod", "nanmax", "nanmin", "nanargmax", "nanargmin", "nanmean", "nanvar", "nanstd")
 
 
@@ -166,6 +166,9 @@ def test_polynomial_fits_and_periodic_interp():
     with jax.enable_x64(False):
         for call in (lambda m: m.polydiv(u, v), lambda m: m.polydiv(v, u), lambda m: m.polydiv(u, v[:1]),
                      lambda m: m.polydiv(u, v, trim_leading_zeros=True),
+                     lambda m: (m.polymul(u, v), m.polymul(np.int32([0, 0, 1, 2]), np.int32([3, 0]))),
+                     lambda m: (m.polymul(u - 1, v[1:] * 0, trim_leading_zeros=True),
+                                m.polymul(np.float32([0, 0, 2]), v, trim_leading_zeros=True)),
                      lambda m: m.interp(u * 0.7, v[[1, 0, 2]], u[:3], left="extrapolate", right="extrapolate"),
                      lambda m: m.polyfit(u, v[[0, 1, 2, 0, 1]], 2, full=True)):
             ref = call(jjnp)
@@ -244,6 +247,7 @@ def _loss(m, x, xn, w):
              m.max(x, 1, where=mask, initial=-1.0).sum(), m.sum(m.interp(x, np.array([-1.0, 0, 2]), w[:3])),
              m.sum(m.polyval(w[:3], x)), m.sum(m.nanmax(xn, 0)),
              m.sum(m.polyfit(w, x[0], 2) * np.arange(1.0, 4.0)), m.sum(m.polydiv(x[1], w[:3])[0]),
+             m.sum(m.polymul(x[2], w[:3]) * np.arange(7.0)),
              m.sum(m.interp(x, np.array([-1.0, 0, 2]), w[:3], period=3.0) * x))
     return sum(t * (i + 1) for i, t in enumerate(terms))
 
@@ -291,6 +295,8 @@ def test_bad_input_names_the_users_line():
             (ArgumentValueError, lambda: jnp.polyfit(X[0], X[1], 3, cov=True), ("exceed order",)),
             (ConcretizationError, lambda: ember.jit(lambda u: jnp.polydiv(u, X[0], trim_leading_zeros=True))(X[1]),
              ("trim_leading_zeros", "concrete")),
+            (ConcretizationError, lambda: ember.jit(lambda u: jnp.polymul(u, X[0], trim_leading_zeros=True))(X[1]),
+             ("polymul", "concrete")),
             (ArgumentValueError, lambda: jnp.vander(X), ("one-dimensional",))):
         raises_naming(exc, call, words=words, location=here)
 
