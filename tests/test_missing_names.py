@@ -106,6 +106,15 @@ def test_hints_name_jax_names_and_point_at_ember_names_that_exist():
                     obj = getattr(obj, part)  # raises AttributeError for a hint pointing nowhere
 
 
+def test_hints_are_only_for_names_ember_lacks():
+    """A name Ember has must not keep a hint saying what to use instead of it (jax_names' tables and the
+    modules' own)."""
+    tables = {**HINTS, "ember.nn": ember.nn._HINTS, "ember.random": ember.random._HINTS}
+    for ember_name, hints in tables.items():
+        module = importlib.import_module(ember_name)
+        assert not [name for name in hints if _missing_message(module, name) is None], ember_name
+
+
 def test_top_level_jax_only_names_are_jax_names_ember_lacks():
     for name in ember._JAX_ONLY:
         assert name in JAX_NAMES["jax"], name

@@ -23,6 +23,7 @@ from benchmarks.workloads import (
     dispatch,
     eager,
     eam,
+    linalg,
     optimizer,
     per_sample,
     startup,
@@ -31,4 +32,4 @@ from benchmarks.workloads import (
 
 WORKLOADS: dict[str, ModuleType] = {m.NAME: m for m in (cosine, eam, per_sample, dead_gradient, dense_bias_act,
                                                          dispatch, optimizer, blas_threads, threads, startup,
-                                                         control_flow, eager)}
+                                                         control_flow, eager, linalg)}

@@ -137,7 +137,20 @@ from ember.numpy._math import (
     true_divide,
     where,
 )
-from ember.numpy._numeric import allclose, array_equal, array_equiv, interp, isclose, polyadd, polysub, polyval
+from ember.numpy._numeric import (
+    allclose,
+    array_equal,
+    array_equiv,
+    interp,
+    isclose,
+    polyadd,
+    polydiv,
+    polyfit,
+    polymul,
+    polysub,
+    polyval,
+    vander,
+)
 from ember.numpy._products import dot, einsum, inner, matmul, outer, tensordot, vdot
 from ember.numpy._reductions import all, amax, amin, any, argmax, argmin, max, mean, min, prod, std, sum, var
 from ember.numpy._shape import (
@@ -270,6 +283,7 @@ __all__ = [
     "cross", "diag", "diagflat", "diagonal", "diff", "ediff1d", "gradient", "indices", "kron", "meshgrid", "pad",
     "put_along_axis", "repeat", "roll", "rot90", "take_along_axis", "tile", "trace", "tri", "tril", "triu",
     "allclose", "array_equal", "array_equiv", "interp", "isclose", "polyadd", "polysub", "polyval",
+    "polydiv", "polyfit", "polymul", "vander",
     "average", "bincount", "corrcoef", "cov", "histogram", "histogram2d", "histogram_bin_edges", "nanargmax",
     "nanargmin", "nanmax", "nanmean", "nanmin", "nanprod", "nanstd", "nansum", "nanvar",
 ]

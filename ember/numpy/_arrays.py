@@ -675,12 +675,17 @@ def _pad_linear_ramp(a, widths, end_values):
     return a
 
 
-_STAT_FUNCS = {"maximum": _max, "minimum": _min, "mean": _mean}
+def _median(a, axis: int, keepdims: bool):
+    """ember.numpy.median, imported at the call: _sorting imports _stats, which imports this module."""
+    from ember.numpy._sorting import median
+
+    return median(a, axis=axis, keepdims=keepdims)
+
+
+_STAT_FUNCS = {"maximum": _max, "minimum": _min, "mean": _mean, "median": _median}
 
 
 def _pad_stat(a, widths, stat_length, mode: str):
-    if mode == "median":
-        raise NotImplementedError("pad: mode='median' needs a sort, which ember.numpy does not trace yet")
     stat = _STAT_FUNCS[mode]
     lengths = _pairs(stat_length, len(widths), "stat_length") if stat_length is not None else None
     for i, (lo, hi) in enumerate(widths):
@@ -703,7 +708,7 @@ def _pad_stat(a, widths, stat_length, mode: str):
 def pad(array, pad_width, mode: str = "constant", **kwargs):
     """`array` padded by `pad_width` (an int, a (before, after) pair or one pair per axis) in one of
     JAX's modes: constant (constant_values per axis and side), empty (zeros), edge, wrap, reflect and
-    symmetric (reflect_type 'even' or 'odd'), linear_ramp (end_values), maximum, minimum and mean
+    symmetric (reflect_type 'even' or 'odd'), linear_ramp (end_values), maximum, minimum, mean and median
     (stat_length)."""
     a = asarray(array)
     if callable(mode):

@@ -161,6 +161,8 @@ ARRAY_PARAMS: dict[str, tuple[int, ...] | str] = {
     **dict.fromkeys(["kron", "cross", "take_along_axis", "put_along_axis", "isclose", "allclose", "array_equal",
                      "array_equiv", "polyval", "polyadd", "polysub", "histogram2d"], (0, 1)),
     **dict.fromkeys(["interp"], (0, 1, 2)),
+    "vander": (0,),
+    **dict.fromkeys(["polyfit", "polydiv", "polymul"], (0, 1)),
     **dict.fromkeys(["meshgrid", "gradient"], _ALL),
     # scans, sorts and what is built on them (_sorting.py)
     **dict.fromkeys(["argpartition", "argsort", "argwhere", "cumprod", "cumsum", "cumulative_prod", "cumulative_sum",

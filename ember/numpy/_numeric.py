@@ -1,17 +1,46 @@
 """Comparisons of whole arrays (isclose, allclose, array_equal, array_equiv), polynomials (polyval,
-polyadd, polysub) and piecewise-linear interpolation (interp), with jax.numpy's semantics, composed
-of existing primitives."""
+polyadd, polysub, polydiv, vander, polyfit) and piecewise-linear interpolation (interp), with
+jax.numpy's semantics, composed of existing primitives."""
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
-from ember.errors import ArgumentValueError, IncompatibleShapesError, user_location
+from ember.errors import (
+    ArgumentValueError,
+    ConcretizationError,
+    IncompatibleShapesError,
+    ShapeError,
+    user_location,
+)
+from ember.numpy import linalg
+from ember.numpy._convolve import convolve
 from ember.numpy._core import asarray, broadcast_shapes, dtype_weak, promote, shape_of, to_dtype
-from ember.numpy._math import abs, add, equal, isfinite, isnan, logical_and, logical_or, multiply, subtract
+from ember.numpy._math import (
+    abs,
+    add,
+    divide,
+    equal,
+    isfinite,
+    isnan,
+    logical_and,
+    logical_or,
+    multiply,
+    negative,
+    power,
+    remainder,
+    sqrt,
+    subtract,
+)
+from ember.numpy._products import matmul, outer
 from ember.numpy._reductions import all as _all
+from ember.numpy._reductions import sum as _sum
+from ember.numpy._shape import concatenate, expand_dims, stack
 from ember.tracer import dtypes
 from ember.tracer import prims as P
+from ember.tracer.array import Array
 
 
 def _float_pair(a, b):
@@ -101,20 +130,172 @@ def polysub(a1, a2):
     return subtract(_poly_pad(a1, n), _poly_pad(a2, n))
 
 
+def _concrete_int(value, what: str) -> int:
+    """`value` as a Python int, or JAX's ConcretizationError when it is traced."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise ConcretizationError(f"{what} must be a concrete integer", user_location()) from None
+
+
+def vander(x, N: int | None = None, increasing: bool = False):  # noqa: N803 - NumPy's name
+    """The Vandermonde matrix of the 1-D x: columns x**(N-1), ..., x**0 (increasing: x**0 first), in x's
+    dtype, as jnp.vander."""
+    x = asarray(x)
+    if len(x.shape) != 1:
+        raise ArgumentValueError("vander: x must be a one-dimensional array", user_location())
+    n = x.shape[0] if N is None else _concrete_int(N, "vander: 'N' argument")
+    if n < 0:
+        raise ArgumentValueError("vander: N must be nonnegative", user_location())
+    exponents = P.iota(dtype_weak(x)[0], (n,), 0)
+    if not increasing:
+        exponents = P.rev(exponents, (0,))
+    return power(expand_dims(x, -1), expand_dims(exponents, 0))
+
+
+def _check_polyfit_args(x, y, w):
+    """JAX's TypeErrors for polyfit's shapes: x 1-D and not empty, y 1-D or 2-D of x's length, w 1-D."""
+    if len(x.shape) != 1:
+        raise ShapeError("polyfit: expected 1D vector for x", user_location())
+    if x.shape[0] == 0:
+        raise ShapeError("polyfit: expected non-empty vector for x", user_location())
+    if not 1 <= len(y.shape) <= 2:
+        raise ShapeError("polyfit: expected 1D or 2D array for y", user_location())
+    if x.shape[0] != y.shape[0]:
+        raise ShapeError("polyfit: expected x and y to have same length", user_location())
+    if w is not None and len(w.shape) != 1:
+        raise ShapeError("polyfit: expected a 1-d array for weights", user_location())
+    if w is not None and w.shape[0] != y.shape[0]:
+        raise ShapeError("polyfit: expected w and y to have the same length", user_location())
+
+
+def _polyfit_cov(lhs, scale, resids, n_points: int, order: int, cov, vector: bool):
+    """The coefficients' covariance: (lhs^T lhs)^-1 unscaled by the columns' scale, times the residual
+    variance per right-hand side unless cov == 'unscaled' (JAX's polyfit)."""
+    base = divide(linalg.inv(matmul(lhs.T, lhs)), outer(scale, scale))
+    if isinstance(cov, str) and cov == "unscaled":
+        fac = P.full((1,), 1, base.dtype)
+    elif n_points <= order:
+        raise ArgumentValueError("polyfit: the number of data points must exceed order to scale the covariance "
+                                 "matrix", user_location())
+    else:
+        fac = divide(resids, n_points - order)
+    if vector:
+        return multiply(base, P.reshape(fac, (1, 1)))
+    return multiply(expand_dims(base, -1), P.reshape(fac, (1, 1, fac.shape[0])))
+
+
+def polyfit(x, y, deg: int, rcond=None, full: bool = False, w=None, cov: bool = False):
+    """The least-squares polynomial of degree `deg` through (x, y) (y's columns fitted independently),
+    highest degree first, weighted by `w`: the Vandermonde system with unit-norm columns solved by lstsq,
+    as jnp.polyfit. `full` adds (residuals, rank, singular values, rcond); `cov` the covariance."""
+    x, y = asarray(x), asarray(y)
+    w = None if w is None else asarray(w)
+    deg = _concrete_int(deg, "polyfit: deg")
+    if deg < 0:
+        raise ArgumentValueError("polyfit: expected deg >= 0", user_location())
+    _check_polyfit_args(x, y, w)
+    order = deg + 1
+    x, y = promote(x, y, name="polyfit")
+    dt = dtypes.default_float_for(dtype_weak(x)[0])
+    x, y = to_dtype(x, dt), to_dtype(y, dt)
+    if rcond is None:
+        rcond = x.shape[0] * float(np.finfo(dt).eps)
+    lhs, rhs = vander(x, order), y
+    if w is not None:
+        w = to_dtype(w, dtypes.default_float_for(dtype_weak(w)[0]))
+        lhs = multiply(lhs, expand_dims(w, -1))
+        rhs = multiply(rhs, expand_dims(w, -1) if len(rhs.shape) == 2 else w)
+    scale = sqrt(_sum(multiply(lhs, lhs), axis=0))
+    lhs = divide(lhs, expand_dims(scale, 0))
+    c, resids, rank, s = linalg.lstsq(lhs, rhs, rcond)
+    c = divide(c, expand_dims(scale, -1)) if len(c.shape) > 1 else divide(c, scale)
+    if full:
+        return c, resids, rank, s, asarray(rcond)
+    if cov:
+        return c, _polyfit_cov(lhs, scale, resids, x.shape[0], order, cov, len(y.shape) == 1)
+    return c
+
+
+def _trim_leading(a, tol, name: str):
+    """The concrete 1-D `a` without its leading entries below `tol` in magnitude (exact zeros for tol 0;
+    all of it if all are)."""
+    if not isinstance(a, np.ndarray):
+        raise ConcretizationError(f"{name}: trim_leading_zeros=True needs concrete coefficients (the result's "
+                                  "length depends on their values)", user_location())
+    small = np.abs(a) < tol if tol else a == 0
+    return a[:0] if small.all() else a[int(np.argmin(small)):]
+
+
+def polymul(a1, a2, *, trim_leading_zeros: bool = False):
+    """The product of two polynomials (1-D coefficients, highest degree first): their full convolution,
+    as jnp.polymul (leading zeros kept unless `trim_leading_zeros`, which needs concrete values)."""
+    a1, a2 = promote(asarray(a1), asarray(a2), name="polymul")
+    dt = dtypes.default_float_for(dtype_weak(a1)[0])
+    a1, a2 = to_dtype(a1, dt), to_dtype(a2, dt)
+    if trim_leading_zeros and (a1.shape[0] > 1 or a2.shape[0] > 1):
+        a1, a2 = (_trim_leading(a, 0, "polymul") for a in (a1, a2))
+    a1 = a1 if a1.shape[0] else np.zeros(1, dt)
+    a2 = a2 if a2.shape[0] else np.zeros(1, dt)
+    return convolve(a1, a2, mode="full")
+
+
+def polydiv(u, v, *, trim_leading_zeros: bool = False):
+    """(quotient, remainder) of the polynomial division u / v (1-D coefficients, highest degree first),
+    by JAX's long division: the remainder keeps u's length unless `trim_leading_zeros` (concrete only)."""
+    u, v = promote(asarray(u), asarray(v), name="polydiv")
+    dt = dtypes.default_float_for(dtype_weak(u)[0])
+    u, v = to_dtype(u, dt), to_dtype(v, dt)
+    m, n = u.shape[0] - 1, v.shape[0] - 1
+    scale = divide(1.0, v[0])
+    quotient = []
+    for k in range(m - n + 1):
+        d = multiply(scale, u[k])
+        quotient.append(d)
+        u = add(u, P.pad(multiply(negative(d), v), to_dtype(0, dt), ((k, m - n - k, 0),)))
+    q = stack(quotient) if quotient else P.full((1,), 0, dt)
+    if trim_leading_zeros:
+        u = np.array(_trim_leading(u, np.sqrt(np.finfo(dt).eps), "polydiv")).view(Array)
+    return q, u
+
+
+def _periodic(x, xp, fp, period, dt):
+    """x and xp reduced modulo |period|, xp sorted (fp with it) and extended by one point each side."""
+    if np.ndim(period) != 0:
+        raise ArgumentValueError(f"interp: period must be a scalar; got {period}", user_location())
+    period = abs(to_dtype(period, dt))
+    x, xp = remainder(x, period), remainder(xp, period)
+    xp, fp = P.sort((xp, fp), 0, 1)
+    n = xp.shape[0]
+    xp = concatenate([subtract(xp[n - 1:], period), xp, add(xp[:1], period)])
+    return x, xp, concatenate([fp[n - 1:], fp, fp[:1]])
+
+
+def _extrapolates(side, name: str) -> bool:
+    """Whether left/right is 'extrapolate' (JAX's ValueError for other strings)."""
+    if not isinstance(side, str):
+        return False
+    if side != "extrapolate":
+        raise ArgumentValueError(f"interp: the only valid string value of `{name}` is 'extrapolate', but got: "
+                                 f"{side!r}", user_location())
+    return True
+
+
 def interp(x, xp, fp, left=None, right=None, period=None):
     """Piecewise-linear interpolation of the points (xp, fp) at x (xp increasing, by contract); left and
-    right (default fp's ends) outside. The interval is found by comparisons with every xp."""
-    if period is not None:
-        raise NotImplementedError("interp: period= is not supported by ember yet")
+    right (default fp's ends, 'extrapolate' the end segments' lines) outside; with `period`, x and xp are
+    angles modulo it (left and right ignored). The interval is found by comparisons with every xp."""
     x, xp, fp = (asarray(v) for v in (x, xp, fp))
     if len(xp.shape) != 1 or shape_of(xp) != shape_of(fp):
         raise ArgumentValueError(f"interp: xp and fp must be 1-D of one length, got shapes {shape_of(xp)} and "
                                  f"{shape_of(fp)}", user_location())
-    if isinstance(left, str) or isinstance(right, str):
-        raise NotImplementedError("interp: string values of left/right ('extrapolate') are not supported")
+    extrapolate_left, extrapolate_right = _extrapolates(left, "left"), _extrapolates(right, "right")
     x, xp, fp = promote(x, xp, fp, name="interp")
     dt = dtypes.default_float_for(dtype_weak(x)[0])
     x, xp, fp = (to_dtype(v, dt) for v in (x, xp, fp))
+    if period is not None:
+        x, xp, fp = _periodic(x, xp, fp, period, dt)
+        extrapolate_left = extrapolate_right = True
     n, shape = xp.shape[0], shape_of(x)
     flat = P.reshape(x, (int(np.prod(shape)), 1))
     m = flat.shape[0]
@@ -128,8 +309,10 @@ def interp(x, xp, fp, left=None, right=None, period=None):
     flat_dx = P.le(P.abs(dx), dt.type(np.spacing(np.finfo(dt).eps)))
     step = P.div(P.sub(xf, x0), P.select(flat_dx, P.full((m,), 1, dt), dx))
     f = P.select(flat_dx, f0, P.add(f0, P.mul(step, P.sub(f1, f0))))
-    lo = P.reshape(P.slice(fp, (0,), (1,)), ()) if left is None else to_dtype(left, dt)
-    hi = P.reshape(P.slice(fp, (n - 1,), (n,)), ()) if right is None else to_dtype(right, dt)
-    f = P.select(P.lt(xf, P.reshape(P.slice(xp, (0,), (1,)), ())), P.broadcast_to(lo, (m,)), f)
-    f = P.select(P.gt(xf, P.reshape(P.slice(xp, (n - 1,), (n,)), ())), P.broadcast_to(hi, (m,)), f)
+    if not extrapolate_left:
+        lo = P.reshape(P.slice(fp, (0,), (1,)), ()) if left is None else to_dtype(left, dt)
+        f = P.select(P.lt(xf, P.reshape(P.slice(xp, (0,), (1,)), ())), P.broadcast_to(lo, (m,)), f)
+    if not extrapolate_right:
+        hi = P.reshape(P.slice(fp, (n - 1,), (n,)), ()) if right is None else to_dtype(right, dt)
+        f = P.select(P.gt(xf, P.reshape(P.slice(xp, (n - 1,), (n,)), ())), P.broadcast_to(hi, (m,)), f)
     return P.reshape(f, shape)

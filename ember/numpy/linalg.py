@@ -12,6 +12,7 @@ rule gives the adjugate there).
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from typing import NamedTuple
@@ -26,7 +27,7 @@ from ember.numpy import _reductions as r
 from ember.numpy._core import asarray, broadcast_shapes, normalize_axes, normalize_axis, promote, to_dtype
 from ember.numpy._creation import eye
 from ember.numpy._products import matmul
-from ember.numpy._shape import broadcast_to, expand_dims, moveaxis, reshape, squeeze, swapaxes
+from ember.numpy._shape import broadcast_to, concatenate, expand_dims, moveaxis, reshape, squeeze, swapaxes
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 
@@ -146,26 +147,86 @@ def _det_3x3(a):
                       term((0, 1), (1, 0), (2, 2)))
 
 
+def _lu_parity(pivots, dtype):
+    """The sign of the row permutation an LU's pivots describe (+-1 per matrix)."""
+    n = pivots.shape[-1]
+    swaps = r.sum(m.not_equal(pivots, np.arange(n, dtype=np.int32)), axis=-1)
+    return m.where(m.equal(m.remainder(swaps, 2), 0), 1.0, -1.0).astype(dtype)
+
+
 def _lu_sign_and_diagonal(a):
     """The sign of the row permutation of a's LU (+-1 per matrix) and U's diagonal."""
     lu, pivots, _ = P.lu(a)
+    return _lu_parity(pivots, a.dtype), _diagonal(lu)
+
+
+def _det_by_lu(a):
+    """det by LU: the product of U's diagonal times the sign of the row swaps."""
+    parity, diagonal = _lu_sign_and_diagonal(a)
+    return m.multiply(parity, r.prod(diagonal, axis=-1))
+
+
+def _corner(n: int) -> np.ndarray:
+    corner = np.zeros((n, n), bool)
+    corner[-1, -1] = True
+    return corner
+
+
+def _cofactor_solve(a, b):
+    """(det(a), adjugate(a) @ b) for square a (..., n, n) and b of its shape, finite where a is singular
+    (JAX's _cofactor_solve): with P a = L U, U's last pivot is replaced by 1 / (the product of the others)
+    so that the triangular solves give det(a) a^-1 b for rank n and n - 1 alike; a matrix of lower rank
+    (whose adjugate is 0) is detected by U^-1 1 overflowing and gives zeros."""
     n = a.shape[-1]
-    swaps = r.sum(m.not_equal(pivots, np.arange(n, dtype=np.int32)), axis=-1)
-    parity = m.where(m.equal(m.remainder(swaps, 2), 0), 1.0, -1.0).astype(a.dtype)
-    return parity, _diagonal(lu)
+    if n == 1:
+        return a[..., 0, 0], b
+    lu, pivots, permutation = P.lu(a)
+    diagonal = _diagonal(lu)
+    parity = _lu_parity(pivots, a.dtype)
+    leading = m.multiply(r.prod(diagonal[..., :-1], axis=-1), parity)  # det(a) / u_nn
+    det_a = m.multiply(leading, diagonal[..., -1])
+    lu = m.where(_corner(n), expand_dims(expand_dims(m.divide(1.0, leading), -1), -1), lu)
+    probe = P.triangular_solve(lu, broadcast_to(np.ones((n, 1), a.dtype), tuple(a.shape[:-1]) + (1,)),
+                               left_side=True, lower=False)
+    low_rank = r.any(m.logical_not(m.isfinite(probe)), axis=(-2, -1))
+    low_rank = expand_dims(expand_dims(low_rank, -1), -1)
+    rows = broadcast_to(expand_dims(permutation, -1), tuple(b.shape))
+    x = _arrays.take_along_axis(m.where(low_rank, 0.0, b), rows, axis=-2)
+    x = P.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
+    x = concatenate([m.multiply(x[..., :-1, :], expand_dims(expand_dims(det_a, -1), -1)), x[..., -1:, :]], axis=-2)
+    x = P.triangular_solve(lu, x, left_side=True, lower=False)
+    return det_a, m.where(low_rank, 0.0, x)
+
+
+def _det_lu_jvp(primals, tangents):
+    """d det = tr(adjugate(a) da), JAX's rule: the adjugate (not det a^-1) keeps it finite at singular a."""
+    (a,), (da,) = primals, tangents
+    value, adjugate_da = _cofactor_solve(a, da)
+    return value, _arrays.trace(adjugate_da, axis1=-2, axis2=-1)
+
+
+@functools.cache
+def _det_lu():
+    """_det_by_lu with _det_lu_jvp as its custom_jvp, built at the first call (ember.api imports
+    ember.numpy, so the wrapper cannot be made while this module loads)."""
+    from ember.api.custom_jvp import custom_jvp
+
+    det_lu = custom_jvp(_det_by_lu)
+    det_lu.defjvp(_det_lu_jvp)
+    return det_lu
 
 
 def det(a):
     """The determinant of each square matrix: closed forms for 2 x 2 and 3 x 3 (as JAX), else the product
-    of U's diagonal times the sign of the LU's row swaps."""
+    of U's diagonal times the sign of the LU's row swaps, whose derivative is the adjugate's (JAX's: finite
+    and exact at singular matrices too)."""
     a = _square(_inexact(a), "det")
     n = a.shape[-1]
     if n == 2:
         return _det_2x2(a)
     if n == 3:
         return _det_3x3(a)
-    parity, diagonal = _lu_sign_and_diagonal(a)
-    return m.multiply(parity, r.prod(diagonal, axis=-1))
+    return _det_lu()(a)
 
 
 def slogdet(a, *, method: str | None = None) -> SlogdetResult:
@@ -295,14 +356,31 @@ def eigvalsh(a, UPLO: str | None = "L", *, symmetrize_input: bool = True):  # no
 def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False,
         subset_by_index=None):
     """SVDResult(U, S, Vh) with a = U diag(S) Vh (S descending; LAPACK's gesdd, as JAX on the CPU), or S
-    alone without `compute_uv`. Gradients assume distinct singular values, as JAX's."""
-    if hermitian or subset_by_index is not None:
-        raise NotImplementedError("svd: hermitian=True and subset_by_index are not implemented in Ember")
+    alone without `compute_uv`; for a symmetric a with `hermitian`, from its eigh (|eigenvalues|). Gradients
+    assume distinct singular values, as JAX's."""
+    if subset_by_index is not None:
+        raise NotImplementedError("svd: subset_by_index is not implemented in Ember")
+    if hermitian:
+        return _svd_hermitian(a, compute_uv)
     a = _matrices(a, "svd")
     if not compute_uv:
         return P.svd(a, full_matrices=full_matrices, compute_uv=False)[0]
     s, u, vt = P.svd(a, full_matrices=full_matrices)
     return SVDResult(u, s, vt)
+
+
+def _svd_hermitian(a, compute_uv: bool):
+    """JAX's SVD of a symmetric matrix: S = |w| of its eigh sorted descending, U the eigenvectors in
+    that order, Vh = (U sign(w))^T."""
+    w, v = eigh(a)
+    s = m.abs(w)
+    last = len(s.shape) - 1
+    if not compute_uv:
+        return P.rev(P.sort((s,), last)[0], (last,))
+    order = P.iota(np.dtype(np.int32), tuple(s.shape), last)
+    s, order, sign = (P.rev(x, (last,)) for x in P.sort((s, order, m.sign(w)), last, num_keys=1))
+    u = _arrays.take_along_axis(v, expand_dims(order, -2), axis=-1)
+    return SVDResult(u, s, _mT(m.multiply(u, expand_dims(sign, -2))))
 
 
 def svdvals(x, /):

@@ -60,6 +60,7 @@ from ember.random._keys import (
     split,
     wrap_key_data,
 )
+from ember.random._multivariate import multivariate_normal
 from ember.random._permutations import choice, permutation
 
 __all__ = [
@@ -68,15 +69,15 @@ __all__ = [
     "wald", "bernoulli", "rademacher", "categorical", "exponential", "laplace", "logistic", "cauchy", "gumbel",
     "pareto", "weibull_min", "rayleigh", "triangular", "geometric", "gamma", "loggamma", "beta", "dirichlet",
     "chisquare", "t", "f", "generalized_normal", "ball", "poisson", "binomial",
-    "permutation", "choice",
+    "permutation", "choice", "multivariate_normal",
 ]
 
 _publish(globals(), __name__, __all__)
 
 # jax.random names Ember lacks, and why (the message also says that JAX has them)
 _HINTS = {
-    "multivariate_normal": "it needs a Cholesky or eigen factorization, which Ember does not have yet",
-    "orthogonal": "it needs a QR factorization, which Ember does not have yet",
+    "orthogonal": "it is not written yet (JAX takes the Q of a normal matrix's QR, ember.numpy.linalg.qr, "
+                  "with the signs of R's diagonal)",
     "multinomial": "it is not written yet (JAX draws it as binomials of the remaining count, "
                    "ember.random.binomial)",
     "random_gamma_p": "Ember's gamma is not a primitive; ember.random.gamma samples and differentiates as JAX's",

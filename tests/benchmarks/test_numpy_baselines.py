@@ -6,7 +6,7 @@ import pytest
 
 import ember
 from benchmarks.frameworks import Ember
-from benchmarks.workloads import cosine, dead_gradient, dense_bias_act, eam, per_sample
+from benchmarks.workloads import cosine, dead_gradient, dense_bias_act, eam, linalg, per_sample
 
 OPS = Ember("numpy").ops
 
@@ -107,3 +107,18 @@ def test_dead_gradient_backward(variant, rng):
     f = dead_gradient.model(variant)
     want = ember.grad(lambda q, cc: f(OPS, q, cc, onehot))(p, c)
     np.testing.assert_allclose(dead_gradient.numpy_grad(variant)(p, c, onehot), want, rtol=1e-14)
+
+
+def test_linalg_gaussian_process_backward():
+    """The SciPy likelihood and gradient against central differences and ember's value_and_grad of the
+    model code (float64 without 64-bit mode: the model names its dtypes)."""
+    log_params, x, y = linalg.inputs(24)
+    value, grad = linalg.numpy_value_and_grad(log_params, x, y)
+    h = 1e-6
+    fd = [(linalg.numpy_value_and_grad(log_params + h * e, x, y)[0]
+           - linalg.numpy_value_and_grad(log_params - h * e, x, y)[0]) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-7)
+    got_value, got_grad = linalg.make_value_and_grad(Ember("numpy"))(log_params, x, y)
+    assert np.asarray(got_value).dtype == np.float64
+    np.testing.assert_allclose(got_value, value, rtol=1e-12)
+    np.testing.assert_allclose(got_grad, grad, rtol=1e-10)

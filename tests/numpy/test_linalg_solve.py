@@ -20,6 +20,11 @@ jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
 
+def _abs_vectors(usv):
+    """(|U|, S, |Vh|): singular vectors up to LAPACK's signs."""
+    return abs(usv[0]), usv[1], abs(usv[2])
+
+
 def _table(np_mod):
     """name -> f(a, s, b, v): every function on a general stack a, an SPD stack s, a stack of right-hand
     sides b and a vector v, written once for ember.numpy and jax.numpy."""
@@ -49,6 +54,9 @@ def _table(np_mod):
         "eigvalsh-upper": lambda a, s, b, v: la.eigvalsh(s, UPLO="U"),
         "svd": lambda a, s, b, v: (abs(la.svd(a[..., :3])[0]), la.svd(a[..., :3])[1], abs(la.svd(a[..., :3])[2])),
         "svdvals": lambda a, s, b, v: la.svdvals(a),
+        "svd-hermitian": lambda a, s, b, v: _abs_vectors(la.svd(a + np_mod.swapaxes(a, -1, -2), hermitian=True)),
+        "svdvals-hermitian": lambda a, s, b, v: la.svd(a + np_mod.swapaxes(a, -1, -2), hermitian=True,
+                                                       compute_uv=False),
         "pinv": lambda a, s, b, v: la.pinv(a[..., :3]),
         "lstsq": lambda a, s, b, v: tuple(la.lstsq(a[0, :, :3], b[0])[i] for i in (0, 1, 3)),
         "cond": lambda a, s, b, v: la.cond(s),
@@ -154,6 +162,43 @@ def test_gradients_match_finite_differences_and_jax():
     check_grads(lambda a, b: (enp.linalg.solve(a, b) * b).sum() + enp.linalg.det(a).sum()
                 + (enp.linalg.pinv(a[:, :3]) ** 2).sum() + enp.linalg.svdvals(a).sum(), (a[0], b[0]),
                 argnums=(0, 1), rtol=1e-5)
+
+
+def _singular_stack():
+    """5 x 5 matrices of ranks 5, 4 (a row a combination of two, or a zero row and column), 3 and 1, where
+    det's derivative is the adjugate (nonzero for rank n - 1, 0 below)."""
+    rng = np.random.default_rng(8)
+    a = rng.normal(size=(5, 5))
+    combined, zero_row, rank3 = a.copy(), np.zeros((5, 5)), a.copy()
+    combined[4] = combined[0] + 2 * combined[1]
+    zero_row[:4, :4] = a[:4, :4]
+    rank3[3], rank3[4] = rank3[0], rank3[1]
+    return np.stack([a, combined, zero_row, rank3, np.ones((5, 5))])
+
+
+@functools.cache
+def _jax_det_gradient():
+    with jax.enable_x64(True):
+        return np.asarray(jax.jit(jax.grad(lambda x: jnp.linalg.det(x).sum()))(_singular_stack()))
+
+
+def test_det_derivatives_at_singular_matrices_are_jaxs():
+    """grad of det for n >= 4 (jit, both backends) at singular matrices: JAX's adjugate-based rule, finite
+    where det a^-1 is not; jvp the same rule; the Hessian (the rule differentiated) against the closed form
+    det(a) (a^-T_ij a^-T_kl - a^-T_il a^-T_kj) at a regular 4 x 4 matrix."""
+    x = _singular_stack()
+    b = np.random.default_rng(9).normal(size=(4, 4))
+    with np.errstate(all="ignore"):  # the rank test's solve overflows for ranks below n - 1, as JAX's
+        grad, tangent, hess = ember.jit(lambda x, b: (
+            ember.grad(lambda x: enp.linalg.det(x).sum())(x), ember.jvp(enp.linalg.det, (x[1],), (x[0],))[1],
+            ember.hessian(enp.linalg.det)(b)))(x, b)
+    want = _jax_det_gradient()
+    assert np.isfinite(grad).all() and np.abs(want[1:3]).min(axis=(1, 2)).max() > 0
+    np.testing.assert_allclose(grad, want, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(tangent, np.sum(want[1] * x[0]), rtol=1e-10)
+    inv_t = np.linalg.inv(b).T
+    closed = np.linalg.det(b) * (np.einsum("ij,kl->ijkl", inv_t, inv_t) - np.einsum("il,kj->ijkl", inv_t, inv_t))
+    np.testing.assert_allclose(hess, closed, rtol=1e-10, atol=1e-12)
 
 
 def test_vmap_matches_a_loop():

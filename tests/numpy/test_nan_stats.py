@@ -12,7 +12,6 @@ import warnings
 import jax
 import jax.numpy as jjnp
 import numpy as np
-import pytest
 
 import ember
 import ember.numpy as jnp
@@ -33,7 +32,8 @@ MASK[0] = True
 # read by test_math's every-function check
 COVERED = {"nansum", "nanprod", "nanmax", "nanmin", "nanargmax", "nanargmin", "nanmean", "nanvar", "nanstd",
            "average", "cov", "corrcoef", "isclose", "allclose", "array_equal", "array_equiv", "polyval", "polyadd",
-           "polysub", "histogram", "histogram2d", "histogram_bin_edges", "bincount", "interp"}
+           "polysub", "histogram", "histogram2d", "histogram_bin_edges", "bincount", "interp", "polyfit", "polydiv",
+           "vander", "polymul"}
 NAN_FUNCS = ("nansum", "nanprod", "nanmax", "nanmin", "nanargmax", "nanargmin", "nanmean", "nanvar", "nanstd")
 
 
@@ -144,6 +144,40 @@ def test_comparisons_and_polynomials_match_numpy():
         assert_matches(call(jnp), want, np.float32 if want.dtype == np.float64 else want.dtype, what=label)
 
 
+def _fits(m, x, y, w):
+    """polyfit in each form, vander, polydiv's quotient and interp's period, over a module m."""
+    xp = np.array([0.0, 1.5, 3.0, 4.5]) * (np.pi / 3)
+    return (m.polyfit(x, y[:, 0], 3), m.polyfit(x, y, 2, w=w), *m.polyfit(x, y[:, 1], 4, full=True)[:4],
+            *m.polyfit(x, y[:, 0], 2, cov=True), m.polyfit(x, y, 1, cov=True)[1], m.polyfit(x, y, 2, cov="unscaled")[1],
+            m.vander(x[:4]), m.vander(x[:3], 5, increasing=True), m.polydiv(y[:6, 0], y[:3, 1])[0],
+            m.interp(x * 4, xp, np.sin(xp), period=2 * np.pi), m.interp(x * 4, xp[::-1], np.cos(xp), period=-np.pi))
+
+
+def test_polynomial_fits_and_periodic_interp():
+    """Values against NumPy in float64, polydiv's untrimmed remainder and interp's extrapolation against JAX,
+    dtypes against jax.eval_shape, and one compiled function against the eager results."""
+    x = np.linspace(-1.0, 2.0, 9)
+    y = np.stack([np.sin(3 * x), np.cos(x) + x ** 2], 1)
+    w = np.linspace(1.0, 2.0, 9)
+    got, want = _fits(jnp, x, y, w), _fits(np, x, y, w)
+    assert_matches(list(got), [np.asarray(v) for v in want], [np.float64] * 4 + [np.int32] + [np.float64] * 10,
+                   what="fits")
+    u, v = np.float32([1, 2, 3, 4, 5]), np.float32([2, 1, 3])
+    with jax.enable_x64(False):
+        for call in (lambda m: m.polydiv(u, v), lambda m: m.polydiv(v, u), lambda m: m.polydiv(u, v[:1]),
+                     lambda m: m.polydiv(u, v, trim_leading_zeros=True),
+                     lambda m: (m.polymul(u, v), m.polymul(np.int32([0, 0, 1, 2]), np.int32([3, 0]))),
+                     lambda m: m.interp(u * 0.7, v[[1, 0, 2]], u[:3], left="extrapolate", right="extrapolate")):
+            ref = call(jjnp)
+            assert_matches(list(call(jnp)), [np.asarray(r) for r in ref], [r.dtype for r in ref], what="vs jax")
+    for a1, a2 in ((u - 1, v[1:] * 0), (np.float32([0, 0, 2]), v)):  # trimmed: NumPy's products
+        assert_matches(jnp.polymul(a1, a2, trim_leading_zeros=True), np.polymul(a1, a2), np.float32, what="polymul")
+    picked = (1, 6, 7, 12, 13)  # a weighted 2-D fit, one with its covariance, polydiv, periodic interp
+    compiled = ember.jit(lambda x, y, w: tuple(_fits(jnp, x, y, w)[i] for i in picked))(x, y, w)
+    for i, g in zip(picked, compiled, strict=True):
+        np.testing.assert_allclose(g, got[i], rtol=1e-9, atol=1e-12, err_msg=f"output {i}")
+
+
 def test_binning_matches_numpy():
     a = RNG.standard_normal(40).astype(np.float32)
     b = RNG.standard_normal(40).astype(np.float32)
@@ -211,7 +245,10 @@ def _loss(m, x, xn, w):
              m.sum(m.average(x, 1, w) ** 2), m.sum(m.cov(x, aweights=w) * np.arange(9.0).reshape(3, 3)),
              m.sum(m.corrcoef(x) ** 2), m.sum(x, where=mask) * 2, m.sum(m.var(x, 1, where=mask) ** 2),
              m.max(x, 1, where=mask, initial=-1.0).sum(), m.sum(m.interp(x, np.array([-1.0, 0, 2]), w[:3])),
-             m.sum(m.polyval(w[:3], x)), m.sum(m.nanmax(xn, 0)))
+             m.sum(m.polyval(w[:3], x)), m.sum(m.nanmax(xn, 0)),
+             m.sum(m.polyfit(w, x[0], 2) * np.arange(1.0, 4.0)), m.sum(m.polydiv(x[1], w[:3])[0]),
+             m.sum(m.polymul(x[2], w[:3]) * np.arange(7.0)),
+             m.sum(m.interp(x, np.array([-1.0, 0, 2]), w[:3], period=3.0) * x))
     return sum(t * (i + 1) for i, t in enumerate(terms))
 
 
@@ -248,10 +285,20 @@ def test_bad_input_names_the_users_line():
             (ArgumentValueError, lambda: jnp.average(X, weights=X[0]), ("average", "axis")),
             (ArgumentValueError, lambda: jnp.average(X, 0, X[0]), ("weights",)),
             (ArgumentValueError, lambda: jnp.cov(np.ones((2, 2, 2))), ("cov", "2 dimensions")),
-            (ArgumentValueError, lambda: jnp.interp(X, X, X), ("interp", "1-D"))):
+            (ArgumentValueError, lambda: jnp.interp(X, X, X), ("interp", "1-D")),
+            (ArgumentValueError, lambda: jnp.interp(X, X[0], X[1], period=X[0]), ("period", "scalar")),
+            (ArgumentValueError, lambda: jnp.interp(X, X[0], X[1], left="linear"), ("left", "extrapolate")),
+            (ArgumentValueError, lambda: jnp.polyfit(X[0], X[1], -1), ("deg >= 0",)),
+            (TypeError, lambda: jnp.polyfit(X, X, 1), ("1D vector for x",)),
+            (TypeError, lambda: jnp.polyfit(X[0], X[1, :3], 1), ("same length",)),
+            (TypeError, lambda: jnp.polyfit(X[0], X[1], 1, w=X), ("1-d array for weights",)),
+            (ArgumentValueError, lambda: jnp.polyfit(X[0], X[1], 3, cov=True), ("exceed order",)),
+            (ConcretizationError, lambda: ember.jit(lambda u: jnp.polydiv(u, X[0], trim_leading_zeros=True))(X[1]),
+             ("trim_leading_zeros", "concrete")),
+            (ConcretizationError, lambda: ember.jit(lambda u: jnp.polymul(u, X[0], trim_leading_zeros=True))(X[1]),
+             ("polymul", "concrete")),
+            (ArgumentValueError, lambda: jnp.vander(X), ("one-dimensional",))):
         raises_naming(exc, call, words=words, location=here)
-    with pytest.raises(NotImplementedError, match="period"):
-        jnp.interp(X, X[0], X[1], period=2.0)
 
 
 REPLAYED = (("nanmean", lambda m, x, i: m.nanmean(x, 1)), ("cov", lambda m, x, i: m.cov(x[1:])),

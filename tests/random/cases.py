@@ -16,6 +16,14 @@ KEYS = {
     "KF": "random.fold_in(random.split(random.PRNGKey(7), 3)[2], 11)",
 }
 
+# multivariate_normal's parameters: a mean, a covariance, a batch of two, a singular (rank-2) covariance
+PARAMS = {
+    "MEAN": "np.float32([1., -2., 0.5])",
+    "COV": "np.float32([[2., .5, .1], [.5, 1., .2], [.1, .2, .5]])",
+    "COVS": "np.float32([[[2., .5, .1], [.5, 1., .2], [.1, .2, .5]], [[1., 0., 0.], [0., 3., -1.], [0., -1., 1.]]])",
+    "COV_RANK2": "np.float32([[1., 1., 0.], [1., 1., 0.], [0., 0., 2.]])",
+}
+
 _F32 = "np.float32"
 DISTRIBUTIONS = [
     # bit for bit
@@ -60,6 +68,13 @@ DISTRIBUTIONS = [
     "random.choice(K0, np.float32([1., 2., 3., 4., 5.]), (2, 2), replace=False)",
     "random.choice(K42, 4, (6,), p=np.float32([0.1, 0.2, 0.3, 0.4]))",
     "random.choice(KF, 4, (3,), replace=False, p=np.float32([0.1, 0.2, 0.3, 0.4]))",
+    "random.multivariate_normal(K0, MEAN, COV)",
+    "random.multivariate_normal(K42, MEAN, COV, (4,), method='svd')",
+    "random.multivariate_normal(KF, MEAN, COV, (2, 2), method='eigh')",
+    "random.multivariate_normal(K0, MEAN, COVS)",
+    "random.multivariate_normal(K42, np.zeros((2, 3), np.float32), COV, (5, 2))",
+    "random.multivariate_normal(KF, MEAN, COV_RANK2, (3,), method='eigh')",
+    "random.multivariate_normal(K0, MEAN, COV_RANK2, (3,), method='svd')",
     "random.exponential(K0, (7,))",
     "random.laplace(K42, (7,))",
     "random.logistic(KF, (7,))",
@@ -125,6 +140,11 @@ DISTRIBUTIONS = [
     "grad(lambda a: random.gamma(K0, a).sum())(np.float32([0.3, 1., 2.5, 10.]))",
     "grad(lambda a, b: random.beta(KF, a, b).sum(), argnums=(0, 1))(np.float32([2., 0.7]), np.float32([0.5, 3.]))",
     "grad(lambda a: random.dirichlet(K0, a)[0])(np.float32([1., 2., 0.5]))",
+    "jit(lambda k, m, c: random.multivariate_normal(k, m, c, (2,)))(K42, MEAN, COV)",
+    "vmap(lambda k: random.multivariate_normal(k, MEAN, COV, method='eigh'))(random.split(KF, 3))",
+    "grad(lambda m, c: (random.multivariate_normal(K0, m, c, (4,)) ** 2).sum(), argnums=(0, 1))(MEAN, COV)",
+    "grad(lambda c: random.multivariate_normal(K42, MEAN, c, (3,), method='svd').sum())(COV)",
+    "grad(lambda c: random.multivariate_normal(KF, MEAN, c, (3,), method='eigh').sum())(COV)",
 ]
 
 X64 = [
@@ -139,6 +159,7 @@ X64 = [
     "random.truncated_normal(KF, np.float64(-1.), np.float64(2.), (5,), np.float64)",
     "random.exponential(K0, (5,), np.float64)",
     "random.gumbel(K42, (5,), np.float64)",
+    "random.multivariate_normal(K0, np.float64([1., -2., 0.5]), np.float64(COV), (2,), np.float64, 'svd')",
     "random.gamma(K0, np.float64([0.3, 1., 2.5, 10.]), dtype=np.float64)",
     "random.beta(KF, np.float64(2.), np.float64([0.5, 3.]), dtype=np.float64)",
     "random.binomial(K42, np.float64(30.), np.float64([0.1, 0.6]), dtype=np.float64)",
@@ -195,6 +216,6 @@ assert len(set(DISTRIBUTIONS)) == len(DISTRIBUTIONS) and len(set(X64)) == len(X6
 def namespace(random, grad, vmap, jit) -> dict:
     """The names a case is evaluated with, its keys built from `random` itself."""
     ns = {"random": random, "np": np, "grad": grad, "vmap": vmap, "jit": jit}
-    for name, expr in KEYS.items():
+    for name, expr in {**KEYS, **PARAMS}.items():
         ns[name] = eval(expr, ns)
     return ns

@@ -38,6 +38,12 @@ HERE = "test_errors.py:"
     (lambda: random.categorical(K, np.zeros(3), axis=1), ValueError, "out of bounds"),
     (lambda: random.dirichlet(K, 1.0), ValueError, "alpha.ndim >= 1"),
     (lambda: random.normal(K, (2,), "float128"), TypeError, "not supported"),
+    (lambda: random.multivariate_normal(K, np.zeros(3), np.eye(3), method="lu"), ValueError, "method must be one"),
+    (lambda: random.multivariate_normal(K, 0.0, np.eye(3)), ValueError, "mean.ndim >= 1"),
+    (lambda: random.multivariate_normal(K, np.zeros(3), np.ones(3)), ValueError, "cov.ndim >= 2"),
+    (lambda: random.multivariate_normal(K, np.zeros(3), np.eye(2)), ValueError, r"cov.shape == \(..., n, n\)"),
+    (lambda: random.multivariate_normal(K, np.zeros((2, 3)), np.eye(3), (3,)), ValueError, "broadcast-compatible"),
+    (lambda: random.multivariate_normal(K, np.zeros(3), np.eye(3), dtype=np.int32), ValueError, "float dtype"),
 ])
 def test_errors_as_jax_naming_the_line(call, exc, match):
     with pytest.raises(exc, match=match) as info:
@@ -49,12 +55,12 @@ def test_names_ember_lacks_say_why():
     with pytest.raises(AttributeError, match=r"multinomial is not implemented in Ember yet \(JAX 0.10.2 has "
                                              r"jax.random.multinomial\); it is not written yet"):
         random.multinomial  # noqa: B018
-    with pytest.raises(AttributeError, match="multivariate_normal.*factorization"):
-        random.multivariate_normal  # noqa: B018
+    with pytest.raises(AttributeError, match="orthogonal.*not written yet.*qr"):
+        random.orthogonal  # noqa: B018
     with pytest.raises(AttributeError, match=r"nor has jax.random.*closest names it has: ember.random.normal"):
         random.normall  # noqa: B018
     assert all(hasattr(random, n) or n in random._HINTS for n in
                "PRNGKey ball bernoulli beta bits categorical cauchy chisquare clone dirichlet double_sided_maxwell "
                "exponential f fold_in gamma generalized_normal geometric gumbel key key_data key_dtype key_impl "
-               "laplace loggamma logistic lognormal maxwell normal pareto poisson rademacher randint rayleigh split "
-               "t triangular truncated_normal uniform wald weibull_min wrap_key_data".split())
+               "laplace loggamma logistic lognormal maxwell multivariate_normal normal pareto poisson rademacher "
+               "randint rayleigh split t triangular truncated_normal uniform wald weibull_min wrap_key_data".split())
