@@ -281,6 +281,7 @@ def test_numpy_convolve_and_correlate_match_jnp():
 
 
 COVERED = {name: {"conv_general_dilated"} for name in ("reference", "errors", "vjp", "batch")}
+NUMPY_COVERED = {"convolve", "correlate"}  # the ember.numpy functions tested here (tests/numpy/test_math.py)
 
 
 def test_bias_and_activation_fuse_in_place_into_the_convolutions_kernel():
