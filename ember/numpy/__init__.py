@@ -50,6 +50,7 @@ from ember.numpy._creation import (
     zeros,
     zeros_like,
 )
+from ember.numpy._dtypes import can_cast, finfo, iinfo, issubdtype, promote_types, result_type
 from ember.numpy._indexing import take
 from ember.numpy._math import (
     abs,
@@ -294,9 +295,10 @@ __all__ += [
     "nanquantile", "nonzero", "partition", "percentile", "quantile", "searchsorted", "sort", "unique",
     "unique_all", "unique_counts", "unique_inverse", "unique_values",
 ]
+__all__ += ["can_cast", "finfo", "iinfo", "issubdtype", "promote_types", "result_type"]  # dtypes (_dtypes.py)
 
 
-_core.arrays_out(globals(), [n for n in __all__ if n not in ("asarray", "array")])
+_core.arrays_out(globals(), [n for n in __all__ if n not in ("asarray", "array", "result_type", "promote_types")])
 _core.arrays_out(vars(linalg), linalg.__all__)
 _publish(globals(), __name__, __all__)
 

@@ -12,9 +12,9 @@ rule gives the adjugate there).
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -205,15 +205,9 @@ def _det_lu_jvp(primals, tangents):
     return value, _arrays.trace(adjugate_da, axis1=-2, axis2=-1)
 
 
-@functools.cache
-def _det_lu():
-    """_det_by_lu with _det_lu_jvp as its custom_jvp, built at the first call (ember.api imports
-    ember.numpy, so the wrapper cannot be made while this module loads)."""
-    from ember.api.custom_jvp import custom_jvp
-
-    det_lu = custom_jvp(_det_by_lu)
-    det_lu.defjvp(_det_lu_jvp)
-    return det_lu
+# _det_by_lu with _det_lu_jvp as its custom_jvp: ember.custom_jvp sits in the api layer, above this one,
+# so ember.api installs it when it loads (api/custom_jvp.py); until then det differentiates through lu
+det_with_adjugate_jvp: Callable | None = None
 
 
 def det(a):
@@ -226,7 +220,7 @@ def det(a):
         return _det_2x2(a)
     if n == 3:
         return _det_3x3(a)
-    return _det_lu()(a)
+    return (det_with_adjugate_jvp or _det_by_lu)(a)
 
 
 def slogdet(a, *, method: str | None = None) -> SlogdetResult:

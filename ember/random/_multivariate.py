@@ -12,7 +12,6 @@ import ember.numpy as jnp
 import ember.numpy.linalg as linalg
 from ember.api import jit
 from ember.errors import ArgumentValueError, user_location
-from ember.numpy._core import dtype_weak, to_dtype
 from ember.random._checks import check_shape, float_dtype, shape_arg
 from ember.random._distributions import _normal
 from ember.random._keys import Array, ArrayLike, DTypeLike, KeyLike, Shape, check_key
@@ -23,8 +22,7 @@ _METHODS = ("svd", "eigh", "cholesky")
 
 def _inexact_dtype(mean, cov) -> np.dtype:
     """The dtype mean and cov promote to, made inexact (jnp's promote_dtypes_inexact)."""
-    dtype, _ = dtypes.result_type(dtype_weak(mean), dtype_weak(cov))
-    return dtypes.default_float_for(dtype)
+    return dtypes.default_float_for(jnp.result_type(mean, cov))
 
 
 def _sample_shape(shape, mean_shape: tuple, cov_shape: tuple) -> tuple[int, ...]:
@@ -62,8 +60,8 @@ def multivariate_normal(key: KeyLike, mean: ArrayLike, cov: ArrayLike, shape: Sh
     param_dtype = _inexact_dtype(mean, cov)
     dt = param_dtype if dtype is None else float_dtype("multivariate_normal", dtype)
     shape = _sample_shape(shape, tuple(np.shape(mean)), tuple(np.shape(cov)))
-    return _multivariate_normal(data, to_dtype(jnp.asarray(mean), param_dtype),
-                                to_dtype(jnp.asarray(cov), param_dtype), shape, dt, method)
+    return _multivariate_normal(data, jnp.asarray(mean).astype(param_dtype), jnp.asarray(cov).astype(param_dtype),
+                                shape, dt, method)
 
 
 def _factor(cov, method: str):

@@ -297,6 +297,7 @@ _CASE_MODULES = ["test_math", "test_creation", "test_reductions", "test_shape", 
 _CASE_MODULES += ["test_arrays", "test_nan_stats"]  # ember/numpy/_arrays.py, _stats.py and _numeric.py
 _CASE_MODULES += ["test_sorting"]  # ember/numpy/_sorting.py
 _CASE_MODULES += ["test_linalg_solve"]  # ember/numpy/linalg.py's factorizations and solves
+_CASE_MODULES += ["test_dtype_functions"]  # ember/numpy/_dtypes.py
 _NUMPY_ELSEWHERE = ["tests.tracer.test_prims_conv"]  # convolve, correlate
 
 
