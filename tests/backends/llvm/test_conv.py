@@ -15,8 +15,9 @@ from ember.backends.llvm import conv, dot
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
 from ember.tracer.primitive import impl_rules, shape_rules
+from ember.tracer.prims.conv import _swap, _vjp_rhs_padding
 from tests.backends.llvm.harness import Compiled, new_module, pointer_function
-from tests.tracer.test_prims_conv import GRID, _explicit, grid_inputs
+from tests.tracer.test_prims_conv import GRID, _case, _explicit, grid_inputs
 
 METHODS = {"im2col": 0, "direct": 10 ** 9}  # DIRECT_MAX_PRODUCT forcing each method
 DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.float16))
@@ -126,3 +127,79 @@ def test_im2col_runs_the_batch_in_chunks():
         compiled.call(name, lhs, rhs, out, raw[-raw.ctypes.data % 64:][:max(room, 1)])
         want = impl_rules[P.conv_general_dilated_p](lhs, rhs, **step.params())
         np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=name)
+
+
+def _kernel_gradient(case) -> tuple[Convolution, dict]:
+    """The convolution the VJP computes a kernel's cotangent with (lhs: the forward input, rhs: the
+    output's cotangent, batch and feature roles swapped) for the forward convolution `case`."""
+    ls, rs, kw = case
+    fwd = _explicit(ls, rs, kw)
+    f32 = np.dtype(np.float32)
+    ct = shape_rules[P.conv_general_dilated_p](ShapedArray(ls, f32), ShapedArray(rs, f32), **fwd).shape
+    lhs_spec, rhs_spec, out_spec = fwd["dimension_numbers"]
+    sp = lambda shape, spec: [shape[d] for d in spec[2:]]  # noqa: E731
+    pads = _vjp_rhs_padding(sp(ls, lhs_spec), sp(rs, rhs_spec), fwd["window_strides"], sp(ct, out_spec),
+                            fwd["padding"], fwd["lhs_dilation"], fwd["rhs_dilation"])
+    params = dict(window_strides=fwd["rhs_dilation"], padding=pads, lhs_dilation=fwd["lhs_dilation"],
+                  rhs_dilation=fwd["window_strides"], feature_group_count=1, batch_group_count=1,
+                  dimension_numbers=(_swap(lhs_spec), _swap(out_spec), _swap(rhs_spec)))
+    buffers = {"in0": Buffer("in0", ls, f32), "in1": Buffer("in1", ct, f32), "out0": Buffer("out0", rs, f32)}
+    return Convolution("in0", "in1", out="out0", **params), buffers
+
+
+# forward convolutions whose kernel gradient takes im2col_sum: layouts NCHW, NHWC, 1-D, 3-D; strides,
+# dilations, negative and uneven padding
+SUM_CASES = [
+    _case(2, padding="SAME", n=5, c=3, o=4, size=6, k=3),
+    _case(2, layout=1, padding="SAME", n=5, c=3, o=4, size=6, k=3),
+    _case(2, layout=1, strides=(2, 1), padding=((1, 2), (0, -1)), n=3, size=7, k=3),
+    _case(2, rhs_dil=(2, 1), lhs_dil=(1, 2), padding=((2, 0), (1, 1)), n=3, size=6),
+    _case(1, layout=1, strides=2, padding="SAME", n=4, c=3, o=5, size=9, k=3),
+    _case(3, layout=1, padding="SAME", n=3, size=4, k=2),
+]
+
+
+def test_im2col_sum_computes_kernel_gradients():
+    """The kernel gradient's convolution (a window longer than its output) sums products over chunks
+    of its input features (the forward batch, 2 per chunk here: a loop and a shorter last chunk), in
+    float32, float64 and int32 (exact) against the reference."""
+    rng = np.random.default_rng(0)
+    module, runs = new_module(), []
+    dtypes = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32))
+    for k, case in enumerate(SUM_CASES):
+        step, f32_buffers = _kernel_gradient(case)
+        assert conv.method(step, f32_buffers) == "im2col_sum"
+        for dt in dtypes:
+            buffers = {n: Buffer(n, b.shape, dt) for n, b in f32_buffers.items()}
+            # all input features in one chunk at the default COL_BYTES
+            assert conv.chunk_features(step, buffers) == buffers["in0"].shape[step.dimension_numbers[0][1]]
+            with mock.patch.object(conv, "COL_BYTES", 2 * _sum_feature_bytes(step, buffers)):
+                assert conv.chunk_features(step, buffers) == 2
+                fn, builder = pointer_function(module, f"sum{k}_{dt.name}", 4)
+                conv.emit_convolution(builder, step, buffers, dict(zip(("in0", "in1", "out0"), fn.args)),
+                                      fn.args[3])
+                builder.ret_void()
+                runs.append((fn.name, step, buffers, dt, conv.scratch_bytes(step, buffers)))
+    compiled = Compiled(module, dot.blas_symbols(), opt=0)
+    for name, step, buffers, dt, room in runs:
+        shapes = [buffers[n].shape for n in ("in0", "in1")]
+        if dt.kind == "i":
+            lhs, rhs = (rng.integers(-4, 5, s).astype(dt) for s in shapes)
+        else:
+            lhs, rhs = (rng.normal(size=s).astype(dt) for s in shapes)
+        out = np.full(buffers["out0"].shape, 99, dt)  # the old contents must not matter
+        raw = np.full(room + 64, 0xAB, np.uint8)
+        compiled.call(name, lhs, rhs, out, raw[-raw.ctypes.data % 64:][:max(room, 1)])
+        want = impl_rules[P.conv_general_dilated_p](lhs, rhs, **step.params())
+        if dt.kind == "i":
+            np.testing.assert_array_equal(out, want, err_msg=name)
+        else:
+            np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=name)
+
+
+def _sum_feature_bytes(step: Convolution, buffers: dict) -> int:
+    """im2col_sum's col bytes per input feature: the output's positions (less its features) x the window."""
+    _, rhs_spec, out_spec = step.dimension_numbers
+    out = buffers["out0"].shape
+    window = math.prod(buffers["in1"].shape[d] for d in rhs_spec[2:])
+    return math.prod(out) // out[out_spec[1]] * window * buffers["in0"].dtype.itemsize
