@@ -20,6 +20,13 @@ unless said: depthwise 16 groups (product 1 x 9): direct 0.29 ms, im2col 1.16 ms
 its window sum is at most DIRECT_MAX_PRODUCT, else im2col. (Output features as the contiguous axis,
 NHWC: rows along them measured slower than im2col everywhere, so im2col.)
 
+Bands: an image whose windows exceed BAND_BYTES (the ResNet layer's: 7 MiB) is taken in bands of
+output rows of about 2 MiB, so the gemm reads col from cache right after it is written (sgemm of 64 x
+576 by 576 x n: 93 ms per 32 images at n = 6272 from memory, 74-77 at n = 256..1568 from cache; below
+256 rows the call's cost shows, so bands keep BAND_MIN_ROWS). Measured on one core, float32, the ResNet
+layer (batch 32, 64 -> 64, 56x56, 3x3): forward NHWC 109 -> 82 ms, NCHW 237 -> 158; input gradient
+NHWC 161 -> 117 (1 MiB bands measured the same; 4 MiB ones as slow as whole images).
+
 im2col_sum serves the kernel gradient's convolution (the VJP's, batch and feature roles swapped): its
 window (the forward output, 56x56) is longer than its output (3x3), its input features are the
 forward batch. im2col's rows would be (forward feature, 3x3 position) with the contraction over
@@ -125,29 +132,55 @@ class _Im2col:
 
 
 COL_BYTES = 16 << 20  # the im2col workspace aimed at: chunks of images up to this size
+# an image whose windows take more than BAND_BYTES is taken in bands of output rows of about that size
+# (BLAS reads a band from cache), keeping at least BAND_MIN_ROWS rows (output positions) per product;
+# the measurements are in the module's docstring
+BAND_BYTES = 2 << 20
+BAND_MIN_ROWS = 256
 
 
 def chunk_images(step: Convolution, buffers: Mapping[str, Buffer]) -> int:
     """Images per product: as many as fit COL_BYTES (at least one), so a short product (the kernel
-    gradient's: 3x3 rows of a long sum) still gets rows enough for the gemm."""
+    gradient's: 3x3 rows of a long sum) still gets rows enough for the gemm; one where an image is
+    taken in bands (`band_rows`)."""
     g = _geometry(step, buffers)
-    per_image = g.groups * math.prod(g.out_sp) * g.window * buffers[step.lhs].dtype.itemsize
-    return max(1, min(g.batch, COL_BYTES // max(per_image, 1)))
+    if g.out_sp and band_rows(step, buffers) < g.out_sp[0]:
+        return 1
+    return max(1, min(g.batch, COL_BYTES // max(_image_bytes(step, buffers), 1)))
 
 
-def _im2col(step: Convolution, buffers: Mapping[str, Buffer], images: int) -> _Im2col:
+def band_rows(step: Convolution, buffers: Mapping[str, Buffer]) -> int:
+    """Positions along the first output spatial axis per product: all of them, or, where one image's
+    windows exceed BAND_BYTES, as many as fit it while the product keeps BAND_MIN_ROWS rows."""
     g = _geometry(step, buffers)
+    if not g.out_sp or _image_bytes(step, buffers) <= BAND_BYTES:
+        return g.out_sp[0] if g.out_sp else 1
+    rest = math.prod(g.out_sp[1:])  # product rows per band row
+    per_row = _image_bytes(step, buffers) // g.out_sp[0]
+    rows = max(BAND_BYTES // max(per_row, 1), -(-BAND_MIN_ROWS // max(rest, 1)), 1)
+    return min(g.out_sp[0], rows)
+
+
+def _image_bytes(step: Convolution, buffers: Mapping[str, Buffer]) -> int:
+    g = _geometry(step, buffers)
+    return g.groups * math.prod(g.out_sp) * g.window * buffers[step.lhs].dtype.itemsize
+
+
+def _im2col(step: Convolution, buffers: Mapping[str, Buffer], images: int, rows: int) -> _Im2col:
+    """The plan of a product of `images` images' windows at `rows` positions of the first output axis."""
+    g = _geometry(step, buffers)
+    out_sp = (rows, *g.out_sp[1:]) if g.out_sp else ()
     lhs_spec, rhs_spec, out_spec = step.dimension_numbers
     rhs, dt = buffers[step.rhs], buffers[step.lhs].dtype
     nd = len(g.in_sp)
     k_axes = sorted((rhs_spec[1], *rhs_spec[2:]))  # the kernel's contracted axes in memory order
     k_roles = tuple(-1 if a == rhs_spec[1] else rhs_spec.index(a) - 2 for a in k_axes)
-    col = Buffer(_COL, (g.groups, images, *g.out_sp, *(rhs.shape[a] for a in k_axes)), dt)
+    col = Buffer(_COL, (g.groups, images, *out_sp, *(rhs.shape[a] for a in k_axes)), dt)
     o = rhs_spec[0]  # the kernel's output features become (groups, per group): the same memory
     split = Buffer(_RHS, rhs.shape[:o] + (g.groups, g.out_features) + rhs.shape[o + 1:], dt)
     moved = lambda a: a if a < o else a + 1  # noqa: E731
     direct_layout = g.groups == 1 and tuple(out_spec) == (0, nd + 1, *range(1, nd + 1))
-    res = Buffer(step.out if direct_layout else _RES, (g.groups, images, *g.out_sp, g.out_features), dt)
+    res = Buffer(step.out if direct_layout else _RES, (g.groups, images, *out_sp, g.out_features), dt)
     dn = ((tuple(range(2 + nd, 2 + nd + len(k_axes))), tuple(moved(a) for a in k_axes)), ((0,), (o,)))
     product = Contraction(_COL, _RHS, dn, res.name)
     return _Im2col(col, k_roles, product, {_COL: col, _RHS: split, res.name: res}, not direct_layout)
@@ -163,7 +196,9 @@ def scratch_bytes(step: Convolution, buffers: Mapping[str, Buffer]) -> int:
     how = method(step, buffers)
     if how == "im2col_sum":
         return _sum_plan(step, buffers, chunk_features(step, buffers)).scratch
-    return _im2col(step, buffers, chunk_images(step, buffers)).scratch if how == "im2col" else 0
+    if how == "im2col":
+        return _im2col(step, buffers, chunk_images(step, buffers), band_rows(step, buffers)).scratch
+    return 0
 
 
 # --- im2col_sum: the product over chunks of the input features, summed --------------------------------
@@ -298,37 +333,49 @@ def emit_convolution(builder: ir.IRBuilder, step: Convolution, buffers: Mapping[
 
 
 def _via_product(builder, step: Convolution, buffers, ptrs, scratch) -> None:
-    """Per chunk of images: their windows into col, the product, the result into the output (through
-    scratch when the output's layout is not the product's); a last, shorter chunk after the loop."""
+    """Per chunk of images (or per image and band of output rows): their windows into col, the
+    product, the result into the output (through scratch when the output's layout is not the
+    product's); a last, shorter chunk or band after each loop."""
     g = _geometry(step, buffers)
-    images = chunk_images(step, buffers)
+    images, rows = chunk_images(step, buffers), band_rows(step, buffers)
+    plan = lambda n, r: _im2col(step, buffers, n, r)  # noqa: E731
+    if g.out_sp and rows < g.out_sp[0]:
+        full, rest = divmod(g.out_sp[0], rows)
+        nest(builder, [g.batch, full], lambda ix: _chunk(builder, step, g, plan(1, rows), ix[0],
+                                                         builder.mul(ix[1], index(rows)), ptrs, scratch))
+        if rest:
+            nest(builder, [g.batch], lambda ix: _chunk(builder, step, g, plan(1, rest), ix[0], index(full * rows),
+                                                       ptrs, scratch))
+        return
     full, rest = divmod(g.batch, images)
-    nest(builder, [full], lambda ix: _chunk(builder, step, g, _im2col(step, buffers, images),
-                                            builder.mul(ix[0], index(images)), ptrs, scratch))
+    nest(builder, [full], lambda ix: _chunk(builder, step, g, plan(images, rows), builder.mul(ix[0], index(images)),
+                                            index(0), ptrs, scratch))
     if rest:
-        _chunk(builder, step, g, _im2col(step, buffers, rest), index(full * images), ptrs, scratch)
+        _chunk(builder, step, g, plan(rest, rows), index(full * images), index(0), ptrs, scratch)
 
 
-def _chunk(builder, step: Convolution, g: _Geometry, plan: _Im2col, n0, ptrs, scratch) -> None:
-    """The images from n0 on, as many as `plan` holds."""
+def _chunk(builder, step: Convolution, g: _Geometry, plan: _Im2col, n0, r0, ptrs, scratch) -> None:
+    """The images from n0 on and first-axis output positions from r0 on, as many as `plan` holds."""
     dt = plan.col.dtype
     at = lambda offset: builder.gep(scratch, [index(offset)], inbounds=True, source_etype=I8)  # noqa: E731
     col_bytes = _align(math.prod(plan.col.shape) * dt.itemsize)
     res = plan.buffers[plan.product.out]
     res_bytes = _align(math.prod(res.shape) * dt.itemsize) if plan.res_in_scratch else 0
-    per_image = math.prod(res.shape) // res.shape[1]
-    into = at(col_bytes) if plan.res_in_scratch else builder.gep(
-        ptrs[step.out], [builder.mul(n0, index(per_image))], inbounds=True, source_etype=memory_type(dt))
+    start = builder.mul(n0, index(g.out_st[0]))
+    if g.out_sp:
+        start = builder.add(start, builder.mul(r0, index(g.out_st[2])))
+    into = at(col_bytes) if plan.res_in_scratch else builder.gep(ptrs[step.out], [start], inbounds=True,
+                                                                 source_etype=memory_type(dt))
     own = {_COL: at(0), _RHS: ptrs[step.rhs], res.name: into}
-    _fill_col(builder, step, g, plan, n0, ptrs[step.lhs], own[_COL])
+    _fill_col(builder, step, g, plan, n0, r0, ptrs[step.lhs], own[_COL])
     dot.emit_contraction(builder, plan.product, plan.buffers, own, at(col_bytes + res_bytes))
     if plan.res_in_scratch:
-        _scatter_result(builder, g, dt, n0, res.shape[1], into, ptrs[step.out])
+        _scatter_result(builder, g, dt, n0, r0, res.shape, into, ptrs[step.out])
 
 
-def _fill_col(builder, step: Convolution, g: _Geometry, plan: _Im2col, n0, src, dst) -> None:
-    """col[g, i, out..., k...] = image n0 + i's dilated, padded input at that window tap (0 in padding
-    or holes)."""
+def _fill_col(builder, step: Convolution, g: _Geometry, plan: _Im2col, n0, r0, src, dst) -> None:
+    """col[g, i, out..., k...] = image n0 + i's dilated, padded input at that window tap, the first
+    output axis from r0 on (0 in padding or holes)."""
     nd = len(g.in_sp)
     roles = (("g",), ("b",), *(("s", j) for j in range(nd)), *(("i",) if r < 0 else ("k", r) for r in plan.k_roles))
 
@@ -338,20 +385,22 @@ def _fill_col(builder, step: Convolution, g: _Geometry, plan: _Im2col, n0, src, 
         feature = _plus(builder, at[("i",)], grp, g.in_features) if step.feature_group_count > 1 else at[("i",)]
         return batch, feature
 
-    fill_windows(builder, step, g, plan.col, roles, batch_feature, src, dst)
+    fill_windows(builder, step, g, plan.col, roles, batch_feature, src, dst, {("s", 0): r0} if nd else {})
 
 
 def fill_windows(builder, step: Convolution, g: _Geometry, col: Buffer, roles: tuple, batch_feature: Callable,
-                 src, dst) -> None:
+                 src, dst, shift: Mapping | None = None) -> None:
     """col (its axes named by `roles`: ("b",) batch, ("i",) input feature, ("s", j) output position and
-    ("k", j) window tap along spatial axis j, ("g",) group) = the dilated, padded input there, 0 in
-    padding or holes; `batch_feature(indices by role)` gives the lhs batch and feature. Rows along the
+    ("k", j) window tap along spatial axis j, ("g",) group; `shift` adds to a role's index) = the
+    dilated, padded input there, 0 in padding or holes; `batch_feature(indices by role)` gives the
+    lhs batch and feature. Rows along the
     last axis are a run of zeros, a strided copy and zeros (their bounds computed once per row): vector
     code, where a test per element is not (measured: the ResNet layer's NHWC kernel-gradient windows,
     231 MB, 0.4 s per element, 0.1 s in rows); an lhs-dilated last axis tests each element."""
     last = roles[-1]
+    shift = shift or {}
     if last[0] in "sk" and step.lhs_dilation[last[1]] != 1:
-        _fill_elements(builder, step, g, col, roles, batch_feature, src, dst)
+        _fill_elements(builder, step, g, col, roles, batch_feature, src, dst, shift)
         return
     dt, nd, length = col.dtype, len(g.in_sp), col.shape[-1]
     zero = ir.Constant(memory_type(dt), 0)
@@ -359,7 +408,7 @@ def fill_windows(builder, step: Convolution, g: _Geometry, col: Buffer, roles: t
     others = [a for a in range(nd) if a not in spatial]
 
     def row(ix: list) -> None:
-        at = {**dict(zip(roles[:-1], ix)), last: index(0)}
+        at = _shifted(builder, {**dict(zip(roles[:-1], ix)), last: index(0)}, shift)
         batch, feature = batch_feature(at)
         offset, ok = _tap(builder, step, g, batch, feature, [at[("s", a)] for a in others],
                           [at[("k", a)] for a in others], others)
@@ -394,14 +443,18 @@ def _row_range(builder, step: Convolution, g: _Geometry, last: tuple, at: dict, 
     return start, stop, builder.add(offset, builder.mul(fixed, index(g.lhs_st[2 + j]))), move * g.lhs_st[2 + j]
 
 
+def _shifted(builder, at: dict, shift: Mapping) -> dict:
+    return {r: builder.add(i, shift[r]) if r in shift else i for r, i in at.items()}
+
+
 def _fill_elements(builder, step: Convolution, g: _Geometry, col: Buffer, roles: tuple, batch_feature: Callable,
-                   src, dst) -> None:
+                   src, dst, shift: Mapping) -> None:
     """fill_windows one element at a time, each tested for padding and holes."""
     dt, nd = col.dtype, len(g.in_sp)
     zero = ir.Constant(memory_type(dt), 0)
 
     def body(ix: list) -> None:
-        at = dict(zip(roles, ix))
+        at = _shifted(builder, dict(zip(roles, ix)), shift)
         batch, feature = batch_feature(at)
         offset, ok = _tap(builder, step, g, batch, feature, [at[("s", j)] for j in range(nd)],
                           [at[("k", j)] for j in range(nd)])
@@ -446,12 +499,14 @@ def _plus(builder, i, group, size: int):
     return builder.add(builder.mul(group, index(size)), i)
 
 
-def _scatter_result(builder, g: _Geometry, dt, n0, images: int, res, out) -> None:
-    """out[n0 + i, g * per group + o, out...] (in the output's layout) = res[g, i, out..., o]."""
-    shape = [g.groups, images, *g.out_sp, g.out_features]
+def _scatter_result(builder, g: _Geometry, dt, n0, r0, shape, res, out) -> None:
+    """out[n0 + i, g * per group + o, r0 + out0, out...] (in the output's layout) = res[g, i, out..., o]."""
+    shape = list(shape)
 
     def body(ix: list) -> None:
-        grp, n, sp, o = ix[0], builder.add(n0, ix[1]), ix[2:-1], ix[-1]
+        grp, n, sp, o = ix[0], builder.add(n0, ix[1]), list(ix[2:-1]), ix[-1]
+        if sp:
+            sp[0] = builder.add(sp[0], r0)
         offset = builder.add(builder.mul(n, index(g.out_st[0])),
                              builder.mul(_plus(builder, o, grp, g.out_features), index(g.out_st[1])))
         for j, i in enumerate(sp):

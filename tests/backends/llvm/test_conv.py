@@ -129,6 +129,44 @@ def test_im2col_runs_the_batch_in_chunks():
         np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=name)
 
 
+def test_im2col_runs_large_images_in_bands():
+    """An image whose windows exceed BAND_BYTES runs in bands of output rows (7 = 3 + 3 + 1 here), each
+    image in turn: into the output directly (NHWC), through the scratch result (NCHW, groups), and
+    a 1-D one."""
+    rng = np.random.default_rng(0)
+    module, runs = new_module(), []
+    f32 = np.dtype(np.float32)
+    for k, (specs, groups, canon_l) in enumerate((
+            (((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2)), 1, (2, 3, 7, 5)),
+            (((0, 1, 2, 3),) * 3, 2, (2, 4, 7, 5)),
+            (((0, 2, 1), (2, 1, 0), (0, 2, 1)), 1, (3, 3, 7)))):
+        nd = len(canon_l) - 2
+        canon_r = (3 * groups, canon_l[1] // groups) + (3,) * nd
+        ls = tuple(canon_l[specs[0].index(a)] for a in range(nd + 2))
+        rs = tuple(canon_r[specs[1].index(a)] for a in range(nd + 2))
+        params = dict(window_strides=(1,) * nd, padding=((1, 1),) * nd, lhs_dilation=(1,) * nd,
+                      rhs_dilation=(1,) * nd, dimension_numbers=specs, feature_group_count=groups, batch_group_count=1)
+        out = shape_rules[P.conv_general_dilated_p](ShapedArray(ls, f32), ShapedArray(rs, f32), **params)
+        buffers = {"in0": Buffer("in0", ls, f32), "in1": Buffer("in1", rs, f32), "out0": Buffer("out0", out.shape, f32)}
+        step = Convolution("in0", "in1", out="out0", **params)
+        row = math.prod(canon_l[3:]) * groups * canon_r[1] * 3 ** nd * 4  # one output row's windows (bytes)
+        patches = dict(BAND_BYTES=3 * row, BAND_MIN_ROWS=1, DIRECT_MAX_PRODUCT=0)
+        with mock.patch.multiple(conv, **patches):
+            assert (conv.band_rows(step, buffers), conv.chunk_images(step, buffers)) == (3, 1)
+            fn, builder = pointer_function(module, f"bands{k}", 4)
+            conv.emit_convolution(builder, step, buffers, dict(zip(("in0", "in1", "out0"), fn.args)), fn.args[3])
+            builder.ret_void()
+            runs.append((fn.name, step, ls, rs, out.shape, conv.scratch_bytes(step, buffers)))
+    compiled = Compiled(module, dot.blas_symbols(), opt=0)
+    for name, step, ls, rs, out_shape, room in runs:
+        lhs, rhs = rng.normal(size=ls).astype(np.float32), rng.normal(size=rs).astype(np.float32)
+        out = np.full(out_shape, np.nan, np.float32)
+        raw = np.zeros(room + 64, np.uint8)
+        compiled.call(name, lhs, rhs, out, raw[-raw.ctypes.data % 64:][:max(room, 1)])
+        want = impl_rules[P.conv_general_dilated_p](lhs, rhs, **step.params())
+        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=name)
+
+
 def _kernel_gradient(case) -> tuple[Convolution, dict]:
     """The convolution the VJP computes a kernel's cotangent with (lhs: the forward input, rhs: the
     output's cotangent, batch and feature roles swapped) for the forward convolution `case`."""
