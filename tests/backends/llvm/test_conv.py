@@ -200,10 +200,12 @@ SUM_CASES = [
 def test_im2col_sum_computes_kernel_gradients():
     """The kernel gradient's convolution (a window longer than its output) sums products over chunks
     of its input features (the forward batch, 2 per chunk here: a loop and a shorter last chunk), in
-    float32, float64 and int32 (exact) against the reference."""
+    float32, float64 and int32 (exact) against the reference; in float32 also over bands of its window
+    where the kernel operand's axis 1 is a window axis (NHWC-like: 2 rows per band)."""
     rng = np.random.default_rng(0)
     module, runs = new_module(), []
     dtypes = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32))
+    bands = 0
     for k, case in enumerate(SUM_CASES):
         step, f32_buffers = _kernel_gradient(case)
         assert conv.method(step, f32_buffers) == "im2col_sum"
@@ -211,13 +213,26 @@ def test_im2col_sum_computes_kernel_gradients():
             buffers = {n: Buffer(n, b.shape, dt) for n, b in f32_buffers.items()}
             # all input features in one chunk at the default COL_BYTES
             assert conv.chunk_features(step, buffers) == buffers["in0"].shape[step.dimension_numbers[0][1]]
-            with mock.patch.object(conv, "COL_BYTES", 2 * _sum_feature_bytes(step, buffers)):
-                assert conv.chunk_features(step, buffers) == 2
-                fn, builder = pointer_function(module, f"sum{k}_{dt.name}", 4)
-                conv.emit_convolution(builder, step, buffers, dict(zip(("in0", "in1", "out0"), fn.args)),
-                                      fn.args[3])
-                builder.ret_void()
-                runs.append((fn.name, step, buffers, dt, conv.scratch_bytes(step, buffers)))
+            chunks = dict(COL_BYTES=2 * _sum_feature_bytes(step, buffers))
+            axis = 1 in step.dimension_numbers[1][2:] and dt == np.float32
+            window = [buffers["in1"].shape[d] for d in step.dimension_numbers[1][2:]]
+            rest = math.prod(window) // buffers["in1"].shape[1]  # terms per band row
+            banded = dict(BAND_BYTES=1, BAND_MIN_ROWS=rest + 1) if axis else None
+            for tag, patches in (("chunks", chunks), ("bands", banded)):
+                if patches is None:
+                    continue
+                with mock.patch.multiple(conv, **patches):
+                    if tag == "chunks":
+                        assert conv.chunk_features(step, buffers) == 2
+                    else:
+                        assert (conv.chunk_features(step, buffers), conv.sum_band_rows(step, buffers)) == (1, 2)
+                        bands += 1
+                    fn, builder = pointer_function(module, f"sum{k}_{dt.name}_{tag}", 4)
+                    conv.emit_convolution(builder, step, buffers, dict(zip(("in0", "in1", "out0"), fn.args)),
+                                          fn.args[3])
+                    builder.ret_void()
+                    runs.append((fn.name, step, buffers, dt, conv.scratch_bytes(step, buffers)))
+    assert bands >= 3
     compiled = Compiled(module, dot.blas_symbols(), opt=0)
     for name, step, buffers, dt, room in runs:
         shapes = [buffers[n].shape for n in ("in0", "in1")]
