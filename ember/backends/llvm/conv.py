@@ -1,5 +1,6 @@
 """Convolution steps as LLVM IR: im2col into scratch and dot.py's contraction (SciPy's BLAS gemm
-above its threshold, its vector loops below), or a direct loop nest.
+above its threshold, its vector loops below), or a direct loop nest. The windows are arranged in
+one of three ways (im2col, im2col_t, im2col_sum), each described below with its measurements.
 
 im2col writes, per group g, the windows of the dilated, padded input as rows of a matrix
 col[g, n, out..., k...] (the kernel-side axes k in rhs's memory order: I and the window), so the
@@ -26,6 +27,16 @@ output rows of about 2 MiB, so the gemm reads col from cache right after it is w
 256 rows the call's cost shows, so bands keep BAND_MIN_ROWS). Measured on one core, float32, the ResNet
 layer (batch 32, 64 -> 64, 56x56, 3x3): forward NHWC 109 -> 82 ms, NCHW 237 -> 158; input gradient
 NHWC 161 -> 117 (1 MiB bands measured the same; 4 MiB ones as slow as whole images).
+
+im2col_t serves outputs laid out (batch, features, positions) (NCHW) with one group, where im2col's
+result rows (position, features) go through scratch and a scatter, and its col rows (the kernel's
+memory order: feature, then window) are only a window row long: per image and band, col holds
+[(feature, window), positions] (rows along the output's contiguous axis, copied as runs) and the
+kernel times col is the image's (features, positions), its output directly for a whole image, else
+copied in rows. Measured on one core, float32: the ResNet layer NCHW forward 114 -> 98 ms (im2col
+in bands -> im2col_t), input gradient 118 -> 103; the small layer (batch 8, 3 -> 16, 32x32) forward
+0.65 -> 0.10 ms and input gradient 1.22 -> 0.22 (both from whole-batch im2col). So (`method`):
+im2col_t wherever it applies (`transposable`) and neither direct nor im2col_sum is taken.
 
 im2col_sum serves the kernel gradient's convolution (the VJP's, batch and feature roles swapped): its
 window (the forward output, 56x56) is longer than its output (3x3), its input features are the
@@ -97,7 +108,8 @@ def _geometry(step: Convolution, buffers: Mapping[str, Buffer]) -> _Geometry:
 
 
 def method(step: Convolution, buffers: Mapping[str, Buffer]) -> str:
-    """nothing (an empty output), direct, im2col or im2col_sum (the rule in the module's docstring)."""
+    """nothing (an empty output), direct, im2col, im2col_sum or im2col_t (the rule in the module's
+    docstring)."""
     if math.prod(buffers[step.out].shape) == 0:
         return "nothing"
     g = _geometry(step, buffers)
@@ -105,7 +117,9 @@ def method(step: Convolution, buffers: Mapping[str, Buffer]) -> str:
     if small and vectorizable(step, buffers):
         return "direct"
     long_window = math.prod(g.k_sp) > SUM_MIN_WINDOW_RATIO * math.prod(g.out_sp)
-    return "im2col_sum" if long_window and summable(step, buffers) else "im2col"
+    if long_window and summable(step, buffers):
+        return "im2col_sum"
+    return "im2col_t" if transposable(step, buffers) else "im2col"
 
 
 # --- im2col: the plan of the product ---------------------------------------------------------------
@@ -200,6 +214,8 @@ def scratch_bytes(step: Convolution, buffers: Mapping[str, Buffer]) -> int:
         return _sum_plan(step, buffers, chunk_features(step, buffers), sum_band_rows(step, buffers)).scratch
     if how == "im2col":
         return _im2col(step, buffers, chunk_images(step, buffers), band_rows(step, buffers)).scratch
+    if how == "im2col_t":
+        return _t_plan(step, buffers, band_rows(step, buffers)).scratch
     return 0
 
 
@@ -365,6 +381,98 @@ def _add_into(builder, dt, out, res, count: int) -> None:
     nest(builder, [count], body)
 
 
+# --- im2col_t: the windows transposed, per image, for outputs with features before positions ------------
+
+@dataclass(frozen=True)
+class _T:
+    """The product of one image's band of output rows: col[(k...), (out...)] (the kernel's contracted
+    axes in its memory order, then the band's positions), the kernel times col giving (features,
+    positions), the output's memory for that image (NCHW) when the band is the whole image."""
+
+    col: Buffer
+    roles: tuple[tuple, ...]
+    product: Contraction
+    buffers: dict
+    res_in_scratch: bool
+
+    @property
+    def scratch(self) -> int:
+        col = _align(math.prod(self.col.shape) * self.col.dtype.itemsize)
+        res = self.buffers[self.product.out]
+        own = _align(math.prod(res.shape) * res.dtype.itemsize) if self.res_in_scratch else 0
+        return col + own + _align(dot.contraction_scratch_bytes(self.product, self.buffers))
+
+
+def transposable(step: Convolution, buffers: Mapping[str, Buffer]) -> bool:
+    """Whether im2col_t applies: one group, spatial axes, and the output laid out as (batch, features,
+    positions...) in memory (NCHW), where im2col's rows of (position, features) need a scatter."""
+    nd = len(buffers[step.out].shape) - 2
+    return (step.feature_group_count == step.batch_group_count == 1 and nd > 0
+            and tuple(step.dimension_numbers[2]) == tuple(range(nd + 2)))
+
+
+def _t_plan(step: Convolution, buffers: Mapping[str, Buffer], rows: int) -> _T:
+    g = _geometry(step, buffers)
+    _, rhs_spec, _ = step.dimension_numbers
+    rhs, dt = buffers[step.rhs], buffers[step.lhs].dtype
+    nd = len(g.in_sp)
+    k_axes = sorted((rhs_spec[1], *rhs_spec[2:]))
+    roles = (("b",), *(("i",) if a == rhs_spec[1] else ("k", rhs_spec.index(a) - 2) for a in k_axes),
+             *(("s", j) for j in range(nd)))
+    out_sp = (rows, *g.out_sp[1:])
+    col = Buffer(_COL, (1, *(rhs.shape[a] for a in k_axes), *out_sp), dt)
+    whole = rows == g.out_sp[0]
+    res = Buffer(step.out if whole else _RES, (g.out_features, *out_sp), dt)
+    dn = ((tuple(k_axes), tuple(range(1, 1 + len(k_axes)))), ((), ()))
+    product = Contraction(_RHS, _COL, dn, res.name)
+    # the product's out is one image of step.out: its buffer seen as that image (the pointer is offset)
+    return _T(col, roles, product, {_COL: col, _RHS: Buffer(_RHS, rhs.shape, dt), res.name: res}, not whole)
+
+
+def _via_t(builder, step: Convolution, buffers, ptrs, scratch) -> None:
+    """Per image and band of output rows: the windows into col, the product, written into the image's
+    output (through scratch, then row by row, when the band is not the whole image)."""
+    g = _geometry(step, buffers)
+    rows = band_rows(step, buffers)
+    full, rest = divmod(g.out_sp[0], rows)
+    nest(builder, [g.batch, full], lambda ix: _t_band(builder, step, g, _t_plan(step, buffers, rows), ix[0],
+                                                      builder.mul(ix[1], index(rows)), ptrs, scratch))
+    if rest:
+        nest(builder, [g.batch], lambda ix: _t_band(builder, step, g, _t_plan(step, buffers, rest), ix[0],
+                                                    index(full * rows), ptrs, scratch))
+
+
+def _t_band(builder, step: Convolution, g: _Geometry, plan: _T, n, r0, ptrs, scratch) -> None:
+    dt = plan.col.dtype
+    at = lambda offset: builder.gep(scratch, [index(offset)], inbounds=True, source_etype=I8)  # noqa: E731
+    col_bytes = _align(math.prod(plan.col.shape) * dt.itemsize)
+    res = plan.buffers[plan.product.out]
+    res_bytes = _align(math.prod(res.shape) * dt.itemsize) if plan.res_in_scratch else 0
+    image = builder.gep(ptrs[step.out], [builder.mul(n, index(g.out_st[0]))], inbounds=True,
+                        source_etype=memory_type(dt))
+    into = at(col_bytes) if plan.res_in_scratch else image
+    fill_windows(builder, step, g, plan.col, plan.roles, lambda a: (builder.add(n, a[("b",)]), a[("i",)]),
+                 ptrs[step.lhs], at(0), {("s", 0): r0})
+    dot.emit_contraction(builder, plan.product, plan.buffers, {_COL: at(0), _RHS: ptrs[step.rhs], res.name: into},
+                         at(col_bytes + res_bytes))
+    if plan.res_in_scratch:
+        _copy_band(builder, g, dt, res.shape, r0, into, image)
+
+
+def _copy_band(builder, g: _Geometry, dt, shape, r0, res, image) -> None:
+    """image[o, r0 + r, rest...] = res[o, r, rest...]: rows of contiguous positions."""
+    inner = math.prod(shape[2:])
+
+    def body(ix: list) -> None:
+        o, r, t = ix
+        src = builder.add(builder.mul(builder.add(builder.mul(o, index(shape[1])), r), index(inner)), t)
+        dst = builder.add(builder.add(builder.mul(o, index(g.out_st[1])), builder.mul(builder.add(r0, r),
+                                                                                      index(g.out_st[2]))), t)
+        store(builder, load(builder, res, src, dt), image, dst, dt)
+
+    nest(builder, [shape[0], shape[1], inner], body)
+
+
 # --- emission ---------------------------------------------------------------------------------------
 
 def emit_convolution(builder: ir.IRBuilder, step: Convolution, buffers: Mapping[str, Buffer],
@@ -378,6 +486,8 @@ def emit_convolution(builder: ir.IRBuilder, step: Convolution, buffers: Mapping[
         _via_product(builder, step, buffers, ptrs, scratch)
     elif how == "im2col_sum":
         _via_sum(builder, step, buffers, ptrs, scratch)
+    elif how == "im2col_t":
+        _via_t(builder, step, buffers, ptrs, scratch)
 
 
 def _via_product(builder, step: Convolution, buffers, ptrs, scratch) -> None:
@@ -478,12 +588,13 @@ def fill_windows(builder, step: Convolution, g: _Geometry, col: Buffer, roles: t
 
 def _row_range(builder, step: Convolution, g: _Geometry, last: tuple, at: dict, offset, length: int):
     """(start, stop, lhs offset of element 0, lhs step) of a row along spatial axis j, as a window tap
-    (("k", j): position = s * stride + t * rhs_dilation - lo) or an output position (("s", j)): the
-    elements in [start, stop) read the input, the others its padding."""
+    (("k", j): position = s * stride + t * rhs_dilation - lo) or an output position (("s", j)), from
+    at[last] on: the elements in [start, stop) read the input, the others its padding."""
     j = last[1]
     (lo, _), n, stride, rd = step.padding[j], g.in_sp[j], step.window_strides[j], step.rhs_dilation[j]
     fixed_of, move = (("s", stride), rd) if last[0] == "k" else (("k", rd), stride)
     fixed = builder.sub(builder.mul(at[(fixed_of[0], j)], index(fixed_of[1])), index(lo))
+    fixed = builder.add(fixed, builder.mul(at[last], index(move)))  # a shifted row starts further on
     start = _min(builder, _max(builder, index(0), _ceil_div(builder, builder.neg(fixed), move)), index(length))
     stop = _min(builder, index(length), builder.add(_floor_div(builder, builder.sub(index(n - 1), fixed), move),
                                                     index(1)))

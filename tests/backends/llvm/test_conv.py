@@ -19,7 +19,8 @@ from ember.tracer.prims.conv import _swap, _vjp_rhs_padding
 from tests.backends.llvm.harness import Compiled, new_module, pointer_function
 from tests.tracer.test_prims_conv import GRID, _case, _explicit, grid_inputs
 
-METHODS = {"im2col": 0, "direct": 10 ** 9}  # DIRECT_MAX_PRODUCT forcing each method
+# DIRECT_MAX_PRODUCT and whether im2col_t may be taken, forcing each method where it applies
+METHODS = {"im2col": (0, False), "im2col_t": (0, True), "direct": (10 ** 9, True)}
 DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.float16))
 
 
@@ -35,13 +36,17 @@ def _step(i: int, dtype) -> tuple[Convolution, dict]:
 def test_both_methods_match_the_reference_over_the_grid():
     module = new_module()
     scratch = {}
-    for name, limit in METHODS.items():
-        with mock.patch.object(conv, "DIRECT_MAX_PRODUCT", limit), mock.patch.object(dot, "BLAS_MIN_STEPS", 64):
+    transposable = conv.transposable
+    for name, (limit, t) in METHODS.items():
+        with mock.patch.object(conv, "DIRECT_MAX_PRODUCT", limit), mock.patch.object(dot, "BLAS_MIN_STEPS", 64), \
+                mock.patch.object(conv, "transposable", transposable if t else lambda step, buffers: False):
             for i in range(len(GRID)):
                 for dt in DTYPES:
                     step, buffers = _step(i, dt)
-                    able = name == "im2col" or conv.vectorizable(step, buffers)
-                    assert conv.method(step, buffers) == (name if able else "im2col")
+                    fallback = "im2col_t" if t and transposable(step, buffers) else "im2col"
+                    able = {"im2col": True, "im2col_t": fallback == "im2col_t",
+                            "direct": conv.vectorizable(step, buffers)}[name]
+                    assert conv.method(step, buffers) == (name if able else fallback)
                     fn, builder = pointer_function(module, f"{name}_{i}_{dt.name}", 4)
                     conv.emit_convolution(builder, step, buffers, dict(zip(("in0", "in1", "out0"), fn.args)),
                                           fn.args[3])
@@ -90,7 +95,9 @@ def test_the_choice_rule():
     assert conv.method(*step(1, 1, 16, "NHWC")) == "im2col"  # rows would run along the features
     for c_in, c_out in ((3, 16), (64, 64)):
         s, b = step(c_in, c_out, 1)
-        assert conv.method(s, b) == "im2col"
+        assert conv.method(s, b) == "im2col_t"  # NCHW: features before positions
+        assert conv.method(*step(c_in, c_out, 1, "NHWC")) == "im2col"
+        assert conv.method(*step(c_in, c_out, 2)) == "im2col"  # groups
         one_image = c_in * 9 * 8 * 8 * 4  # the im2col matrix holds one image of the batch of 2
         assert one_image <= conv.scratch_bytes(s, b) < 2 * one_image + 2 * c_out * 8 * 8 * 4 + 4096
 
@@ -131,15 +138,17 @@ def test_im2col_runs_the_batch_in_chunks():
 
 def test_im2col_runs_large_images_in_bands():
     """An image whose windows exceed BAND_BYTES runs in bands of output rows (7 = 3 + 3 + 1 here), each
-    image in turn: into the output directly (NHWC), through the scratch result (NCHW, groups), and
-    a 1-D one."""
+    image in turn: into the output directly (NHWC), through the scratch result (NCHW, groups), a
+    1-D one, and im2col_t's (NCHW and NCH, one group: the band's rows copied into the image)."""
     rng = np.random.default_rng(0)
     module, runs = new_module(), []
     f32 = np.dtype(np.float32)
     for k, (specs, groups, canon_l) in enumerate((
             (((0, 3, 1, 2), (3, 2, 0, 1), (0, 3, 1, 2)), 1, (2, 3, 7, 5)),
             (((0, 1, 2, 3),) * 3, 2, (2, 4, 7, 5)),
-            (((0, 2, 1), (2, 1, 0), (0, 2, 1)), 1, (3, 3, 7)))):
+            (((0, 2, 1), (2, 1, 0), (0, 2, 1)), 1, (3, 3, 7)),
+            (((0, 1, 2, 3),) * 3, 1, (2, 3, 7, 5)),  # im2col_t
+            (((0, 1, 2),) * 3, 1, (3, 3, 7)))):
         nd = len(canon_l) - 2
         canon_r = (3 * groups, canon_l[1] // groups) + (3,) * nd
         ls = tuple(canon_l[specs[0].index(a)] for a in range(nd + 2))
