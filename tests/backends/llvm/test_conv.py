@@ -208,7 +208,8 @@ SUM_CASES = [
 
 def test_im2col_sum_computes_kernel_gradients():
     """The kernel gradient's convolution (a window longer than its output) sums products over chunks
-    of its input features (the forward batch, 2 per chunk here: a loop and a shorter last chunk), in
+    of its input features (the forward batch, 2 per chunk here: a loop and a shorter last chunk; 1
+    where the kernel operand's axis 1 is its output features), in
     float32, float64 and int32 (exact) against the reference; in float32 also over bands of its window
     where the kernel operand's axis 1 is a window axis (NHWC-like: 2 rows per band)."""
     rng = np.random.default_rng(0)
@@ -220,10 +221,13 @@ def test_im2col_sum_computes_kernel_gradients():
         assert conv.method(step, f32_buffers) == "im2col_sum"
         for dt in dtypes:
             buffers = {n: Buffer(n, b.shape, dt) for n, b in f32_buffers.items()}
-            # all input features in one chunk at the default COL_BYTES
-            assert conv.chunk_features(step, buffers) == buffers["in0"].shape[step.dimension_numbers[0][1]]
+            # all input features in one chunk at the default COL_BYTES, but one at a time where the kernel
+            # operand's axis 1 is its output features (NCHW-like)
+            window_first = 1 in step.dimension_numbers[1][2:]
+            features = buffers["in0"].shape[step.dimension_numbers[0][1]]
+            assert conv.chunk_features(step, buffers) == (features if window_first else 1)
             chunks = dict(COL_BYTES=2 * _sum_feature_bytes(step, buffers))
-            axis = 1 in step.dimension_numbers[1][2:] and dt == np.float32
+            axis = window_first and dt == np.float32
             window = [buffers["in1"].shape[d] for d in step.dimension_numbers[1][2:]]
             rest = math.prod(window) // buffers["in1"].shape[1]  # terms per band row
             banded = dict(BAND_BYTES=1, BAND_MIN_ROWS=rest + 1) if axis else None
@@ -232,7 +236,7 @@ def test_im2col_sum_computes_kernel_gradients():
                     continue
                 with mock.patch.multiple(conv, **patches):
                     if tag == "chunks":
-                        assert conv.chunk_features(step, buffers) == 2
+                        assert conv.chunk_features(step, buffers) == (2 if window_first else 1)
                     else:
                         assert (conv.chunk_features(step, buffers), conv.sum_band_rows(step, buffers)) == (1, 2)
                         bands += 1
