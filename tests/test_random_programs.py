@@ -22,7 +22,10 @@ negative) indices, scalar and arrays; `.at[].set/add` with concrete and traced k
 `@`, dot, against closed-over constants); one- and two-operand einsum; where; clip; linspace between
 traced (array) bounds; control flow: `lax.fori_loop` (0-3 trips, a closed-over value in the body),
 `lax.scan` over a leading axis (forward or reverse, its carry or stacked outputs), `lax.cond` on a
-reduction of a value (its branches close over two values).
+reduction of a value (its branches close over two values); convolutions (`lax.conv_general_dilated`,
+1-D and 2-D: strides, padding, lhs and rhs dilation, feature groups, lax's default and the channels-last
+layout, a closed-over or a traced kernel) and `lax.reduce_window` (add, max, min: strides, padding,
+window dilation).
 
 Budget: max_examples per test is MAX_EXAMPLES (15 each for float32 and float64, about a minute on two
 cores in CI, where the tests/conftest.py profile derandomizes); run locally with many more, e.g.
@@ -706,6 +709,135 @@ def _guard_control(xs, params):
     return SMOOTH if guard is None else guard(xs, params[1:])
 
 
+# convolutions and window reductions ------------------------------------------------------------------
+
+def _window_shape(fn, x_shape, *shapes):
+    """The shape jax gives `fn` of arrays of these shapes (None where jax refuses them or the result
+    is empty): the generator's shape rule for convolutions and windows, which have many parameters."""
+    try:
+        out = jax.eval_shape(fn, *(jax.ShapeDtypeStruct(s, np.float32) for s in (x_shape, *shapes))).shape
+    except (TypeError, ValueError):
+        return None
+    return tuple(out) if math.prod(out) > 0 else None
+
+
+def _draw_padding(draw, nd):
+    """"SAME", "VALID" or (low, high) pairs of 0 or 1."""
+    kind = draw(st.sampled_from(["SAME", "VALID", "pairs"]))
+    if kind != "pairs":
+        return kind
+    return tuple((draw(st.integers(0, 1)), draw(st.integers(0, 1))) for _ in range(nd))
+
+
+CHANNELS_LAST = {3: ("NWC", "WIO", "NWC"), 4: ("NHWC", "HWIO", "NHWC")}  # Flax's layouts
+
+
+def _gen_conv(draw, shapes):
+    """A 1-D or 2-D convolution of a value with a closed-over kernel, or with a second value as the
+    kernel where one has a shape that fits: strides, padding, dilations, feature groups, layout."""
+    i = _pick(draw, shapes, lambda s: len(s) in (3, 4))
+    if i is None:
+        return None
+    rank, nd = len(shapes[i]), len(shapes[i]) - 2
+    channels_last = draw(st.booleans())
+    layout = CHANNELS_LAST[rank] if channels_last else None  # None: lax's (N, C, spatial...)
+    c_in = shapes[i][-1] if channels_last else shapes[i][1]
+    groups = draw(st.sampled_from([g for g in (1, 2, 3) if c_in % g == 0]))
+    padding = _draw_padding(draw, nd)
+    opts = {"window_strides": tuple(draw(st.integers(1, 2)) for _ in range(nd)), "padding": padding,
+            "lhs_dilation": tuple(draw(st.integers(1, 2)) if padding not in ("SAME", "VALID") else 1
+                                  for _ in range(nd)),
+            "rhs_dilation": tuple(draw(st.integers(1, 2)) for _ in range(nd)),
+            "dimension_numbers": layout, "feature_group_count": groups}
+    spatial = tuple(draw(st.integers(1, 3)) for _ in range(nd))
+    out_c = groups * draw(st.integers(1, 2))
+    kernel = (*spatial, c_in // groups, out_c) if channels_last else (out_c, c_in // groups, *spatial)
+    j = _pick(draw, shapes, lambda s: s == kernel)
+    traced = j is not None and draw(st.booleans())
+    out = _window_shape(lambda x, k: jax.lax.conv_general_dilated(x, k, **opts), shapes[i], kernel)
+    params = ("conv", tuple(sorted(opts.items())), None if traced else (kernel, draw(st.integers(0, 99))))
+    return ((i, j) if traced else (i,)), params, out
+
+
+def _apply_conv(L, xs, params):
+    opts, const = dict(params[0]), params[1]
+    kernel = xs[1] if const is None else np.random.default_rng(const[1]).normal(size=const[0]).astype(xs[0].dtype)
+    return L.lax.conv_general_dilated(xs[0], kernel, **opts)
+
+
+REDUCERS = {"add": (0.0, "add"), "max": (-np.inf, "max"), "min": (np.inf, "min")}
+
+
+def _gen_reduce_window(draw, shapes):
+    """lax.reduce_window with add, max or min over any axes: window 1-3 wide (no wider than the padded
+    axis), strides, window dilation (add only), padding of at most the window less one on each side
+    (so every window holds an element of the value)."""
+    i = _pick(draw, shapes, lambda s: len(s) >= 1)
+    if i is None:
+        return None
+    shape = shapes[i]
+    window = tuple(draw(st.integers(1, min(3, d + 1))) for d in shape)
+    pads = draw(st.sampled_from(["VALID", "SAME", "pairs"]))
+    padding = pads if pads != "pairs" else tuple((draw(st.integers(0, w - 1)), draw(st.integers(0, w - 1)))
+                                                  for w in window)
+    strides = tuple(draw(st.integers(1, 2)) for _ in shape)
+    op = draw(st.sampled_from(sorted(REDUCERS)))
+    # JAX has no max/min gradient with window dilation (it raises NotImplementedError)
+    dilation = tuple(draw(st.integers(1, 2)) if pads == "VALID" and op == "add" else 1 for _ in shape)
+    init, name = REDUCERS[op]
+    out = _window_shape(lambda x: jax.lax.reduce_window(x, np.float32(init), getattr(jax.lax, name), window,
+                                                        strides, padding, window_dilation=dilation), shape)
+    return (i,), ("reduce_window", op, window, strides, padding, dilation), out
+
+
+def _apply_reduce_window(L, xs, params):
+    op, window, strides, padding, dilation = params
+    init, name = REDUCERS[op]
+    x = xs[0]
+    return L.lax.reduce_window(x, np.asarray(init, x.dtype)[()], getattr(L.lax, name), window, strides, padding,
+                               window_dilation=dilation)
+
+
+def _guard_reduce_window(xs, params):
+    """A tie inside a max/min window is a kink (JAX's tie rule is checked, finite differences are not)."""
+    op, window, strides, padding, dilation = params
+    if op == "add":
+        return SMOOTH
+    x = np.asarray(xs[0], np.float64)
+    return KINK if _near(_window_top_gap(x if op == "max" else -x, window, strides, padding, dilation)) else SMOOTH
+
+
+def _window_top_gap(x, window, strides, padding, dilation):
+    """The gap between the two largest entries of each window (inf where a window has one entry)."""
+    if isinstance(padding, str):
+        padding = jax.lax.padtype_to_pads(x.shape, [(w - 1) * d + 1 for w, d in zip(window, dilation)], strides,
+                                          padding)
+    padded = np.pad(x, padding, constant_values=-np.inf)
+    taps = np.lib.stride_tricks.sliding_window_view(padded, [(w - 1) * d + 1 for w, d in zip(window, dilation)])
+    taps = taps[tuple(slice(None, None, s) for s in strides) + tuple(slice(None, None, d) for d in dilation)]
+    return _top_gap(taps, tuple(range(x.ndim, 2 * x.ndim)))
+
+
+WINDOW = {"conv": (_gen_conv, _apply_conv, None),
+          "reduce_window": (_gen_reduce_window, _apply_reduce_window, _guard_reduce_window)}
+
+
+def _gen_window(draw, shapes):
+    """A convolution or a window reduction (one family, so their compiles stay a small share)."""
+    kind = draw(st.sampled_from(sorted(WINDOW)))
+    spec = WINDOW[kind][0](draw, shapes)
+    return None if spec is None or spec[2] is None else (spec[0], spec[1], spec[2])
+
+
+def _apply_window(L, xs, params):
+    return WINDOW[params[0]][1](L, xs, params[1:])
+
+
+def _guard_window(xs, params):
+    guard = WINDOW[params[0]][2]
+    return SMOOTH if guard is None else guard(xs, params[1:])
+
+
 OPS = {
     "unary": OpDef(_gen_unary, lambda L, xs, p: UNARY[p[0]](L, xs[0]), _guard_unary),
     "binary": OpDef(_gen_binary, lambda L, xs, p: BINARY[p[0]](L, *xs), _guard_binary),
@@ -723,9 +855,10 @@ OPS = {
     "clip": OpDef(_gen_clip, _apply_clip, _guard_clip),
     "linspace": OpDef(_gen_linspace, _apply_linspace),
     "control": OpDef(_gen_control, _apply_control, _guard_control),
+    "window": OpDef(_gen_window, _apply_window, _guard_window),
 }
 # How often each family is drawn: the ones that often do not apply to the drawn value count more.
-WEIGHTS = {"traced": 3, "index": 2, "reduce": 2, "binary": 2, "layout": 2, "matmul": 2}
+WEIGHTS = {"traced": 3, "index": 2, "reduce": 2, "binary": 2, "layout": 2, "matmul": 2, "window": 2}
 GENERATED = [f for f in sorted(OPS) if f not in KNOWN_OPEN_BUGS for _ in range(WEIGHTS.get(f, 1))]
 
 

@@ -54,11 +54,11 @@ def _padding(padding: Padding, nd: int) -> str | tuple[tuple[int, int], ...]:
     return tuple((p, p) if isinstance(p, int) else tuple(p) for p in pads)
 
 
-def _dimension_numbers(nd: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+def _dimension_numbers(nd: int) -> lax.ConvDimensionNumbers:
     """Flax's layout as lax's dimension numbers: (batch, spatial..., features) in and out, kernel
     (spatial..., in, out)."""
     lhs = (0, nd + 1, *range(1, nd + 1))
-    return lhs, (nd + 1, nd, *range(nd)), lhs
+    return lax.ConvDimensionNumbers(lhs, (nd + 1, nd, *range(nd)), lhs)
 
 
 def conv(params: Any, x: Any, strides: int | Sequence[int] | None = None, padding: Padding = "SAME",
