@@ -28,8 +28,11 @@ layout, a closed-over or a traced kernel) and `lax.reduce_window` (add, max, min
 window dilation).
 
 Budget: max_examples per test is MAX_EXAMPLES (15 each for float32 and float64, about a minute on two
-cores in CI, where the tests/conftest.py profile derandomizes); run locally with many more, e.g.
-`RANDPROG_EXAMPLES=2000 python -m pytest tests/test_random_programs.py --hypothesis-seed=N`.
+cores in CI, where the tests/conftest.py profile derandomizes), and WINDOW_EXAMPLES (1, beside an explicit
+convolution-and-pooling program) for the programs with convolutions and windows, which only their own
+test draws; run locally with many more, e.g.
+`RANDPROG_EXAMPLES=2000 RANDPROG_WINDOW_EXAMPLES=500 python -m pytest tests/test_random_programs.py
+--hypothesis-seed=N`.
 """
 
 from __future__ import annotations
@@ -823,9 +826,11 @@ WINDOW = {"conv": (_gen_conv, _apply_conv, None),
 
 
 def _gen_window(draw, shapes):
-    """A convolution or a window reduction (one family, so their compiles stay a small share)."""
+    """A convolution or a window reduction; a window reduction where no value has a convolution's rank."""
     kind = draw(st.sampled_from(sorted(WINDOW)))
     spec = WINDOW[kind][0](draw, shapes)
+    if spec is None and kind == "conv":
+        kind, spec = "reduce_window", _gen_reduce_window(draw, shapes)
     return None if spec is None or spec[2] is None else (spec[0], spec[1], spec[2])
 
 
@@ -858,13 +863,19 @@ OPS = {
     "window": OpDef(_gen_window, _apply_window, _guard_window),
 }
 # How often each family is drawn: the ones that often do not apply to the drawn value count more.
-WEIGHTS = {"traced": 3, "index": 2, "reduce": 2, "binary": 2, "layout": 2, "matmul": 2, "window": 2}
-GENERATED = [f for f in sorted(OPS) if f not in KNOWN_OPEN_BUGS for _ in range(WEIGHTS.get(f, 1))]
+WEIGHTS = {"traced": 3, "index": 2, "reduce": 2, "binary": 2, "layout": 2, "matmul": 2}
+# Drawn only by their own test (WINDOW_EXAMPLES programs with one or more), so their compiles stay a
+# fixed share of the budget and the other tests draw the programs they drew before.
+SEPARATE = ("window",)
+GENERATED = [f for f in sorted(OPS) if f not in KNOWN_OPEN_BUGS and f not in SEPARATE
+             for _ in range(WEIGHTS.get(f, 1))]
+WITH_WINDOWS = GENERATED + ["window"] * 6
+WINDOW_EXAMPLES = int(os.environ.get("RANDPROG_WINDOW_EXAMPLES", "1"))
 
 
 @st.composite
-def programs(draw, max_ops: int = 8) -> Program:
-    """Input shapes that broadcast against a base shape, then up to `max_ops` ops."""
+def programs(draw, max_ops: int = 8, families: list[str] = GENERATED) -> Program:
+    """Input shapes that broadcast against a base shape, then up to `max_ops` ops of `families`."""
     base = tuple(draw(st.lists(st.integers(1, 4), min_size=0, max_size=3)))
     inputs = [base]
     for _ in range(draw(st.integers(0, 2))):
@@ -873,7 +884,7 @@ def programs(draw, max_ops: int = 8) -> Program:
     shapes = list(inputs)
     ops = []
     for _ in range(draw(st.integers(2, max_ops))):
-        family = draw(st.sampled_from(GENERATED))
+        family = draw(st.sampled_from(families))
         spec = OPS[family].gen(draw, shapes)
         if spec is None or not _size_ok(spec[2]):
             continue
@@ -1042,6 +1053,30 @@ def test_random_programs_float64(prog, seed):
     check_program(prog, seed, np.float64)
 
 
+def _has_window(prog) -> bool:
+    return any(op[0] == "window" for op in prog.ops)
+
+
+# A 2-D channels-last convolution with a traced kernel, strides, uneven padding and two feature groups,
+# max-pooled: the case every run checks.
+CONV_OPTIONS = (("dimension_numbers", ("NHWC", "HWIO", "NHWC")), ("feature_group_count", 2),
+                ("lhs_dilation", (1, 1)), ("padding", ((1, 0), (0, 1))), ("rhs_dilation", (1, 1)),
+                ("window_strides", (2, 1)))
+CONV_POOL = Program(inputs=((2, 4, 4, 2), (2, 2, 1, 2)),
+                    ops=(("window", (0, 1), ("conv", CONV_OPTIONS, None)),
+                         ("window", (2,), ("reduce_window", "max", (1, 2, 2, 1), (1, 1, 1, 1), "VALID", (1, 1, 1, 1)))))
+
+
+@settings(max_examples=WINDOW_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
+@example(prog=CONV_POOL, seed=3, dtype=np.float64)
+@given(prog=programs(max_ops=4, families=WITH_WINDOWS).filter(_has_window), seed=st.integers(0, 2**16),
+       dtype=st.sampled_from([np.float32, np.float64]))
+def test_random_programs_with_windows(prog, seed, dtype):
+    """Programs of up to 4 ops with convolutions or window reductions among them, in either precision."""
+    check_program(prog, seed, dtype)
+
+
 def test_generator_reaches_every_family():
     """Every op family is generated (so a family whose gen never applies cannot hide)."""
     seen, kinds = set(), set()
@@ -1054,6 +1089,15 @@ def test_generator_reaches_every_family():
 
     collect()
     assert seen == set(GENERATED) and kinds == set(CONTROL)
+    windows = set()
+
+    @settings(max_examples=50, deadline=None, derandomize=True, database=None)
+    @given(prog=programs(families=WITH_WINDOWS))
+    def collect_windows(prog):
+        windows.update(op[2][0] for op in prog.ops if op[0] == "window")
+
+    collect_windows()
+    assert windows == set(WINDOW)
 
 
 # Failures found, whose bug is still open (see KNOWN_OPEN_BUGS): the program as the generator found it.
