@@ -22,11 +22,17 @@ negative) indices, scalar and arrays; `.at[].set/add` with concrete and traced k
 `@`, dot, against closed-over constants); one- and two-operand einsum; where; clip; linspace between
 traced (array) bounds; control flow: `lax.fori_loop` (0-3 trips, a closed-over value in the body),
 `lax.scan` over a leading axis (forward or reverse, its carry or stacked outputs), `lax.cond` on a
-reduction of a value (its branches close over two values).
+reduction of a value (its branches close over two values); convolutions (`lax.conv_general_dilated`,
+1-D and 2-D: strides, padding, lhs and rhs dilation, feature groups, lax's default and the channels-last
+layout, a closed-over or a traced kernel) and `lax.reduce_window` (add, max, min: strides, padding,
+window dilation).
 
 Budget: max_examples per test is MAX_EXAMPLES (15 each for float32 and float64, about a minute on two
-cores in CI, where the tests/conftest.py profile derandomizes); run locally with many more, e.g.
-`RANDPROG_EXAMPLES=2000 python -m pytest tests/test_random_programs.py --hypothesis-seed=N`.
+cores in CI, where the tests/conftest.py profile derandomizes), and WINDOW_EXAMPLES (1, beside an explicit
+convolution-and-pooling program) for the programs with convolutions and windows, which only their own
+test draws; run locally with many more, e.g.
+`RANDPROG_EXAMPLES=2000 RANDPROG_WINDOW_EXAMPLES=500 python -m pytest tests/test_random_programs.py
+--hypothesis-seed=N`.
 """
 
 from __future__ import annotations
@@ -706,6 +712,137 @@ def _guard_control(xs, params):
     return SMOOTH if guard is None else guard(xs, params[1:])
 
 
+# convolutions and window reductions ------------------------------------------------------------------
+
+def _window_shape(fn, x_shape, *shapes):
+    """The shape jax gives `fn` of arrays of these shapes (None where jax refuses them or the result
+    is empty): the generator's shape rule for convolutions and windows, which have many parameters."""
+    try:
+        out = jax.eval_shape(fn, *(jax.ShapeDtypeStruct(s, np.float32) for s in (x_shape, *shapes))).shape
+    except (TypeError, ValueError):
+        return None
+    return tuple(out) if math.prod(out) > 0 else None
+
+
+def _draw_padding(draw, nd):
+    """"SAME", "VALID" or (low, high) pairs of 0 or 1."""
+    kind = draw(st.sampled_from(["SAME", "VALID", "pairs"]))
+    if kind != "pairs":
+        return kind
+    return tuple((draw(st.integers(0, 1)), draw(st.integers(0, 1))) for _ in range(nd))
+
+
+CHANNELS_LAST = {3: ("NWC", "WIO", "NWC"), 4: ("NHWC", "HWIO", "NHWC")}  # Flax's layouts
+
+
+def _gen_conv(draw, shapes):
+    """A 1-D or 2-D convolution of a value with a closed-over kernel, or with a second value as the
+    kernel where one has a shape that fits: strides, padding, dilations, feature groups, layout."""
+    i = _pick(draw, shapes, lambda s: len(s) in (3, 4))
+    if i is None:
+        return None
+    rank, nd = len(shapes[i]), len(shapes[i]) - 2
+    channels_last = draw(st.booleans())
+    layout = CHANNELS_LAST[rank] if channels_last else None  # None: lax's (N, C, spatial...)
+    c_in = shapes[i][-1] if channels_last else shapes[i][1]
+    groups = draw(st.sampled_from([g for g in (1, 2, 3) if c_in % g == 0]))
+    padding = _draw_padding(draw, nd)
+    opts = {"window_strides": tuple(draw(st.integers(1, 2)) for _ in range(nd)), "padding": padding,
+            "lhs_dilation": tuple(draw(st.integers(1, 2)) if padding not in ("SAME", "VALID") else 1
+                                  for _ in range(nd)),
+            "rhs_dilation": tuple(draw(st.integers(1, 2)) for _ in range(nd)),
+            "dimension_numbers": layout, "feature_group_count": groups}
+    spatial = tuple(draw(st.integers(1, 3)) for _ in range(nd))
+    out_c = groups * draw(st.integers(1, 2))
+    kernel = (*spatial, c_in // groups, out_c) if channels_last else (out_c, c_in // groups, *spatial)
+    j = _pick(draw, shapes, lambda s: s == kernel)
+    traced = j is not None and draw(st.booleans())
+    out = _window_shape(lambda x, k: jax.lax.conv_general_dilated(x, k, **opts), shapes[i], kernel)
+    params = ("conv", tuple(sorted(opts.items())), None if traced else (kernel, draw(st.integers(0, 99))))
+    return ((i, j) if traced else (i,)), params, out
+
+
+def _apply_conv(L, xs, params):
+    opts, const = dict(params[0]), params[1]
+    kernel = xs[1] if const is None else np.random.default_rng(const[1]).normal(size=const[0]).astype(xs[0].dtype)
+    return L.lax.conv_general_dilated(xs[0], kernel, **opts)
+
+
+REDUCERS = {"add": (0.0, "add"), "max": (-np.inf, "max"), "min": (np.inf, "min")}
+
+
+def _gen_reduce_window(draw, shapes):
+    """lax.reduce_window with add, max or min over any axes: window 1-3 wide (no wider than the padded
+    axis), strides, window dilation (add only), padding of at most the window less one on each side
+    (so every window holds an element of the value)."""
+    i = _pick(draw, shapes, lambda s: len(s) >= 1)
+    if i is None:
+        return None
+    shape = shapes[i]
+    window = tuple(draw(st.integers(1, min(3, d + 1))) for d in shape)
+    pads = draw(st.sampled_from(["VALID", "SAME", "pairs"]))
+    padding = pads if pads != "pairs" else tuple((draw(st.integers(0, w - 1)), draw(st.integers(0, w - 1)))
+                                                  for w in window)
+    strides = tuple(draw(st.integers(1, 2)) for _ in shape)
+    op = draw(st.sampled_from(sorted(REDUCERS)))
+    # JAX has no max/min gradient with window dilation (it raises NotImplementedError)
+    dilation = tuple(draw(st.integers(1, 2)) if pads == "VALID" and op == "add" else 1 for _ in shape)
+    init, name = REDUCERS[op]
+    out = _window_shape(lambda x: jax.lax.reduce_window(x, np.float32(init), getattr(jax.lax, name), window,
+                                                        strides, padding, window_dilation=dilation), shape)
+    return (i,), ("reduce_window", op, window, strides, padding, dilation), out
+
+
+def _apply_reduce_window(L, xs, params):
+    op, window, strides, padding, dilation = params
+    init, name = REDUCERS[op]
+    x = xs[0]
+    return L.lax.reduce_window(x, np.asarray(init, x.dtype)[()], getattr(L.lax, name), window, strides, padding,
+                               window_dilation=dilation)
+
+
+def _guard_reduce_window(xs, params):
+    """A tie inside a max/min window is a kink (JAX's tie rule is checked, finite differences are not)."""
+    op, window, strides, padding, dilation = params
+    if op == "add":
+        return SMOOTH
+    x = np.asarray(xs[0], np.float64)
+    return KINK if _near(_window_top_gap(x if op == "max" else -x, window, strides, padding, dilation)) else SMOOTH
+
+
+def _window_top_gap(x, window, strides, padding, dilation):
+    """The gap between the two largest entries of each window (inf where a window has one entry)."""
+    if isinstance(padding, str):
+        padding = jax.lax.padtype_to_pads(x.shape, [(w - 1) * d + 1 for w, d in zip(window, dilation)], strides,
+                                          padding)
+    padded = np.pad(x, padding, constant_values=-np.inf)
+    taps = np.lib.stride_tricks.sliding_window_view(padded, [(w - 1) * d + 1 for w, d in zip(window, dilation)])
+    taps = taps[tuple(slice(None, None, s) for s in strides) + tuple(slice(None, None, d) for d in dilation)]
+    return _top_gap(taps, tuple(range(x.ndim, 2 * x.ndim)))
+
+
+WINDOW = {"conv": (_gen_conv, _apply_conv, None),
+          "reduce_window": (_gen_reduce_window, _apply_reduce_window, _guard_reduce_window)}
+
+
+def _gen_window(draw, shapes):
+    """A convolution or a window reduction; a window reduction where no value has a convolution's rank."""
+    kind = draw(st.sampled_from(sorted(WINDOW)))
+    spec = WINDOW[kind][0](draw, shapes)
+    if spec is None and kind == "conv":
+        kind, spec = "reduce_window", _gen_reduce_window(draw, shapes)
+    return None if spec is None or spec[2] is None else (spec[0], spec[1], spec[2])
+
+
+def _apply_window(L, xs, params):
+    return WINDOW[params[0]][1](L, xs, params[1:])
+
+
+def _guard_window(xs, params):
+    guard = WINDOW[params[0]][2]
+    return SMOOTH if guard is None else guard(xs, params[1:])
+
+
 OPS = {
     "unary": OpDef(_gen_unary, lambda L, xs, p: UNARY[p[0]](L, xs[0]), _guard_unary),
     "binary": OpDef(_gen_binary, lambda L, xs, p: BINARY[p[0]](L, *xs), _guard_binary),
@@ -723,15 +860,22 @@ OPS = {
     "clip": OpDef(_gen_clip, _apply_clip, _guard_clip),
     "linspace": OpDef(_gen_linspace, _apply_linspace),
     "control": OpDef(_gen_control, _apply_control, _guard_control),
+    "window": OpDef(_gen_window, _apply_window, _guard_window),
 }
 # How often each family is drawn: the ones that often do not apply to the drawn value count more.
 WEIGHTS = {"traced": 3, "index": 2, "reduce": 2, "binary": 2, "layout": 2, "matmul": 2}
-GENERATED = [f for f in sorted(OPS) if f not in KNOWN_OPEN_BUGS for _ in range(WEIGHTS.get(f, 1))]
+# Drawn only by their own test (WINDOW_EXAMPLES programs with one or more), so their compiles stay a
+# fixed share of the budget and the other tests draw the programs they drew before.
+SEPARATE = ("window",)
+GENERATED = [f for f in sorted(OPS) if f not in KNOWN_OPEN_BUGS and f not in SEPARATE
+             for _ in range(WEIGHTS.get(f, 1))]
+WITH_WINDOWS = GENERATED + ["window"] * 6
+WINDOW_EXAMPLES = int(os.environ.get("RANDPROG_WINDOW_EXAMPLES", "1"))
 
 
 @st.composite
-def programs(draw, max_ops: int = 8) -> Program:
-    """Input shapes that broadcast against a base shape, then up to `max_ops` ops."""
+def programs(draw, max_ops: int = 8, families: list[str] = GENERATED) -> Program:
+    """Input shapes that broadcast against a base shape, then up to `max_ops` ops of `families`."""
     base = tuple(draw(st.lists(st.integers(1, 4), min_size=0, max_size=3)))
     inputs = [base]
     for _ in range(draw(st.integers(0, 2))):
@@ -740,7 +884,7 @@ def programs(draw, max_ops: int = 8) -> Program:
     shapes = list(inputs)
     ops = []
     for _ in range(draw(st.integers(2, max_ops))):
-        family = draw(st.sampled_from(GENERATED))
+        family = draw(st.sampled_from(families))
         spec = OPS[family].gen(draw, shapes)
         if spec is None or not _size_ok(spec[2]):
             continue
@@ -909,6 +1053,30 @@ def test_random_programs_float64(prog, seed):
     check_program(prog, seed, np.float64)
 
 
+def _has_window(prog) -> bool:
+    return any(op[0] == "window" for op in prog.ops)
+
+
+# A 2-D channels-last convolution with a traced kernel, strides, uneven padding and two feature groups,
+# max-pooled: the case every run checks.
+CONV_OPTIONS = (("dimension_numbers", ("NHWC", "HWIO", "NHWC")), ("feature_group_count", 2),
+                ("lhs_dilation", (1, 1)), ("padding", ((1, 0), (0, 1))), ("rhs_dilation", (1, 1)),
+                ("window_strides", (2, 1)))
+CONV_POOL = Program(inputs=((2, 4, 4, 2), (2, 2, 1, 2)),
+                    ops=(("window", (0, 1), ("conv", CONV_OPTIONS, None)),
+                         ("window", (2,), ("reduce_window", "max", (1, 2, 2, 1), (1, 1, 1, 1), "VALID", (1, 1, 1, 1)))))
+
+
+@settings(max_examples=WINDOW_EXAMPLES, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large])
+@example(prog=CONV_POOL, seed=3, dtype=np.float64)
+@given(prog=programs(max_ops=4, families=WITH_WINDOWS).filter(_has_window), seed=st.integers(0, 2**16),
+       dtype=st.sampled_from([np.float32, np.float64]))
+def test_random_programs_with_windows(prog, seed, dtype):
+    """Programs of up to 4 ops with convolutions or window reductions among them, in either precision."""
+    check_program(prog, seed, dtype)
+
+
 def test_generator_reaches_every_family():
     """Every op family is generated (so a family whose gen never applies cannot hide)."""
     seen, kinds = set(), set()
@@ -921,6 +1089,15 @@ def test_generator_reaches_every_family():
 
     collect()
     assert seen == set(GENERATED) and kinds == set(CONTROL)
+    windows = set()
+
+    @settings(max_examples=50, deadline=None, derandomize=True, database=None)
+    @given(prog=programs(families=WITH_WINDOWS))
+    def collect_windows(prog):
+        windows.update(op[2][0] for op in prog.ops if op[0] == "window")
+
+    collect_windows()
+    assert windows == set(WINDOW)
 
 
 # Failures found, whose bug is still open (see KNOWN_OPEN_BUGS): the program as the generator found it.

@@ -17,6 +17,7 @@ from types import ModuleType
 from benchmarks.workloads import (
     blas_threads,
     control_flow,
+    conv_bias_act,
     cosine,
     dead_gradient,
     dense_bias_act,
@@ -31,5 +32,6 @@ from benchmarks.workloads import (
 )
 
 WORKLOADS: dict[str, ModuleType] = {m.NAME: m for m in (cosine, eam, per_sample, dead_gradient, dense_bias_act,
+                                                         conv_bias_act,
                                                          dispatch, optimizer, blas_threads, threads, startup,
                                                          control_flow, eager, linalg)}

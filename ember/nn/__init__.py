@@ -45,6 +45,7 @@ from ember.nn._functions import (
     tanh,
 )
 from ember.nn._functions import as_float as _float
+from ember.nn._layers import conv, conv_bias_act, dense_bias_act
 from ember.nn._pooling import avg_pool, max_pool
 from ember.scipy.special import erf, expit
 
@@ -54,6 +55,7 @@ __all__ = [
     "log_sigmoid", "mish", "one_hot", "relu6", "selu", "silu", "soft_sign", "softplus", "sparse_plus",
     "sparse_sigmoid", "squareplus", "standardize", "swish", "tanh", "initializers", "init_mlp", "dense", "mlp",
     "max_pool", "avg_pool",
+    "conv", "conv_bias_act", "dense_bias_act",
 ]
 
 

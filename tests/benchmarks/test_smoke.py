@@ -48,11 +48,14 @@ def test_every_workload_quick_numpy_backend(tmp_path):
     header = "| " + " | ".join(COLUMNS) + " |"
     memory_header = "| " + " | ".join(COLUMNS[:8] + [MEMORY_COLUMN] + COLUMNS[8:]) + " |"
     optimizer_header = "| " + " | ".join(c for c in COLUMNS if c not in optimizer.HIDE_COLUMNS) + " |"
-    assert md.count(header) == len(WORKLOADS) - 2 and md.count(memory_header) == 1
+    assert md.count(header) == len(WORKLOADS) - 3 and md.count(memory_header) == 2  # dense, conv_bias_act
     assert md.count(optimizer_header) == 1
     ember_dense = [r for r in rows if r["workload"] == "dense_bias_act" and r["framework"] == "ember"]
     assert all(r["memory_bytes"] > 0 for r in ember_dense)
-    assert "**Memory: ember[numpy]'s plan" in md
+    assert md.count("**Memory: ember[numpy]'s plan") == 2
+    ember_conv = [r for r in rows if r["workload"] == "conv_bias_act" and r["framework"] == "ember"]
+    assert len(ember_conv) == 2 and all(r["memory_bytes"] > 0 for r in ember_conv)
+    assert "BLAS kernels (the gemm under Ember's im2col convolution): " in md
     assert {d["workload"] for d in data["derived"]} == {"per_sample", "dead_gradient", "optimizer", "eam",
                                                         "dense_bias_act", "blas_threads"}
     goals = [d for d in data["derived"] if "1.5 x write once" in d["what"]]
