@@ -235,4 +235,4 @@ def test_mistakes_name_the_users_line():
 
 def test_structured_ops_not_written_yet_still_say_so():
     with pytest.raises(AttributeError, match="not implemented"):
-        lax.reduce_window  # noqa: B018
+        lax.associative_scan  # noqa: B018

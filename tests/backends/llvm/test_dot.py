@@ -251,8 +251,10 @@ def test_threshold_sends_small_products_to_loops_and_large_ones_to_blas():
 
 def test_blas_symbols_name_what_the_ir_declares():
     symbols = dot.blas_symbols()
-    assert set(symbols) == {"ember_blas_sgemm", "ember_blas_dgemm", "ember_blas_sgemv", "ember_blas_dgemv",
-                            "ember_blas_set_threads", "ember_blas_num_threads"}
+    routines = [p + r for p in "sd" for r in ("gemm", "gemv", "potrf", "trsm", "getrf", "geqrf", "orgqr", "syevd",
+                                              "gesdd")]  # BLAS, and the LAPACK of the factorizations
+    assert set(symbols) == {f"ember_blas_{r}" for r in routines} | {"ember_blas_set_threads",
+                                                                   "ember_blas_num_threads"}
     assert all(isinstance(v, int) and v > 0 for v in symbols.values())
     product = Product((40, 40), (40, 40), np.float64, MATMUL)
     assert re.search(r'declare void @"?ember_blas_dgemm"?\(ptr', product.ir)
