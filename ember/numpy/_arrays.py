@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ember.errors import ArgumentError, ArgumentValueError, DTypeError, user_location
+from ember.errors import ArgumentError, ArgumentValueError, DTypeError, ShapeError, user_location
 from ember.numpy._core import asarray, broadcast_shapes, dtype_weak, normalize_axis, promote, shape_of, to_dtype
 from ember.numpy._indexing import getitem, take
 from ember.numpy._math import add, divide, multiply, negative, not_equal, round, subtract
@@ -705,14 +705,32 @@ def _pad_stat(a, widths, stat_length, mode: str):
     return a
 
 
+def _pad_func(a, widths, func, kwargs):
+    """JAX's callable mode: pad with zeros, then, axis by axis, replace each 1-D vector along the axis by
+    func(vector, (before, after), axis, kwargs) (a loop over the vectors: the shapes are static)."""
+    a = _pad_constant(a, widths, 0)
+    for axis in range(len(a.shape)):
+        moved = moveaxis(a, axis, -1)
+        rest = moved.shape[:-1]
+        rows = reshape(moved, (-1, moved.shape[-1]))
+        out = [asarray(func(rows[k], tuple(widths[axis]), axis, kwargs)) for k in range(rows.shape[0])]
+        if any(tuple(o.shape) != (moved.shape[-1],) for o in out):
+            raise ShapeError(f"pad: the padding function must return a vector of length {moved.shape[-1]} "
+                             f"(axis {axis}), got shapes {sorted({tuple(o.shape) for o in out})}")
+        a = moveaxis(reshape(stack([to_dtype(o, a.dtype) for o in out]) if out else rows, rest + (moved.shape[-1],)),
+                     -1, axis)
+    return a
+
+
 def pad(array, pad_width, mode: str = "constant", **kwargs):
     """`array` padded by `pad_width` (an int, a (before, after) pair or one pair per axis) in one of
     JAX's modes: constant (constant_values per axis and side), empty (zeros), edge, wrap, reflect and
     symmetric (reflect_type 'even' or 'odd'), linear_ramp (end_values), maximum, minimum, mean and median
-    (stat_length)."""
+    (stat_length), or a callable `mode(vector, iaxis_pad_width, iaxis, kwargs)` giving each padded 1-D
+    vector, axis by axis, as NumPy's and JAX's."""
     a = asarray(array)
     if callable(mode):
-        raise NotImplementedError("pad: a callable mode is not supported by ember yet; pad with a string mode")
+        return _pad_func(a, _widths(pad_width, len(a.shape)), mode, kwargs)
     if mode not in _PAD_OPTIONS:
         raise NotImplementedError(f"pad: unimplemented padding mode {mode!r}")
     unknown = set(kwargs) - set(_PAD_OPTIONS[mode])

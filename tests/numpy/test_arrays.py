@@ -290,3 +290,23 @@ def test_eager_replay_follows_new_values():
         idx = rng.integers(0, 4, (3, 2))
         for label, call in REPLAYED:
             assert_matches(call(jnp, x, idx), call(np, x, idx), np.float32, what=label)
+
+
+def _pad_with(vector, pad_width, iaxis, kwargs):
+    """NumPy's documented example of a padding function (a value at both ends of each vector)."""
+    value = kwargs.get("padder", 10)
+    vector = vector.at[:pad_width[0]].set(value)
+    return vector.at[vector.shape[0] - pad_width[1]:].set(value)
+
+
+def test_pad_with_a_callable_mode_as_jax():
+    """A callable mode pads with zeros, then replaces each vector along each axis by the function's
+    result, as jnp.pad: values eagerly and under jit, and a gradient through the function."""
+    a = np.arange(6.0).reshape(2, 3)
+    for width, kw in ((2, {}), (((1, 0), (0, 2)), {"padder": 100.0})):
+        want = np.asarray(jjnp.pad(a, width, _pad_with, **kw))
+        np.testing.assert_array_equal(jnp.pad(a, width, _pad_with, **kw), want)
+        np.testing.assert_array_equal(ember.jit(lambda x, w=width, k=kw: jnp.pad(x, w, _pad_with, **k))(a), want)
+    double = lambda v, w, i, k: v * 2.0  # noqa: E731
+    got = ember.grad(lambda x: jnp.sum(jnp.pad(x, 1, double) ** 2))(a)
+    np.testing.assert_allclose(got, jax.grad(lambda x: jjnp.sum(jjnp.pad(x, 1, double) ** 2))(a), rtol=1e-12)
