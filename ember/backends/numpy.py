@@ -88,8 +88,13 @@ class NumpyExecutable:
         ember/backends/outputs.py), the results are copied into them and they are returned."""
         if len(args) != self._n_inputs:
             raise TypeError(f"the executable takes {self._n_inputs} arrays, got {len(args)}")
-        results = self._run(*(a.view(np.ndarray) if type(a) is Array else a for a in args))
+        if Array in map(type, args):  # the references run on the data (no Array methods inside)
+            args = [a.view(np.ndarray) if type(a) is Array else a for a in args]
+        results = self._run(*args)
         if out is None:
+            if len(results) == 1:  # the common case, without a loop
+                r = results[0]
+                return [r.view(Array) if type(r) is np.ndarray else r]
             return [r.view(Array) if type(r) is np.ndarray else r for r in results]
         for o, r in zip(out, results):
             np.copyto(o, r)
