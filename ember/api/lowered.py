@@ -165,10 +165,17 @@ class Lowered:
 
     def memory(self) -> MemoryReport:
         """The memory plan as a report: peak bytes of intermediates, buffers, bytes saved by in-place
-        reuse and by donation, a per-buffer table (`print` it) and `.plot(path)` of the timeline."""
+        reuse and by donation, a per-buffer table (`print` it) and `.plot(path)` of the timeline; once
+        compiled, also the bytes the backend holds per call beyond the plan's (`arena_bytes`: kernel
+        scratch such as im2col's windows), where the backend says."""
+        import dataclasses
+
         from ember.viz.memory_report import MemoryReport
 
-        return MemoryReport.of(self.stages[-1].plan, self.optimized)
+        report = MemoryReport.of(self.stages[-1].plan, self.optimized)
+        exe = getattr(self._executable, "executable", self._executable)
+        arena = getattr(exe, "workspace_bytes", None)
+        return report if arena is None else dataclasses.replace(report, arena_bytes=int(arena))
 
     def explain(self) -> Explanation:
         """Why each edge was not fused and each value not written in place (rule, nodes, user's line),

@@ -47,6 +47,9 @@ class MemoryReport:
     live_bytes: tuple[int, ...] = ()
     naive_live_bytes: tuple[int, ...] = ()
     steps: tuple[str, ...] = ()
+    # once compiled: the bytes the backend's executable holds per thread for a call (the plan's buffers,
+    # kernel temporaries and scratch: im2col windows, LAPACK workspaces, sort buffers); None before
+    arena_bytes: int | None = None
 
     @classmethod
     def of(cls, plan: Plan, graph: Graph | None = None) -> MemoryReport:
@@ -64,7 +67,9 @@ class MemoryReport:
                  f"  saved {self.saved_bytes} bytes: {self.inplace_saved_bytes} by in-place reuse, "
                  f"{self.donation_saved_bytes} by donation",
                  f"  inputs {self.input_bytes} B, consts {self.const_bytes} B, outputs {self.output_bytes} B, "
-                 f"workspace {self.workspace_bytes} B",
+                 f"workspace {self.workspace_bytes} B"
+                 + (f", backend arena {self.arena_bytes} B (buffers, kernel temporaries and scratch)"
+                    if self.arena_bytes is not None else ""),
                  f"  {'buffer':<7s}{'class':<10s}{'bytes':>10s}  {'live':<10s}values"]
         for r in self.table:
             live = f"{'in' if r.first is None else r.first}-{'out' if r.last >= len(self.steps) else r.last}"

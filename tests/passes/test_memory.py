@@ -209,3 +209,17 @@ def test_plans_of_whole_programs_are_consistent(name):
         _check_plan(low.optimized, plan)
         assert plan.peak_bytes == max(plan.live_bytes, default=0) <= plan.naive_peak_bytes
         assert plan.peak_bytes <= low.memory().workspace_bytes + plan.saved_bytes
+
+
+def test_a_compiled_functions_report_names_its_backend_arena():
+    """Before compiling, the report is the plan's; once compiled on llvm it also gives the arena each call
+    works in (the plan's buffers plus kernel scratch: here a dot's), at least the plan's intermediates."""
+    f = lambda a, b: jnp.tanh(a @ b)  # noqa: E731
+    a, b = np.ones((64, 64), np.float32), np.ones((64, 64), np.float32)
+    lowered = ember.jit(f, backend="llvm").lower(a, b)
+    assert lowered.memory().arena_bytes is None
+    lowered.compile()
+    report = lowered.memory()
+    assert report.arena_bytes is not None and report.arena_bytes >= report.peak_bytes
+    assert f"backend arena {report.arena_bytes} B" in report.text()
+    assert ember.jit(f, backend="numpy").lower(a, b).memory().arena_bytes is None

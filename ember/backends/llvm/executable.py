@@ -122,6 +122,11 @@ class LLVMExecutable:
         return self.library.ir
 
     @property
+    def workspace_bytes(self) -> int:
+        """The arena a call works in: the plan's buffers, kernel temporaries and scratch (per thread)."""
+        return self._ws_bytes
+
+    @property
     def kernels(self) -> list[str]:
         """The kernel descriptions the module's functions render, as text."""
         return self._built().kernels
