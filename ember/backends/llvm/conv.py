@@ -148,10 +148,16 @@ class _Im2col:
 
     @property
     def scratch(self) -> int:
-        col = _align(math.prod(self.col.shape) * self.col.dtype.itemsize)
-        res = self.buffers[self.product.out]
-        own = _align(math.prod(res.shape) * res.dtype.itemsize) if self.res_in_scratch else 0
-        return col + own + _align(dot.contraction_scratch_bytes(self.product, self.buffers))
+        return _plan_scratch(self)
+
+
+def _plan_scratch(plan) -> int:
+    """Scratch bytes of an im2col plan (either layout): its windows, its product's result where that
+    lives in scratch, and the product's own scratch."""
+    col = _align(math.prod(plan.col.shape) * plan.col.dtype.itemsize)
+    res = plan.buffers[plan.product.out]
+    own = _align(math.prod(res.shape) * res.dtype.itemsize) if plan.res_in_scratch else 0
+    return col + own + _align(dot.contraction_scratch_bytes(plan.product, plan.buffers))
 
 
 COL_BYTES = 16 << 20  # the im2col workspace aimed at: chunks of images up to this size
@@ -407,10 +413,7 @@ class _T:
 
     @property
     def scratch(self) -> int:
-        col = _align(math.prod(self.col.shape) * self.col.dtype.itemsize)
-        res = self.buffers[self.product.out]
-        own = _align(math.prod(res.shape) * res.dtype.itemsize) if self.res_in_scratch else 0
-        return col + own + _align(dot.contraction_scratch_bytes(self.product, self.buffers))
+        return _plan_scratch(self)
 
 
 def transposable(step: Convolution, buffers: Mapping[str, Buffer]) -> bool:

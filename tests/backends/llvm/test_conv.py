@@ -102,6 +102,19 @@ def test_the_choice_rule():
         assert one_image <= conv.scratch_bytes(s, b) < 2 * one_image + 2 * c_out * 8 * 8 * 4 + 4096
 
 
+def _run_float32(module, runs: list, rng) -> None:
+    """Compile `module` and check each (function, step, lhs shape, rhs shape, out shape, scratch bytes)
+    run on random float32 operands against the primitive's reference."""
+    compiled = Compiled(module, dot.blas_symbols(), opt=0)
+    for name, step, ls, rs, out_shape, room in runs:
+        lhs, rhs = rng.normal(size=ls).astype(np.float32), rng.normal(size=rs).astype(np.float32)
+        out = np.full(out_shape, np.nan, np.float32)
+        raw = np.zeros(room + 64, np.uint8)
+        compiled.call(name, lhs, rhs, out, raw[-raw.ctypes.data % 64:][:max(room, 1)])
+        want = impl_rules[P.conv_general_dilated_p](lhs, rhs, **step.params())
+        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=name)
+
+
 def test_im2col_runs_the_batch_in_chunks():
     """Chunks of images sized by COL_BYTES: a loop of full chunks and a shorter last one (5 = 2 + 2 + 1),
     into the output directly (NHWC) and through the scratch result (NCHW, groups)."""
@@ -126,14 +139,7 @@ def test_im2col_runs_the_batch_in_chunks():
             conv.emit_convolution(builder, step, buffers, dict(zip(("in0", "in1", "out0"), fn.args)), fn.args[3])
             builder.ret_void()
             runs.append((fn.name, step, ls, rs, out.shape, conv.scratch_bytes(step, buffers)))
-    compiled = Compiled(module, dot.blas_symbols(), opt=0)
-    for name, step, ls, rs, out_shape, room in runs:
-        lhs, rhs = rng.normal(size=ls).astype(np.float32), rng.normal(size=rs).astype(np.float32)
-        out = np.full(out_shape, np.nan, np.float32)
-        raw = np.zeros(room + 64, np.uint8)
-        compiled.call(name, lhs, rhs, out, raw[-raw.ctypes.data % 64:][:max(room, 1)])
-        want = impl_rules[P.conv_general_dilated_p](lhs, rhs, **step.params())
-        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=name)
+    _run_float32(module, runs, rng)
 
 
 def test_im2col_runs_large_images_in_bands():
@@ -166,14 +172,7 @@ def test_im2col_runs_large_images_in_bands():
             conv.emit_convolution(builder, step, buffers, dict(zip(("in0", "in1", "out0"), fn.args)), fn.args[3])
             builder.ret_void()
             runs.append((fn.name, step, ls, rs, out.shape, conv.scratch_bytes(step, buffers)))
-    compiled = Compiled(module, dot.blas_symbols(), opt=0)
-    for name, step, ls, rs, out_shape, room in runs:
-        lhs, rhs = rng.normal(size=ls).astype(np.float32), rng.normal(size=rs).astype(np.float32)
-        out = np.full(out_shape, np.nan, np.float32)
-        raw = np.zeros(room + 64, np.uint8)
-        compiled.call(name, lhs, rhs, out, raw[-raw.ctypes.data % 64:][:max(room, 1)])
-        want = impl_rules[P.conv_general_dilated_p](lhs, rhs, **step.params())
-        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=name)
+    _run_float32(module, runs, rng)
 
 
 def _kernel_gradient(case) -> tuple[Convolution, dict]:
