@@ -170,3 +170,15 @@ def axes_features(axes) -> list:
     axes = tuple(axes) if isinstance(axes, (tuple, list)) else (axes,)
     pairs = itertools.combinations(range(len(axes)), 2)
     return list(enumerate(axes)) + [(i, j, axes[i] is None, axes[j] is None) for i, j in pairs]
+
+
+def array_to_json(a) -> dict:
+    """An array as JSON: dtype, shape and the values (float32 ones exactly, through float64), as the
+    recorded-JAX-values files hold them."""
+    a = np.asarray(a)
+    return {"dtype": a.dtype.name, "shape": list(a.shape), "data": a.astype(np.float64).ravel().tolist()}
+
+
+def array_from_json(d: dict) -> np.ndarray:
+    """The array `array_to_json` wrote."""
+    return np.asarray(d["data"], np.float64).astype(d["dtype"]).reshape(d["shape"])

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.helpers import array_from_json as decode  # noqa: F401 (C.decode in the tests and recorder)
+from tests.helpers import array_to_json as encode  # noqa: F401
+
 VALUES = Path(__file__).with_name("jax_values.json")
 
 # name -> keyword variants; every kink of every function is in KINKS or EXTREMES.
@@ -108,16 +111,6 @@ PROMOTION_DTYPES = ("int32", "uint8", "bool", "int64")
 PROMOTION_INPUT = [0, 1, 1, 0]
 # In 64-bit mode (jax_enable_x64): int32 and bool inputs, and one_hot's default dtype.
 PROMOTION_X64_DTYPES = ("int32", "bool")
-
-
-def encode(a) -> dict:
-    """An array as JSON: dtype, shape and the values (float32 ones exactly, through float64)."""
-    a = np.asarray(a)
-    return {"dtype": a.dtype.name, "shape": list(a.shape), "data": a.astype(np.float64).ravel().tolist()}
-
-
-def decode(d: dict) -> np.ndarray:
-    return np.asarray(d["data"], np.float64).astype(d["dtype"]).reshape(d["shape"])
 
 
 @cache
