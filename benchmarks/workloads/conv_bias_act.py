@@ -13,10 +13,10 @@ import numpy as np
 
 from benchmarks import environment
 from benchmarks.derived import Derived
-from benchmarks.frameworks import Ember, Framework, Jax, RunConfig
+from benchmarks.frameworks import Ember, Framework, RunConfig
 from benchmarks.harness import Case, Row, log
-from benchmarks.report import Table, fmt_bytes, fmt_ratio
-from benchmarks.workloads.dense_bias_act import MEASURES, _measured, _ratio, ember_bytes, jax_bytes
+from benchmarks.report import Table
+from benchmarks.workloads.dense_bias_act import add_memory_rows
 
 NAME = "conv_bias_act"
 TITLE = "conv + bias + tanh gradient, time and memory (seed 004)"
@@ -142,22 +142,11 @@ def memory_table(cfg: RunConfig, ember: Ember, jax: Framework) -> Table:
     """Ember's memory plan, optimized and not, beside JAX's memory analysis, per function and layer."""
     table = Table(f"Memory: {ember.name}'s plan (`lower(...).memory()`) beside JAX's `memory_analysis()`",
                   [c.format(ember=ember.name) for c in MEMORY_COLUMNS])
-    jax_ok = isinstance(jax, Jax)
     for layer in QUICK_SIZES if cfg.quick else FULL_SIZES:
-        args, where = inputs(layer), f"{layer.label} {layer.batch}x{layer.side}x{layer.side}x{layer.c_in}"
+        where = f"{layer.label} {layer.batch}x{layer.side}x{layer.side}x{layer.c_in}"
         log(f"  memory plans, {where} ...")
-        for (label, fn), (_, jfn) in zip(functions(ember), functions(jax) if jax_ok else functions(ember)):
-            opt = _measured(table, f"{label}, {where}, optimized", ember_bytes, ember, fn, args, True)
-            naive = _measured(table, f"{label}, {where}, optimize=False", ember_bytes, ember, fn, args, False)
-            peer = _measured(table, f"{label}, {where}, jax.jit", jax_bytes, jax, jfn, args) if jax_ok else None
-            for key, measure in MEASURES:
-                o, u, j = ((d or {}).get(key) for d in (opt, naive, peer))
-                table.rows.append([label, f"{where} -> {layer.c_out}", measure, fmt_bytes(o), fmt_bytes(u),
-                                   fmt_ratio(_ratio(o, u)), fmt_bytes(j) if jax_ok else jax.status,
-                                   fmt_ratio(_ratio(o, j))])
-                table.records.append({"function": label, **_params(layer), "bytes": key, "ember_optimized": o,
-                                      "ember_unoptimized": u, "jax": j, "optimized_over_unoptimized": _ratio(o, u),
-                                      "optimized_over_jax": _ratio(o, j)})
+        add_memory_rows(table, ember, jax, functions, inputs(layer), where, f"{where} -> {layer.c_out}",
+                        _params(layer))
     table.note = ("Bytes beyond the inputs, as in dense_bias_act's table: *intermediates* is Ember's "
                   "`memory().peak_bytes` against XLA's `temp_size_in_bytes`; *outputs + intermediates* adds the "
                   "outputs on both sides. The plan is the graph's, before a backend: the llvm backend's kernel "

@@ -115,25 +115,31 @@ def _ratio(num: int | None, den: int | None) -> float | None:
     return num / den if num is not None and den else None
 
 
+def add_memory_rows(table: Table, ember: Ember, jax: Framework, functions, args: tuple, where: str, size: str,
+                    params: dict) -> None:
+    """One size's rows and records of a memory table: each of `functions(framework)`'s (label, fn) on
+    `args`, Ember's plan optimized and not beside JAX's analysis (or JAX's status), for each measure."""
+    jax_ok = isinstance(jax, Jax)
+    for (label, fn), (_, jfn) in zip(functions(ember), functions(jax) if jax_ok else functions(ember)):
+        opt = _measured(table, f"{label}, {where}, optimized", ember_bytes, ember, fn, args, True)
+        naive = _measured(table, f"{label}, {where}, optimize=False", ember_bytes, ember, fn, args, False)
+        peer = _measured(table, f"{label}, {where}, jax.jit", jax_bytes, jax, jfn, args) if jax_ok else None
+        for key, measure in MEASURES:
+            o, u, j = ((d or {}).get(key) for d in (opt, naive, peer))
+            table.rows.append([label, size, measure, fmt_bytes(o), fmt_bytes(u), fmt_ratio(_ratio(o, u)),
+                               fmt_bytes(j) if jax_ok else jax.status, fmt_ratio(_ratio(o, j))])
+            table.records.append({"function": label, **params, "bytes": key, "ember_optimized": o,
+                                  "ember_unoptimized": u, "jax": j, "optimized_over_unoptimized": _ratio(o, u),
+                                  "optimized_over_jax": _ratio(o, j)})
+
+
 def memory_table(cfg: RunConfig, ember: Ember, jax: Framework) -> Table:
     """Ember's memory plan, optimized and not, beside JAX's memory analysis, per function and size."""
     table = Table(f"Memory: {ember.name}'s plan (`lower(...).memory()`) beside JAX's `memory_analysis()`",
                   [c.format(ember=ember.name) for c in MEMORY_COLUMNS])
-    jax_ok = isinstance(jax, Jax)
     for n in QUICK_SIZES if cfg.quick else FULL_SIZES:
-        args = inputs(n)
         log(f"  memory plans, n={n} ...")
-        for (label, fn), (_, jfn) in zip(functions(ember), functions(jax) if jax_ok else functions(ember)):
-            opt = _measured(table, f"{label}, n={n}, optimized", ember_bytes, ember, fn, args, True)
-            naive = _measured(table, f"{label}, n={n}, optimize=False", ember_bytes, ember, fn, args, False)
-            peer = _measured(table, f"{label}, n={n}, jax.jit", jax_bytes, jax, jfn, args) if jax_ok else None
-            for key, measure in MEASURES:
-                o, u, j = ((d or {}).get(key) for d in (opt, naive, peer))
-                table.rows.append([label, f"{n:,}", measure, fmt_bytes(o), fmt_bytes(u), fmt_ratio(_ratio(o, u)),
-                                   fmt_bytes(j) if jax_ok else jax.status, fmt_ratio(_ratio(o, j))])
-                table.records.append({"function": label, "n": n, "bytes": key, "ember_optimized": o,
-                                      "ember_unoptimized": u, "jax": j, "optimized_over_unoptimized": _ratio(o, u),
-                                      "optimized_over_jax": _ratio(o, j)})
+        add_memory_rows(table, ember, jax, functions, inputs(n), f"n={n}", f"{n:,}", {"n": n})
     table.note = ("Bytes beyond the inputs. *intermediates*: Ember's `memory().peak_bytes`, the most bytes of "
                   "intermediate values live at once under the plan, against XLA's `temp_size_in_bytes`; "
                   "*outputs + intermediates*: `peak_bytes + output_bytes` against XLA's `output_size_in_bytes + "
