@@ -50,7 +50,22 @@ from ember.numpy._creation import (
     zeros,
     zeros_like,
 )
-from ember.numpy._dtypes import can_cast, finfo, iinfo, issubdtype, promote_types, result_type
+from ember.numpy._dtypes import (
+    can_cast,
+    complexfloating,
+    finfo,
+    floating,
+    generic,
+    iinfo,
+    inexact,
+    integer,
+    issubdtype,
+    number,
+    promote_types,
+    result_type,
+    signedinteger,
+    unsignedinteger,
+)
 from ember.numpy._indexing import take
 from ember.numpy._math import (
     abs,
@@ -295,7 +310,9 @@ __all__ += [
     "nanquantile", "nonzero", "partition", "percentile", "quantile", "searchsorted", "sort", "unique",
     "unique_all", "unique_counts", "unique_inverse", "unique_values",
 ]
-__all__ += ["can_cast", "finfo", "iinfo", "issubdtype", "promote_types", "result_type"]  # dtypes (_dtypes.py)
+__all__ += ["can_cast", "finfo", "iinfo", "issubdtype", "promote_types", "result_type",  # dtypes (_dtypes.py)
+            "generic", "number", "inexact", "floating", "complexfloating", "integer", "signedinteger",
+            "unsignedinteger"]
 
 
 _core.arrays_out(globals(), [n for n in __all__ if n not in ("asarray", "array", "result_type", "promote_types")])

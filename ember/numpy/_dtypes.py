@@ -10,6 +10,10 @@ from ember.tracer import dtypes
 
 _PY_TYPES = {bool: True, int: 0, float: 0.0}  # a Python scalar type stands for a (weak) value of it
 
+# the abstract scalar types issubdtype takes (jnp.floating, ...): NumPy's, as jax.numpy's are
+generic, number, inexact, floating, complexfloating = np.generic, np.number, np.inexact, np.floating, np.complexfloating
+integer, signedinteger, unsignedinteger = np.integer, np.signedinteger, np.unsignedinteger
+
 iinfo = np.iinfo
 finfo = np.finfo
 can_cast = np.can_cast

@@ -44,6 +44,11 @@ def test_result_type_and_promote_types_are_jaxs(x64):
 def test_numpy_dtype_functions():
     assert enp.can_cast(np.int8, np.int32) and not enp.can_cast(np.float64, np.float32)
     assert enp.issubdtype(np.float32, np.floating) and not enp.issubdtype(np.int32, np.floating)
+    x = enp.ones(3, enp.int8)  # the abstract types, as JAX code writes them
+    assert enp.issubdtype(x.dtype, enp.integer) and enp.issubdtype(x.dtype, enp.signedinteger)
+    assert not enp.issubdtype(x.dtype, enp.inexact) and enp.issubdtype(enp.float32, enp.floating)
+    assert all(getattr(enp, n) is getattr(jnp, n) for n in ("generic", "number", "inexact", "floating", "integer",
+                                                             "signedinteger", "unsignedinteger", "complexfloating"))
     assert enp.finfo(np.float32).eps == np.finfo(np.float32).eps and enp.iinfo(np.int8).max == 127
     with pytest.raises(ValueError):
         enp.result_type()
