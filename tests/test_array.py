@@ -141,7 +141,14 @@ def test_eager_fast_path_replays_an_earlier_call():
     fast = jnp.sin.fast
     assert fast((x,), {}) is MISS  # a first call: the full path
     assert type(fast((x,), {})) is ember.Array  # the second records and replays
-    assert fast((x[:3],), {}) is MISS  # another signature
+    assert type(fast((x[:3],), {})) is ember.Array  # another shape: sin's lane serves every shape of a dtype
+    assert jnp.sum.fast((x,), {}) is MISS and jnp.sum.fast((x,), {}) is not MISS
+    assert jnp.sum.fast((x[:3],), {}) is MISS  # another signature of a function without lanes
+    np.testing.assert_array_equal(jnp.sin(np.ones((2, 3), np.float32)), np.sin(np.ones((2, 3), np.float32)))
+    for _ in range(3):
+        jnp.add(x, x)
+    with pytest.raises(ShapeError):  # add's lane cannot broadcast these: the full path raises JAX's error
+        jnp.add(x, x[:3])
     for _ in range(3):  # the first call takes the full path, the second records, the third replays
         np.testing.assert_array_equal(jnp.sin(x), np.sin(np.asarray(x)), strict=True)
         np.testing.assert_array_equal(jnp.sum(x, axis=0), np.sum(np.asarray(x)), strict=True)

@@ -6,6 +6,7 @@ line.
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 from collections.abc import Callable, MutableMapping, Sequence
 
@@ -201,12 +202,7 @@ def _checked(fn: Callable, name: str, params) -> Callable:
 
     fast = None if params == _SEQ else fast_path(fn, _REPLAYED_OPERANDS.get(name, params))
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        if fast is not None:
-            out = fast(args, kwargs)
-            if out is not MISS:
-                return out
+    def full(*args, **kwargs):
         if params == _SEQ:
             if args and not isinstance(args[0], (np.ndarray, Tracer)):
                 args = ([_check_operand(x, name, 0) for x in args[0]],) + args[1:]
@@ -220,7 +216,37 @@ def _checked(fn: Callable, name: str, params) -> Callable:
         # a plain ndarray here is an operand given back unchanged: a copy, so results never alias inputs
         return np.array(out).view(Array) if type(out) is np.ndarray else out
 
+    wrapper = _elementwise_wrapper(fn, fast, full, MISS)
+    if wrapper is None:
+        unary = None if fast is None else fast.unary
+
+        def wrapper(*args, **kwargs):
+            if fast is not None:
+                out = unary(args[0]) if len(args) == 1 and not kwargs else fast(args, kwargs)
+                if out is not MISS:
+                    return out
+            return full(*args, **kwargs)
+
+    wrapper = functools.wraps(fn)(wrapper)
     wrapper.fast = fast
+    return wrapper
+
+
+def _elementwise_wrapper(fn: Callable, fast, full: Callable, miss) -> Callable | None:
+    """For an elementwise function of one operand `x` or two `x1, x2`, a wrapper of exactly that
+    signature: packing `*args, **kwargs` costs as much as the rest of its eager fast path's Python."""
+    names = tuple(inspect.signature(fn).parameters)
+    if not getattr(fn, "elementwise", False) or names not in (("x",), ("x1", "x2")):
+        return None
+    unary, binary = fast.unary, fast.binary
+    if names == ("x",):
+        def wrapper(x):
+            out = unary(x)
+            return full(x) if out is miss else out
+    else:
+        def wrapper(x1, x2):
+            out = binary(x1, x2)
+            return full(x1, x2) if out is miss else out
     return wrapper
 
 

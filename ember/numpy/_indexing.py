@@ -380,18 +380,21 @@ class _IndexUpdateRef:
         try:
             if mode is not None:
                 key = self._key(mode, how)
-            out = np.array(x)
+            # a copy that is an Array already (ndarray's copy keeps the subclass), written through a plain
+            # view (an Array refuses item assignment; ndarray.__setitem__ on one drops a subarray's write)
+            out = _ndarray_copy(x) if tx is Array else x.copy().view(Array)
+            plain = out.view(np.ndarray)
             if tv is float or tv is int or tv is bool:  # NumPy's item assignment casts a Python scalar as
                 v = values if out.dtype.kind in _SCALAR_KINDS[tv] else np.asarray(values, out.dtype)  # asarray
             else:
                 v = np.asarray(values.view(np.ndarray) if tv is Array else values, dtype=out.dtype)
-                if v.ndim and v.ndim > np.ndim(out[key]):
+                if v.ndim and v.ndim > np.ndim(plain[key]):
                     return None
             if how == "set":
-                out[key] = v
+                plain[key] = v
             else:
-                out[key] += v  # (a static key: no index repeats)
-            return out.view(Array)
+                plain[key] += v  # (a static key: no index repeats)
+            return out
         except (TypeError, ValueError, IndexError, OverflowError):
             return None
 
@@ -484,6 +487,7 @@ class _IndexUpdateRef:
 
 # the array kinds a Python scalar of each type is assigned into exactly as np.asarray(value, dtype) casts it
 _SCALAR_KINDS = {float: "fc", int: "fciu", bool: "fciub"}
+_ndarray_copy = np.ndarray.copy
 _VALUE_TYPES = frozenset({int, float, bool, np.ndarray, Array, np.float16, np.float32, np.float64, np.int8, np.int16,
                           np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_})
 
@@ -565,9 +569,16 @@ class _IndexUpdateHelper:
         self.array = array
 
     def __getitem__(self, key):
-        return _IndexUpdateRef(self.array, key)
+        ref = _new(_IndexUpdateRef)  # (made without __init__'s Python call: `x.at[i].set(v)` is a hot path)
+        ref.array, ref.key = self.array, key
+        return ref
+
+
+_new = object.__new__
 
 
 def at(x) -> _IndexUpdateHelper:
-    return _IndexUpdateHelper(x)
+    helper = _new(_IndexUpdateHelper)
+    helper.array = x
+    return helper
 

@@ -19,6 +19,7 @@ def _unary(prim_fn, name: str, to_float: bool = False):
 
     fn.__name__ = name
     fn.__doc__ = f"Elementwise {name}, as numpy.{name}."
+    fn.elementwise = True  # one primitive after promotion and broadcasting: the eager path's lanes
     return fn
 
 
@@ -28,6 +29,7 @@ def _binary(prim_fn, name: str, to_float: bool = False):
 
     fn.__name__ = name
     fn.__doc__ = f"Elementwise {name} with broadcasting, as numpy.{name}."
+    fn.elementwise = True  # one primitive after promotion and broadcasting: the eager path's lanes
     return fn
 
 

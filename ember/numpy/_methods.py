@@ -23,7 +23,7 @@ _OPERANDS = (Tracer, np.ndarray, np.generic, bool, int, float)
 def _binop(fn, reflected: bool = False):
     binary = fast_path(fn, "*").binary  # an eager Array's operators replay an earlier call of their signature
 
-    def method(self, other):
+    def full(self, other):
         t = type(other)
         if not (t is float or t is Array or t is int):  # the common operands skip the isinstance checks
             if isinstance(other, (list, tuple)):  # as in JAX: no implicit conversion of sequences
@@ -31,10 +31,17 @@ def _binop(fn, reflected: bool = False):
                                     "ember.numpy.asarray(...) (or np.array(...))", user_location())
             if not isinstance(other, _OPERANDS):
                 return NotImplemented
-        args = (other, self) if reflected else (self, other)
-        out = binary(*args)
-        return fn(*args) if out is MISS else out
+        return fn(other, self) if reflected else fn(self, other)
 
+    # the fast path first (it takes Arrays, ndarrays and Python scalars, else says MISS): no checks before it
+    if reflected:
+        def method(self, other):
+            out = binary(other, self)
+            return full(self, other) if out is MISS else out
+    else:
+        def method(self, other):
+            out = binary(self, other)
+            return full(self, other) if out is MISS else out
     return method
 
 
@@ -117,7 +124,7 @@ _OPERATORS = frozenset(k for k, v in _METHODS.items() if getattr(v, "__name__", 
 
 _PROPERTIES = {
     "T": property(lambda self: _shape.transpose(self)),
-    "at": property(lambda self: _indexing.at(self)),
+    "at": property(_indexing.at),
     "real": property(lambda self: self),
 }
 
@@ -138,10 +145,11 @@ def _array_method(name: str, fn):
     signature = inspect.signature(fn)
     numpy_method = getattr(np.ndarray, name, None)
     fast = fast_path(fn, (0,))
+    unary = fast.unary
 
     @functools.wraps(fn)
     def method(self, *args, **kwargs):
-        out = fast((self, *args), kwargs)
+        out = fast((self, *args), kwargs) if args or kwargs else unary(self)
         if out is not MISS:
             return out
         try:

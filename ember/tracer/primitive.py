@@ -104,7 +104,9 @@ jvp_rules: dict[Primitive, Callable] = {}
 # one), which its impl rule calls: the eager replay calls it directly (one Python call less per op)
 operand_impls: dict[Primitive, Callable] = {}
 # (params, operand avals) -> a function of the operands alone that computes the impl for operands of those
-# avals, or None: the eager replay calls it for a primitive whose impl picks its path by shape and dtype
+# avals (or a tuple: the function and arguments to pass after the operands), or None: the eager replay calls
+# it for a primitive whose impl picks its path by shape and dtype. Its result must be new memory (an array,
+# or a NumPy scalar for a 0-d result) of the output's dtype wherever that dtype is the output's
 eager_specializers: dict[Primitive, Callable] = {}
 
 

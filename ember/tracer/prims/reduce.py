@@ -10,7 +10,7 @@ from ember.errors import DTypeError, ShapeError
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.aval import ShapedArray
-from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp
+from ember.tracer.primitive import Primitive, def_batch, def_impl, def_shape, def_vjp, eager_specializers
 from ember.tracer.prims.util import check_kind, shape_of, unchanged
 
 reduce_sum_p = Primitive("reduce_sum", kind="reduction", expensive=True)
@@ -99,6 +99,19 @@ def _define_reduction(prim):
 
 for _p in (reduce_sum_p, reduce_max_p, reduce_min_p, reduce_prod_p):
     _define_reduction(_p)
+
+
+def _eager_reduce(prim):
+    def specialize(params, avals):
+        """The ufunc's reduce with the axes as its one trailing argument, for a non-empty float operand
+        (whose reduce keeps its dtype and needs no identity): the impl's keywords cost as much as the sum."""
+        (x,) = avals
+        return (_NP_REDUCERS[prim], params["axes"]) if x.dtype.kind == "f" and x.size else None
+    return specialize
+
+
+for _p in _NP_REDUCERS:
+    eager_specializers[_p] = _eager_reduce(_p)
 
 
 def _expand(ct, x_shape, axes):
