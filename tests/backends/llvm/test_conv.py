@@ -116,7 +116,7 @@ def _run_float32(module, runs: list, rng) -> None:
 
 
 def test_im2col_runs_the_batch_in_chunks():
-    """Chunks of images sized by COL_BYTES: a loop of full chunks and a shorter last one (5 = 2 + 2 + 1),
+    """Chunks of images sized by WINDOW_BYTES: a loop of full chunks and a shorter last one (5 = 2 + 2 + 1),
     into the output directly (NHWC) and through the scratch result (NCHW, groups)."""
     rng = np.random.default_rng(0)
     module, runs = new_module(), []
@@ -133,7 +133,7 @@ def test_im2col_runs_the_batch_in_chunks():
                    "out0": Buffer("out0", out.shape, f32)}
         step = Convolution("in0", "in1", out="out0", **params)
         per_image = math.prod(out.shape[2:]) * groups * 2 * 3 * 2 * 4  # one image's windows
-        with mock.patch.object(conv, "COL_BYTES", 2 * per_image), mock.patch.object(conv, "DIRECT_MAX_PRODUCT", 0):
+        with mock.patch.object(conv, "WINDOW_BYTES", 2 * per_image), mock.patch.object(conv, "DIRECT_MAX_PRODUCT", 0):
             assert conv.chunk_images(step, buffers) == 2
             fn, builder = pointer_function(module, f"chunks{k}", 4)
             conv.emit_convolution(builder, step, buffers, dict(zip(("in0", "in1", "out0"), fn.args)), fn.args[3])
@@ -143,7 +143,7 @@ def test_im2col_runs_the_batch_in_chunks():
 
 
 def test_im2col_runs_large_images_in_bands():
-    """An image whose windows exceed BAND_BYTES runs in bands of output rows (7 = 3 + 3 + 1 here), each
+    """An image whose windows exceed WINDOW_BYTES runs in bands of output rows (7 = 3 + 3 + 1 here), each
     image in turn: into the output directly (NHWC), through the scratch result (NCHW, groups), a
     1-D one, and im2col_t's (NCHW and NCH, one group: the band's rows copied into the image)."""
     rng = np.random.default_rng(0)
@@ -165,7 +165,7 @@ def test_im2col_runs_large_images_in_bands():
         buffers = {"in0": Buffer("in0", ls, f32), "in1": Buffer("in1", rs, f32), "out0": Buffer("out0", out.shape, f32)}
         step = Convolution("in0", "in1", out="out0", **params)
         row = math.prod(canon_l[3:]) * groups * canon_r[1] * 3 ** nd * 4  # one output row's windows (bytes)
-        patches = dict(BAND_BYTES=3 * row, BAND_MIN_ROWS=1, DIRECT_MAX_PRODUCT=0)
+        patches = dict(WINDOW_BYTES=3 * row, BAND_MIN_ROWS=1, DIRECT_MAX_PRODUCT=0)
         with mock.patch.multiple(conv, **patches):
             assert (conv.band_rows(step, buffers), conv.chunk_images(step, buffers)) == (3, 1)
             fn, builder = pointer_function(module, f"bands{k}", 4)
@@ -220,16 +220,16 @@ def test_im2col_sum_computes_kernel_gradients():
         assert conv.method(step, f32_buffers) == "im2col_sum"
         for dt in dtypes:
             buffers = {n: Buffer(n, b.shape, dt) for n, b in f32_buffers.items()}
-            # all input features in one chunk at the default COL_BYTES, but one at a time where the kernel
+            # all input features in one chunk at the default WINDOW_BYTES, but one at a time where the kernel
             # operand's axis 1 is its output features (NCHW-like)
             window_first = 1 in step.dimension_numbers[1][2:]
             features = buffers["in0"].shape[step.dimension_numbers[0][1]]
             assert conv.chunk_features(step, buffers) == (features if window_first else 1)
-            chunks = dict(COL_BYTES=2 * _sum_feature_bytes(step, buffers))
+            chunks = dict(WINDOW_BYTES=2 * _sum_feature_bytes(step, buffers))
             axis = window_first and dt == np.float32
             window = [buffers["in1"].shape[d] for d in step.dimension_numbers[1][2:]]
             rest = math.prod(window) // buffers["in1"].shape[1]  # terms per band row
-            banded = dict(BAND_BYTES=1, BAND_MIN_ROWS=rest + 1) if axis else None
+            banded = dict(WINDOW_BYTES=1, BAND_MIN_ROWS=rest + 1) if axis else None
             for tag, patches in (("chunks", chunks), ("bands", banded)):
                 if patches is None:
                     continue
