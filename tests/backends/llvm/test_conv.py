@@ -9,7 +9,12 @@ import math
 from unittest import mock
 
 import numpy as np
+import pytest
 
+import ember
+import ember.numpy as enp
+from benchmarks.workloads.conv_bias_act import FULL_SIZES, LAYOUT, inputs
+from ember import lax
 from ember.backends.kernel import Buffer, Convolution
 from ember.backends.llvm import conv, dot
 from ember.tracer import prims as P
@@ -268,3 +273,26 @@ def _sum_feature_bytes(step: Convolution, buffers: dict) -> int:
     out = buffers["out0"].shape
     window = math.prod(buffers["in1"].shape[d] for d in rhs_spec[2:])
     return math.prod(out) // out[out_spec[1]] * window * buffers["in0"].dtype.itemsize
+
+
+def _seed_loss(lib, lax_):
+    """The seed's sum(tanh(conv(x, w) + b)**2) in `lib` (ember.numpy or jax.numpy) and its lax."""
+    return lambda x, w, b: lib.sum(lib.tanh(lax_.conv_general_dilated(x, w, (1, 1), "SAME",
+                                                                     dimension_numbers=LAYOUT) + b) ** 2)
+
+
+def test_the_small_layers_gradient_works_in_less_memory_than_xla():
+    """The seed's gradient on its small layer (batch 8, 32x32, 3 -> 16, NHWC): the arena a call works in
+    (the plan's buffers and the kernels' scratch, im2col's windows chunked and banded to WINDOW_BYTES)
+    is at most XLA's temp bytes for it (8 images' windows at once made it 5.2 MB), values as JAX's."""
+    jax = pytest.importorskip("jax")
+    args = inputs(next(layer for layer in FULL_SIZES if layer.label == "small layer"))
+    lowered = ember.jit(ember.grad(_seed_loss(enp, lax), argnums=(0, 1, 2))).lower(*args)
+    got = lowered.compile()(*args)
+    report = lowered.memory()
+    with jax.enable_x64(False):
+        xla = jax.jit(jax.grad(_seed_loss(jax.numpy, jax.lax), argnums=(0, 1, 2))).lower(*args).compile()
+        temp, want = xla.memory_analysis().temp_size_in_bytes, xla(*args)
+    assert report.workspace_bytes < report.arena_bytes <= temp, (report.arena_bytes, temp)
+    for g, j in zip(got, want):
+        np.testing.assert_allclose(g, j, rtol=1e-4, atol=1e-4 * float(np.abs(j).max()))
