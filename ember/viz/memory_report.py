@@ -55,7 +55,8 @@ class MemoryReport:
     def scratch_bytes(self) -> int | None:
         """The arena beyond the plan's workspace buffers: what kernels need for themselves (temporaries
         and scratch, the largest kernel's), so the windows a convolution works in show as workspace of
-        the call; None before compiling. Within alignment, less buffers the backend keeps in outputs."""
+        the call; None before compiling. Exact up to the buffers' alignment and any buffer the backend
+        keeps in an output's array (the arena then holds less than the plan's buffers)."""
         return None if self.arena_bytes is None else max(self.arena_bytes - self.workspace_bytes, 0)
 
     @classmethod
