@@ -47,7 +47,8 @@ code; PyTorch runs `torch.nn.functional.conv2d` on channels-last views of the sa
 (`permute`, no copy), eager (autograd), `torch.func.grad`, and `torch.compile` of the loss under
 autograd where it compiles. The hand-written NumPy baseline is im2col (`sliding_window_view`) and
 `tensordot`. Peak memory as in dense_bias_act: Ember's plan against XLA's `memory_analysis()`; the table
-after the timings also shows `optimize=False`'s plan and says which OpenBLAS kernel ran (Ember's
+after the timings also shows `optimize=False`'s plan, the compiled arena (the plan's buffers and kernel
+scratch: im2col's windows) against XLA's temp, and says which OpenBLAS kernel ran (Ember's
 convolution calls SciPy's OpenBLAS gemm on im2col windows)."""
 
 
@@ -139,18 +140,23 @@ def functions(fw: Framework) -> list[tuple[str, Callable]]:
 
 
 def memory_table(cfg: RunConfig, ember: Ember, jax: Framework) -> Table:
-    """Ember's memory plan, optimized and not, beside JAX's memory analysis, per function and layer."""
+    """Ember's memory plan, optimized and not, and its compiled arena beside JAX's memory analysis, per
+    function and layer."""
     table = Table(f"Memory: {ember.name}'s plan (`lower(...).memory()`) beside JAX's `memory_analysis()`",
                   [c.format(ember=ember.name) for c in MEMORY_COLUMNS])
     for layer in QUICK_SIZES if cfg.quick else FULL_SIZES:
         where = f"{layer.label} {layer.batch}x{layer.side}x{layer.side}x{layer.c_in}"
         log(f"  memory plans, {where} ...")
         add_memory_rows(table, ember, jax, functions, inputs(layer), where, f"{where} -> {layer.c_out}",
-                        _params(layer))
+                        _params(layer), arena=True)
     table.note = ("Bytes beyond the inputs, as in dense_bias_act's table: *intermediates* is Ember's "
                   "`memory().peak_bytes` against XLA's `temp_size_in_bytes`; *outputs + intermediates* adds the "
-                  "outputs on both sides. The plan is the graph's, before a backend: the llvm backend's kernel "
-                  "scratch (im2col's windows, at most 16 MiB a chunk) is not in it. BLAS kernels (the gemm under "
+                  "outputs on both sides. The plan is the graph's, before a backend; *arena* is what a compiled "
+                  "call works in (`memory().arena_bytes`, on llvm; — on a backend that does not say): the plan's "
+                  "buffers and the kernels' scratch, im2col's windows of at most 256 KiB a product (the ResNet "
+                  "layer's bands of 5 output rows: 630 KiB), against XLA's temp (its buffer assignment: the Eigen "
+                  "convolutions XLA calls pack their operands in memory of their own, not counted there). "
+                  "BLAS kernels (the gemm under "
                   f"Ember's im2col convolution): {environment.blas_description()}.")
     return table
 

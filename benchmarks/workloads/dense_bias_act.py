@@ -80,6 +80,8 @@ MEMORY_COLUMNS = ["function", "n", "bytes", "{ember} optimized", "{ember} optimi
                   "optimized / optimize=False", "jax.jit", "{ember} optimized / JAX"]
 MEASURES = (("intermediates", "intermediates (JAX: temp)"),
             ("outputs + intermediates", "outputs + intermediates (JAX: output + temp)"))
+# compiled: the bytes a call works in beyond inputs and outputs, Ember's plan's buffers and kernel scratch
+ARENA = ("arena", "arena: buffers + kernel scratch (JAX: temp)")
 
 
 def functions(fw: Framework) -> list[tuple[str, Callable]]:
@@ -88,16 +90,21 @@ def functions(fw: Framework) -> list[tuple[str, Callable]]:
             ("forward", lambda w, x, b: loss(fw.ops, w, x, b))]
 
 
-def ember_bytes(fw: Ember, fn: Callable, args: tuple, optimize: bool) -> dict[str, int]:
-    """The plan's intermediates (`peak_bytes`) and outputs + intermediates."""
-    report = fw.lower(fn, args, optimize).memory()
-    return {"intermediates": report.peak_bytes, "outputs + intermediates": report.peak_bytes + report.output_bytes}
+def ember_bytes(fw: Ember, fn: Callable, args: tuple, optimize: bool, arena: bool = False) -> dict[str, int | None]:
+    """The plan's intermediates (`peak_bytes`) and outputs + intermediates; with `arena`, compiled, also
+    the arena a call works in (`arena_bytes`: None where the backend does not say)."""
+    lowered = fw.lower(fn, args, optimize)
+    if arena:
+        lowered.compile()
+    report = lowered.memory()
+    return {"intermediates": report.peak_bytes, "outputs + intermediates": report.peak_bytes + report.output_bytes,
+            "arena": report.arena_bytes}
 
 
 def jax_bytes(fw: Jax, fn: Callable, args: tuple) -> dict[str, int]:
     """XLA's temp bytes, and output + temp bytes (less outputs aliasing donated inputs: none here)."""
     m = fw.memory_analysis(fn, args)
-    return {"intermediates": m.temp_size_in_bytes,
+    return {"intermediates": m.temp_size_in_bytes, "arena": m.temp_size_in_bytes,
             "outputs + intermediates": m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes}
 
 
@@ -116,15 +123,16 @@ def _ratio(num: int | None, den: int | None) -> float | None:
 
 
 def add_memory_rows(table: Table, ember: Ember, jax: Framework, functions, args: tuple, where: str, size: str,
-                    params: dict) -> None:
+                    params: dict, arena: bool = False) -> None:
     """One size's rows and records of a memory table: each of `functions(framework)`'s (label, fn) on
-    `args`, Ember's plan optimized and not beside JAX's analysis (or JAX's status), for each measure."""
+    `args`, Ember's plan optimized and not beside JAX's analysis (or JAX's status), for each measure;
+    with `arena`, also each compiled function's arena against XLA's temp bytes."""
     jax_ok = isinstance(jax, Jax)
     for (label, fn), (_, jfn) in zip(functions(ember), functions(jax) if jax_ok else functions(ember)):
-        opt = _measured(table, f"{label}, {where}, optimized", ember_bytes, ember, fn, args, True)
-        naive = _measured(table, f"{label}, {where}, optimize=False", ember_bytes, ember, fn, args, False)
+        opt = _measured(table, f"{label}, {where}, optimized", ember_bytes, ember, fn, args, True, arena)
+        naive = _measured(table, f"{label}, {where}, optimize=False", ember_bytes, ember, fn, args, False, arena)
         peer = _measured(table, f"{label}, {where}, jax.jit", jax_bytes, jax, jfn, args) if jax_ok else None
-        for key, measure in MEASURES:
+        for key, measure in MEASURES + ((ARENA,) if arena else ()):
             o, u, j = ((d or {}).get(key) for d in (opt, naive, peer))
             table.rows.append([label, size, measure, fmt_bytes(o), fmt_bytes(u), fmt_ratio(_ratio(o, u)),
                                fmt_bytes(j) if jax_ok else jax.status, fmt_ratio(_ratio(o, j))])

@@ -166,8 +166,8 @@ class Lowered:
     def memory(self) -> MemoryReport:
         """The memory plan as a report: peak bytes of intermediates, buffers, bytes saved by in-place
         reuse and by donation, a per-buffer table (`print` it) and `.plot(path)` of the timeline; once
-        compiled, also the bytes the backend holds per call beyond the plan's (`arena_bytes`: kernel
-        scratch such as im2col's windows), where the backend says."""
+        compiled, also the arena the backend holds per call (`arena_bytes`: the plan's buffers and
+        `scratch_bytes` of kernel scratch such as im2col's windows), where the backend says."""
         import dataclasses
 
         from ember.viz.memory_report import MemoryReport

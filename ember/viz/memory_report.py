@@ -51,6 +51,14 @@ class MemoryReport:
     # kernel temporaries and scratch: im2col windows, LAPACK workspaces, sort buffers); None before
     arena_bytes: int | None = None
 
+    @property
+    def scratch_bytes(self) -> int | None:
+        """The arena beyond the plan's workspace buffers: what kernels need for themselves (temporaries
+        and scratch, the largest kernel's), so the windows a convolution works in show as workspace of
+        the call; None before compiling. Exact up to the buffers' alignment and any buffer the backend
+        keeps in an output's array (the arena then holds less than the plan's buffers)."""
+        return None if self.arena_bytes is None else max(self.arena_bytes - self.workspace_bytes, 0)
+
     @classmethod
     def of(cls, plan: Plan, graph: Graph | None = None) -> MemoryReport:
         """The report of `plan`; with the planned `graph`, values are named as in its text."""
@@ -67,9 +75,10 @@ class MemoryReport:
                  f"  saved {self.saved_bytes} bytes: {self.inplace_saved_bytes} by in-place reuse, "
                  f"{self.donation_saved_bytes} by donation",
                  f"  inputs {self.input_bytes} B, consts {self.const_bytes} B, outputs {self.output_bytes} B, "
-                 f"workspace {self.workspace_bytes} B"
-                 + (f", backend arena {self.arena_bytes} B (buffers, kernel temporaries and scratch)"
-                    if self.arena_bytes is not None else ""),
+                 f"workspace {self.workspace_bytes} B",
+                 *([f"  backend arena {self.arena_bytes} B per call: the plan's buffers and {self.scratch_bytes} B "
+                    "of kernel scratch (temporaries, im2col windows, LAPACK workspaces)"]
+                   if self.arena_bytes is not None else []),
                  f"  {'buffer':<7s}{'class':<10s}{'bytes':>10s}  {'live':<10s}values"]
         for r in self.table:
             live = f"{'in' if r.first is None else r.first}-{'out' if r.last >= len(self.steps) else r.last}"

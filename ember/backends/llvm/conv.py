@@ -22,12 +22,24 @@ its window sum is at most DIRECT_MAX_PRODUCT, else an im2col arrangement. (Outpu
 contiguous axis, NHWC: rows along them measured slower than im2col everywhere, so im2col. These
 measurements predate bands and im2col_t, which only made the im2col side faster.)
 
-Bands: an image whose windows exceed BAND_BYTES (the ResNet layer's: 7 MiB) is taken in bands of
-output rows of about 2 MiB, so the gemm reads col from cache right after it is written (sgemm of 64 x
-576 by 576 x n: 93 ms per 32 images at n = 6272 from memory, 74-77 at n = 256..1568 from cache; below
-256 rows the call's cost shows, so bands keep BAND_MIN_ROWS). Measured on one core, float32, the ResNet
-layer (batch 32, 64 -> 64, 56x56, 3x3): forward NHWC 109 -> 82 ms, NCHW 237 -> 158; input gradient
-NHWC 161 -> 117 (1 MiB bands measured the same; 4 MiB ones as slow as whole images).
+The windows' budget: a product's windows (col) take at most WINDOW_BYTES, 256 KiB (a quarter of a
+core's L2 here): as many images (im2col_sum: input features) as fit, or, for an image whose windows
+exceed it, bands of output rows of about that size, so the gemm reads col from cache right after it is
+written and the kernel's scratch, a part of the executable's arena, stays small. A band keeps
+BAND_MIN_ROWS rows (output positions) per product: sgemm of 64 x 576 by 576 x n takes 93 ms per 32
+images at n = 6272 from memory, 74-77 at n = 256..1568 from cache, and below 256 rows the call's cost
+shows; so the ResNet layer's (batch 32, 64 -> 64, 56x56, 3x3) 7 MiB of windows per image run in bands
+of 5 rows (280 positions, 630 KiB). Bands against whole images, measured first with 2 MiB bands (one
+core, float32, the ResNet layer): forward NHWC 109 -> 82 ms, NCHW 237 -> 158; input gradient NHWC 161
+-> 117. The budget then went from 16 MiB chunks and 2 MiB bands to 256 KiB, measured interleaved in one
+process (one core, float32, min of 5 / 40 runs): the ResNet layer NHWC forward 80.2 -> 79.9 ms, input
+gradient 80.7 -> 80.6, kernel gradient 94.6 -> 94.3, gradient 278 -> 278; NCHW forward 94.8 -> 94.7,
+input gradient 95.4 -> 95.3, kernel gradient 142.6 -> 144.3 (another run 147.1 -> 142.2: its plan is
+unchanged, im2col_sum's one input feature at a time, whose 3.6 MB of windows have no band axis),
+gradient 338 -> 338; 512 KiB and 1 MiB measured the same. The small layer (batch 8, 3 -> 16, 32x32) the
+same within 1% (gradient NHWC 0.914 -> 0.909 ms, NCHW 0.649 -> 0.656), its gradient's arena 5,246,336
+-> 785,792 B (the input gradient's windows were 8 images, 4.7 MB; XLA's temp for it is 1,146,880 B; 512
+KiB gives 1,043,840).
 
 im2col_t serves outputs laid out (batch, features, positions) (NCHW) with one group, where im2col's
 result rows (position, features) go through scratch and a scatter, and its col rows (the kernel's
@@ -49,7 +61,7 @@ transposed, whichever reads lhs along its contiguous axis) and one gemm of (3x3 
 one loaded core, float32, the ResNet layer's kernel gradient (batch 32, 64 -> 64, 56x56): NHWC 0.87 s
 -> 0.21 s, NCHW 0.34 s -> 0.32 s. So (`method`): im2col_sum where it applies (`summable`) and the
 window has more positions than SUM_MIN_WINDOW_RATIO times the output. Where the kernel operand's
-axis 1 is a window axis (NHWC) an input feature's windows above BAND_BYTES run in bands of that
+axis 1 is a window axis (NHWC) an input feature's windows above WINDOW_BYTES run in bands of that
 axis, as im2col's images do: NHWC 206 -> 140 ms; where it is the output features (NCHW) one input
 feature per product reads the kernel operand in place (`chunk_features`).
 
@@ -136,9 +148,9 @@ _COL, _RHS, _RES = "conv.col", "conv.rhs", "conv.res"
 
 @dataclass(frozen=True)
 class _Im2col:
-    """The product of a chunk of images: the batch runs as a loop of chunks around it, so the
-    workspace holds at most COL_BYTES of windows (or one image's: a ResNet layer's 3x3 64-feature
-    windows at 56x56 are 7 MiB, where a batch of 32 would be 231 MiB)."""
+    """The product of a chunk of images (or of one image's band of output rows): the batch runs as a
+    loop of chunks around it, so the workspace holds at most WINDOW_BYTES of windows, more only where
+    BAND_MIN_ROWS rows take more (a ResNet layer's band: 630 KiB, of 7 MiB per image)."""
 
     col: Buffer  # (groups, images, out..., k...) with k the rhs axes (I, window) in rhs's memory order
     k_roles: tuple[int, ...]  # per k axis: -1 for the input feature, else the spatial axis
@@ -160,33 +172,32 @@ def _plan_scratch(plan) -> int:
     return col + own + _align(dot.contraction_scratch_bytes(plan.product, plan.buffers))
 
 
-COL_BYTES = 16 << 20  # the im2col workspace aimed at: chunks of images up to this size
-# an image whose windows take more than BAND_BYTES is taken in bands of output rows of about that size
-# (BLAS reads a band from cache), keeping at least BAND_MIN_ROWS rows (output positions) per product;
-# the measurements are in the module's docstring
-BAND_BYTES = 2 << 20
+# a product's windows: as many images (input features) as fit WINDOW_BYTES, or, where one takes more,
+# bands of output rows of about that size (BLAS reads a band from cache), keeping at least BAND_MIN_ROWS
+# rows (output positions) per product; the rule and its measurements are in the module's docstring
+WINDOW_BYTES = 256 << 10
 BAND_MIN_ROWS = 256
 
 
 def chunk_images(step: Convolution, buffers: Mapping[str, Buffer]) -> int:
-    """Images per product: as many as fit COL_BYTES (at least one), so a short product (the kernel
+    """Images per product: as many as fit WINDOW_BYTES (at least one), so a short product (the kernel
     gradient's: 3x3 rows of a long sum) still gets rows enough for the gemm; one where an image is
     taken in bands (`band_rows`)."""
     g = _geometry(step, buffers)
     if g.out_sp and band_rows(step, buffers) < g.out_sp[0]:
         return 1
-    return max(1, min(g.batch, COL_BYTES // max(_image_bytes(step, buffers), 1)))
+    return max(1, min(g.batch, WINDOW_BYTES // max(_image_bytes(step, buffers), 1)))
 
 
 def band_rows(step: Convolution, buffers: Mapping[str, Buffer]) -> int:
     """Positions along the first output spatial axis per product: all of them, or, where one image's
-    windows exceed BAND_BYTES, as many as fit it while the product keeps BAND_MIN_ROWS rows."""
+    windows exceed WINDOW_BYTES, as many as fit it while the product keeps BAND_MIN_ROWS rows."""
     g = _geometry(step, buffers)
-    if not g.out_sp or _image_bytes(step, buffers) <= BAND_BYTES:
+    if not g.out_sp or _image_bytes(step, buffers) <= WINDOW_BYTES:
         return g.out_sp[0] if g.out_sp else 1
     rest = math.prod(g.out_sp[1:])  # product rows per band row
     per_row = _image_bytes(step, buffers) // g.out_sp[0]
-    rows = max(BAND_BYTES // max(per_row, 1), -(-BAND_MIN_ROWS // max(rest, 1)), 1)
+    rows = max(WINDOW_BYTES // max(per_row, 1), -(-BAND_MIN_ROWS // max(rest, 1)), 1)
     return min(g.out_sp[0], rows)
 
 
@@ -265,7 +276,7 @@ def summable(step: Convolution, buffers: Mapping[str, Buffer]) -> bool:
 
 
 def chunk_features(step: Convolution, buffers: Mapping[str, Buffer]) -> int:
-    """Input features per product of im2col_sum: as many as fit COL_BYTES (at least one); one where a
+    """Input features per product of im2col_sum: as many as fit WINDOW_BYTES (at least one); one where a
     feature is taken in bands (`sum_band_rows`), or where the kernel operand's axis 1 is its output
     features (NCHW): one feature's window is then read in place, where for more dot.py would copy
     the chunk (measured, the ResNet layer's NCHW kernel gradient: 152 ms in chunks of 2, 133 in 1)."""
@@ -273,7 +284,7 @@ def chunk_features(step: Convolution, buffers: Mapping[str, Buffer]) -> int:
     band = _sum_band_axis(step)
     if band is None or sum_band_rows(step, buffers) < g.k_sp[band]:
         return 1
-    return max(1, min(g.in_features, COL_BYTES // max(_feature_bytes(step, buffers), 1)))
+    return max(1, min(g.in_features, WINDOW_BYTES // max(_feature_bytes(step, buffers), 1)))
 
 
 def _feature_bytes(step: Convolution, buffers: Mapping[str, Buffer]) -> int:
@@ -290,17 +301,17 @@ def _sum_band_axis(step: Convolution) -> int | None:
 
 def sum_band_rows(step: Convolution, buffers: Mapping[str, Buffer]) -> int:
     """Positions along the band axis per product of im2col_sum: all of them, or, where one input
-    feature's windows exceed BAND_BYTES, as many as fit it while the product sums over at least
+    feature's windows exceed WINDOW_BYTES, as many as fit it while the product sums over at least
     BAND_MIN_ROWS terms (as `band_rows`)."""
     g = _geometry(step, buffers)
     j = _sum_band_axis(step)
     if j is None:
         return 1
-    if _feature_bytes(step, buffers) <= BAND_BYTES:
+    if _feature_bytes(step, buffers) <= WINDOW_BYTES:
         return g.k_sp[j]
     rest = math.prod(g.k_sp) // max(g.k_sp[j], 1)
     per_row = _feature_bytes(step, buffers) // max(g.k_sp[j], 1)
-    rows = max(BAND_BYTES // max(per_row, 1), -(-BAND_MIN_ROWS // max(rest, 1)), 1)
+    rows = max(WINDOW_BYTES // max(per_row, 1), -(-BAND_MIN_ROWS // max(rest, 1)), 1)
     return min(g.k_sp[j], rows)
 
 

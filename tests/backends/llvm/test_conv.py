@@ -9,7 +9,12 @@ import math
 from unittest import mock
 
 import numpy as np
+import pytest
 
+import ember
+import ember.numpy as enp
+from benchmarks.workloads.conv_bias_act import FULL_SIZES, LAYOUT, inputs
+from ember import lax
 from ember.backends.kernel import Buffer, Convolution
 from ember.backends.llvm import conv, dot
 from ember.tracer import prims as P
@@ -116,7 +121,7 @@ def _run_float32(module, runs: list, rng) -> None:
 
 
 def test_im2col_runs_the_batch_in_chunks():
-    """Chunks of images sized by COL_BYTES: a loop of full chunks and a shorter last one (5 = 2 + 2 + 1),
+    """Chunks of images sized by WINDOW_BYTES: a loop of full chunks and a shorter last one (5 = 2 + 2 + 1),
     into the output directly (NHWC) and through the scratch result (NCHW, groups)."""
     rng = np.random.default_rng(0)
     module, runs = new_module(), []
@@ -133,7 +138,7 @@ def test_im2col_runs_the_batch_in_chunks():
                    "out0": Buffer("out0", out.shape, f32)}
         step = Convolution("in0", "in1", out="out0", **params)
         per_image = math.prod(out.shape[2:]) * groups * 2 * 3 * 2 * 4  # one image's windows
-        with mock.patch.object(conv, "COL_BYTES", 2 * per_image), mock.patch.object(conv, "DIRECT_MAX_PRODUCT", 0):
+        with mock.patch.object(conv, "WINDOW_BYTES", 2 * per_image), mock.patch.object(conv, "DIRECT_MAX_PRODUCT", 0):
             assert conv.chunk_images(step, buffers) == 2
             fn, builder = pointer_function(module, f"chunks{k}", 4)
             conv.emit_convolution(builder, step, buffers, dict(zip(("in0", "in1", "out0"), fn.args)), fn.args[3])
@@ -143,7 +148,7 @@ def test_im2col_runs_the_batch_in_chunks():
 
 
 def test_im2col_runs_large_images_in_bands():
-    """An image whose windows exceed BAND_BYTES runs in bands of output rows (7 = 3 + 3 + 1 here), each
+    """An image whose windows exceed WINDOW_BYTES runs in bands of output rows (7 = 3 + 3 + 1 here), each
     image in turn: into the output directly (NHWC), through the scratch result (NCHW, groups), a
     1-D one, and im2col_t's (NCHW and NCH, one group: the band's rows copied into the image)."""
     rng = np.random.default_rng(0)
@@ -165,7 +170,7 @@ def test_im2col_runs_large_images_in_bands():
         buffers = {"in0": Buffer("in0", ls, f32), "in1": Buffer("in1", rs, f32), "out0": Buffer("out0", out.shape, f32)}
         step = Convolution("in0", "in1", out="out0", **params)
         row = math.prod(canon_l[3:]) * groups * canon_r[1] * 3 ** nd * 4  # one output row's windows (bytes)
-        patches = dict(BAND_BYTES=3 * row, BAND_MIN_ROWS=1, DIRECT_MAX_PRODUCT=0)
+        patches = dict(WINDOW_BYTES=3 * row, BAND_MIN_ROWS=1, DIRECT_MAX_PRODUCT=0)
         with mock.patch.multiple(conv, **patches):
             assert (conv.band_rows(step, buffers), conv.chunk_images(step, buffers)) == (3, 1)
             fn, builder = pointer_function(module, f"bands{k}", 4)
@@ -220,16 +225,16 @@ def test_im2col_sum_computes_kernel_gradients():
         assert conv.method(step, f32_buffers) == "im2col_sum"
         for dt in dtypes:
             buffers = {n: Buffer(n, b.shape, dt) for n, b in f32_buffers.items()}
-            # all input features in one chunk at the default COL_BYTES, but one at a time where the kernel
+            # all input features in one chunk at the default WINDOW_BYTES, but one at a time where the kernel
             # operand's axis 1 is its output features (NCHW-like)
             window_first = 1 in step.dimension_numbers[1][2:]
             features = buffers["in0"].shape[step.dimension_numbers[0][1]]
             assert conv.chunk_features(step, buffers) == (features if window_first else 1)
-            chunks = dict(COL_BYTES=2 * _sum_feature_bytes(step, buffers))
+            chunks = dict(WINDOW_BYTES=2 * _sum_feature_bytes(step, buffers))
             axis = window_first and dt == np.float32
             window = [buffers["in1"].shape[d] for d in step.dimension_numbers[1][2:]]
             rest = math.prod(window) // buffers["in1"].shape[1]  # terms per band row
-            banded = dict(BAND_BYTES=1, BAND_MIN_ROWS=rest + 1) if axis else None
+            banded = dict(WINDOW_BYTES=1, BAND_MIN_ROWS=rest + 1) if axis else None
             for tag, patches in (("chunks", chunks), ("bands", banded)):
                 if patches is None:
                     continue
@@ -268,3 +273,26 @@ def _sum_feature_bytes(step: Convolution, buffers: dict) -> int:
     out = buffers["out0"].shape
     window = math.prod(buffers["in1"].shape[d] for d in rhs_spec[2:])
     return math.prod(out) // out[out_spec[1]] * window * buffers["in0"].dtype.itemsize
+
+
+def _seed_loss(lib, lax_):
+    """The seed's sum(tanh(conv(x, w) + b)**2) in `lib` (ember.numpy or jax.numpy) and its lax."""
+    return lambda x, w, b: lib.sum(lib.tanh(lax_.conv_general_dilated(x, w, (1, 1), "SAME",
+                                                                     dimension_numbers=LAYOUT) + b) ** 2)
+
+
+def test_the_small_layers_gradient_works_in_less_memory_than_xla():
+    """The seed's gradient on its small layer (batch 8, 32x32, 3 -> 16, NHWC): the arena a call works in
+    (the plan's buffers and the kernels' scratch, im2col's windows chunked and banded to WINDOW_BYTES)
+    is at most XLA's temp bytes for it (8 images' windows at once made it 5.2 MB), values as JAX's."""
+    jax = pytest.importorskip("jax")
+    args = inputs(next(layer for layer in FULL_SIZES if layer.label == "small layer"))
+    lowered = ember.jit(ember.grad(_seed_loss(enp, lax), argnums=(0, 1, 2))).lower(*args)
+    got = lowered.compile()(*args)
+    report = lowered.memory()
+    with jax.enable_x64(False):
+        xla = jax.jit(jax.grad(_seed_loss(jax.numpy, jax.lax), argnums=(0, 1, 2))).lower(*args).compile()
+        temp, want = xla.memory_analysis().temp_size_in_bytes, xla(*args)
+    assert report.workspace_bytes < report.arena_bytes <= temp, (report.arena_bytes, temp)
+    for g, j in zip(got, want):
+        np.testing.assert_allclose(g, j, rtol=1e-4, atol=1e-4 * float(np.abs(j).max()))
