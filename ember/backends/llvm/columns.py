@@ -11,8 +11,22 @@ folded in slot order. Float sums fold every `BLOCK` tiles into a float64 total w
 compensation, as the register mode's blocked sums do, so each column is summed at least as
 accurately as row after row in the output (the order is fixed by the shape: deterministic).
 
-Measured (one core, process time, min of 5; before: row after row into the output):
-(1e6, 3) float32 sum over axis 0: 6.9 ms -> TBD ms; (32, 56, 56, 64) over (0, 1, 2): 0.53 -> TBD ms.
+Measured (one core, process time, min of 7, interleaved in one process; rows: the same loop walked
+row after row into the output, tiles: this; NumPy's `x.sum(axis)` from another run), float32, ms:
+
+| reduction | rows | tiles | NumPy |
+|---|---|---|---|
+| sum over axis 0 of (10**6, 3) | 6.87 | 0.28 | 14.4 |
+| max over axis 0 of (10**6, 3) | 8.27 | 0.46 | |
+| sum over axis 0 of (250000, 12) | 1.87 | 0.28 | 4.4 |
+| sum over axis 0 of (176470, 17) | 0.74 | 0.15 | 3.3 |
+| sum over axis 0 of (30000, 100) | 0.18 | 0.18 | |
+| sum over (0, 1, 2) of (32, 56, 56, 64) | 0.47 | 0.43 | 1.8 |
+| max over (0, 1, 2) of (32, 56, 56, 64) | 0.55 | 0.56 | |
+| sum(tanh(x) * y) over (0, 1, 2), same shape | 2.87 | 2.90 | |
+
+Widths that are a multiple of the vector (64) already ran at memory speed row after row; their gain
+is the accuracy (float64 totals; column sums of 10**6 rows: errors about 10x smaller than before).
 """
 
 from __future__ import annotations
@@ -28,7 +42,7 @@ from ember.backends.llvm.types import index, load, memory_type, store
 from ember.backends.schedule import BLOCK, LoopSchedule, affine, vars_in
 
 VECTOR_BYTES = 64  # a tile is a whole number of these (an AVX-512 register)
-TILE_BYTES = 4096  # at most this many bytes of accumulators per reduction
+TILE_BYTES = 4096  # a tile's slots take at most this many bytes per reduction (float64 totals aside)
 _F64 = np.dtype(np.float64)
 
 
@@ -66,8 +80,7 @@ def column_tile(loop: Loop, sched: LoopSchedule) -> ColumnTile | None:
     itemsize = min(r.acc_dtype.itemsize for r in loop.reductions)
     lanes = VECTOR_BYTES // itemsize
     group = lanes // math.gcd(cols.extent, lanes)
-    widest = max(r.acc_dtype.itemsize for r in loop.reductions)
-    if group * cols.extent * max(widest, 8) > TILE_BYTES:
+    if group * cols.extent * max(r.acc_dtype.itemsize for r in loop.reductions) > TILE_BYTES:
         return None
     return ColumnTile(d, cols.extent, group)
 
@@ -101,9 +114,8 @@ class TiledRows:
         outer = dict(self.ix_cache)
         for r, (acc, total, comp) in slots.items():
             if total is not None:
-                self._flat_loop(tile.size, lambda t, p=total, c=comp: (
-                    store(b, self.scalar.constant(0, _F64), p, t, _F64),
-                    store(b, self.scalar.constant(0, _F64), c, t, _F64)))
+                self._fill(total, 0, _F64)
+                self._fill(comp, 0, _F64)
             else:
                 self._fill(acc, r.init, r.acc_dtype)
         if whole:
