@@ -86,6 +86,12 @@ def test_memory_mode_splits_the_outermost_kept_level():
     s, _ = _sched(lambda x: [P.reduce_sum(x, (0,))], ((30, 640), "float16"), kind="reduction", policy=policy)
     assert s.memory and s.split.level == 1 and not s.split.partial
     assert s.partials_offset == s.scratch_bytes == S.round_up(640 * 4)  # no partials: the chunks own columns
+    # each chunk walks every row for its columns: at least ROW_SEGMENT contiguous elements of a row
+    assert s.split == S.Split(chunk=S.ROW_SEGMENT, chunks=3, partial=False, level=1)
+    narrow, _ = _sched(lambda x: [P.reduce_sum(x, (0,))], ((3000, 64), F32), kind="reduction", policy=policy)
+    assert narrow.memory and narrow.split is None  # 64 columns are one chunk: walked row after row
+    outer, _ = _sched(lambda x: [P.reduce_sum(x, (1,))], ((8, 300, 4), F32), kind="reduction", policy=policy)
+    assert outer.split == S.Split(chunk=2, chunks=4, partial=False, level=0)  # a kept level outside the rows
 
 
 def test_axes_of_extent_one_are_no_levels():

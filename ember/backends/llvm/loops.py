@@ -28,6 +28,7 @@ from llvmlite import ir
 from ember.backends.kernel import Contraction, Convolution, Cumulative, Factorization, Kernel, Loop, Sort, WindowReduce
 from ember.backends.kernel_index import Ix
 from ember.backends.llvm import pool
+from ember.backends.llvm.columns import TiledRows, column_tile
 from ember.backends.llvm.pool import PARALLEL_FOR
 from ember.backends.llvm.types import I1, I8, I64, PTR, index, load, store, value_type
 from ember.backends.schedule import (
@@ -167,7 +168,7 @@ class _Acc:
     nan: ir.Value | None = None  # float max/min: whether a NaN was seen
 
 
-class _LoopRenderer:
+class _LoopRenderer(TiledRows):
     """One Loop step: the nest of levels, ops placed at the outermost level that knows their inputs.
     With `chunk` (an i64 value), only that chunk of the split level (see `Split`), of `chunk_extent`
     iterations."""
@@ -180,6 +181,7 @@ class _LoopRenderer:
         self.sched = sched = loop_schedule(loop, ctx.buffers)
         self.memory, self.loads, self.stores, self.kept = sched.memory, sched.loads, sched.stores, sched.kept
         self.levels, self.split, self.depth = sched.levels, sched.split, sched.depth
+        self.tile = column_tile(loop, sched)
         self.level_values: list = [None] * len(self.levels)
         self.values: list = [None] * len(loop.ops)
         self.ix_cache: dict = {}
@@ -206,6 +208,8 @@ class _LoopRenderer:
             self._register_init()
         if k == len(self.levels):
             self._point()
+        elif self.tile is not None and k == self.tile.level:
+            self._tiled_rows()
         else:
             self._level(k)
         if k == self.sched.reduce_level and not self.memory:
@@ -380,6 +384,9 @@ class _LoopRenderer:
                 store(self.b, self._combine(r, acc, value), ptr, off, r.acc_dtype)
             else:
                 self._register_combine(r, value)
+        self._emit_stores()
+
+    def _emit_stores(self) -> None:
         for s, off in self.stores:
             dt = self.ctx.buffers[s.buffer].dtype
             value = self._convert(self.values[s.value], self.loop.ops[s.value].dtype, dt)
@@ -436,6 +443,13 @@ class _LoopRenderer:
         b.store(b.fadd(b.load(acc.comp), lost), acc.comp)
         b.store(t, acc.total)
 
+    def _compensated(self, total, comp):
+        """A float64 total corrected by its compensation; an infinite or NaN total is the plain sum's
+        (the compensation of inf is inf - inf)."""
+        fabs = _intrinsic(self.b.module, "fabs", total.type, 1)
+        finite = self.b.fcmp_ordered("<", self.b.call(fabs, [total]), self.scalar.constant(np.inf, _F64))
+        return self.b.select(finite, self.b.fadd(total, comp), total)
+
     def _register_finish(self) -> None:
         for k, r in enumerate(self.loop.reductions):
             if self.chunk is not None and self.split.partial:
@@ -448,11 +462,7 @@ class _LoopRenderer:
         dt = self.ctx.buffers[r.out].dtype
         value = self.b.load(acc.total)
         if acc.comp is not None:  # the float64 total rounds to the accumulator dtype first, as reduced
-            # an infinite or NaN total is the plain sum's (the compensation of inf is inf - inf)
-            fabs = _intrinsic(self.b.module, "fabs", value.type, 1)
-            finite = self.b.fcmp_ordered("<", self.b.call(fabs, [value]), self.scalar.constant(np.inf, _F64))
-            compensated = self.b.fadd(value, self.b.load(acc.comp))
-            value = self._convert(self.b.select(finite, compensated, value), _F64, r.acc_dtype)
+            value = self._convert(self._compensated(value, self.b.load(acc.comp)), _F64, r.acc_dtype)
         if acc.nan is not None:
             value = self.b.select(self.b.load(acc.nan), self.scalar.constant(np.nan, r.acc_dtype), value)
         store(self.b, self._convert(value, r.acc_dtype, dt), self.ctx.ptrs[r.out], acc.offset, dt)

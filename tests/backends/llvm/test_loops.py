@@ -17,6 +17,7 @@ from llvmlite import ir
 import ember.numpy as jnp
 from ember.backends.kernel import evaluate, lower_kernel
 from ember.backends.llvm import loops
+from ember.backends.llvm.columns import column_tile
 from ember.backends.llvm.types import PTR, value_type
 from ember.tracer import prims as P
 from tests.backends.llvm.harness import Compiled, new_module
@@ -218,6 +219,60 @@ def test_max_and_min_reductions_propagate_nan(prim, shape, axes, dtype):
     (got,) = native(x)
     np.testing.assert_array_equal(got, evaluate(lower_kernel(g, "reduction"), x)[0])
     assert np.isnan(got).any()
+
+
+# column reductions walked in tiles of whole vectors (llvm/columns.py): widths that are no multiple of a
+# vector, tails of rows past the last tile, several float64 blocks, outer kept and reduced levels (NaN
+# propagation in tiles: the (3000, 2) case above)
+COLUMNS = {
+    "width_1": (lambda x: [P.reduce_sum(x, (0,))], ((5000, 1), "float32")),
+    "width_3_blocks_and_tail": (lambda x: [P.reduce_sum(x, (0,))], ((10007, 3), "float32")),
+    "width_17_prod": (lambda x: [P.reduce_prod(x * 0.1 + 1.0, (0,))], ((40, 17), "float64")),
+    "width_64_int8_min": (lambda x: [P.reduce_min(x, (0,))], ((130, 64), "int8")),
+    "width_100_int32_sum": (lambda x: [P.reduce_sum(x, (0,))], ((70, 100), "int32")),
+    "width_5_uint8_sum_wraps": (lambda x: [P.reduce_sum(x * 50, (0,))], ((300, 5), "uint8")),
+    "bool_any_all": (lambda x: [P.reduce_max(x, (0,)), P.reduce_min(x, (0,))], ((100, 17), "bool")),
+    "float16_sum_and_max": (lambda x: [P.reduce_sum(x, (0,)), P.reduce_max(x, (0,))], ((999, 3), "float16")),
+    "kept_outer_level": (lambda x: [P.reduce_sum(x, (1,))], ((9, 40, 3), "float32")),
+    "two_reduced_levels": (lambda x: [P.reduce_sum(x, (0, 2))], ((6, 7, 8, 3), "float32")),
+    "fused_prologue_and_store": (lambda x: [jnp.tanh(x) * x, P.reduce_sum(jnp.tanh(x) * x, (0,))],
+                                 ((257, 17), "float32")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COLUMNS))
+def test_column_reductions_in_tiles(name):
+    fn, (shape, dtype) = COLUMNS[name]
+    g = body(fn, (shape, dtype))
+    # rtol: the reference adds 10**4 rows one after another in float32
+    native = check(g, data(shape, dtype), kind="multi_output" if "store" in name else "reduction", rtol=1e-3)
+    if shape[-1] > 1:
+        assert "alloca" in native.unoptimized.split("define")[1]  # the tile's accumulators
+
+
+def test_column_sums_in_tiles_are_as_accurate_as_numpy():
+    """Each slot sums blocks of rows into a compensated float64 total: NumPy adds row after row."""
+    n = 200_000
+    native = Native(lower_kernel(body(lambda x: [P.reduce_sum(x, (0,))], ((n, 3), "float32")), "reduction"))
+    for x in (np.full((n, 3), 0.1, np.float32), RNG.random((n, 3), dtype=np.float32)):
+        exact = x.astype(np.float64).sum(axis=0)
+        (got,) = native(x)
+        assert np.all(np.abs(got - exact) <= np.abs(np.sum(x, axis=0) - exact))
+        assert np.all(np.abs(got - exact) <= 2 * np.spacing(got))
+
+
+def test_column_tiles_group_rows_into_whole_vectors():
+    def tile(fn, *avals):
+        k = lower_kernel(body(fn, *avals), "reduction")
+        buffers = {b.name: b for b in k.inputs + k.outputs + k.temps}
+        return column_tile(k.steps[0], loops.loop_schedule(k.steps[0], buffers))
+
+    groups = {w: tile(lambda x: [P.reduce_sum(x, (0,))], ((64, w), "float32")) for w in (3, 17, 64, 100, 2000)}
+    assert {w: t and (t.group, t.size) for w, t in groups.items()} == {
+        3: (16, 48), 17: (16, 272), 64: (1, 64), 100: (4, 400), 2000: None}  # 2000: rows walked as they are
+    assert tile(lambda x: [P.reduce_sum(x, (0,))], ((64, 3), "float64")).group == 8
+    bias = tile(lambda x, b: [P.reduce_sum(x + b, (0,))], ((64, 3), "float32"), ((3,), "float32"))
+    assert bias is None  # the bias reads the columns alone: no single stream of rows
 
 
 def test_gather_out_of_range_indices_clamp():

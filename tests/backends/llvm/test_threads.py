@@ -85,6 +85,15 @@ def test_reductions_are_identical_for_every_thread_count(threads, name, axis):
     _assert_bitwise_equal(_under_each_count(threads, f, x))
 
 
+def test_column_tiles_in_chunks_are_identical_for_every_thread_count(threads):
+    """Chunks of the kept outer axis, each walking its rows and 12 columns in tiles (llvm/columns.py)."""
+    x = np.random.default_rng(6).standard_normal((300, 80, 12)).astype(np.float32)
+    x[3, 5, 7] = np.nan
+    f = ember.jit(lambda v: (enp.sum(v, axis=1), enp.max(v, axis=1)))
+    assert "ember_parallel_for" in f.lower(x).source()
+    _assert_bitwise_equal(_under_each_count(threads, f, x))
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.bool_])
 def test_integer_and_bool_reductions_in_chunks_are_exact(threads, dtype):
     x = (np.random.default_rng(3).integers(-3, 4, 400_000) > 0 if dtype is np.bool_
