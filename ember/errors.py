@@ -196,7 +196,7 @@ def traceback_filtering() -> bool:
     return os.environ.get("EMBER_TRACEBACK_FILTERING", "on").strip().lower() not in ("off", "0", "false", "no")
 
 
-_GENERIC_NAMES = {"wrapper", "method", "fn", "impl", "__call__", "<listcomp>", "<genexpr>", "bind"}
+_GENERIC_NAMES = {"wrapper", "method", "fn", "full", "impl", "__call__", "<listcomp>", "<genexpr>", "bind"}
 
 
 def _op_name(tb) -> str:
