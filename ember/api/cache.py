@@ -22,14 +22,27 @@ class Entry:
     checks (`unchecked`, what runs while no debug or oracle option is on), the output structure, and
     the hit path's keys filed for it (several: a 0-d float32 array and an np.float32 scalar reach one)."""
 
-    __slots__ = ("executable", "unchecked", "out_tree", "single", "lowered", "key", "fast_keys", "used")
+    __slots__ = ("executable", "unchecked", "out_tree", "single", "lowered", "key", "fast_keys", "used", "call")
 
     def __init__(self, executable, out_tree: PyTreeDef, lowered, key):
-        self.executable, self.out_tree, self.lowered, self.key = executable, out_tree, lowered, key
-        self.unchecked = getattr(executable, "unchecked", executable)
+        self.out_tree, self.lowered, self.key = out_tree, lowered, key
         self.single = out_tree.node is None  # one array out: no unflattening
         self.fast_keys: list = []
         self.used = 0
+        self.use(executable)
+
+    def use(self, executable) -> None:
+        """Run `executable` from now on: `unchecked` and `call` (the user's result from the arrays,
+        unchecked: the executable's own single-output call where it has one) follow it."""
+        self.executable = executable
+        self.unchecked = getattr(executable, "unchecked", executable)
+        # (looked up on the type: a wrapper's __getattr__ would hand out its executable's, skipping the wrapper)
+        one = getattr(type(self.unchecked), "single_output", None) if self.single else None
+        self.call = one(self.unchecked) if one is not None else self._outputs
+
+    def _outputs(self, *arrays):
+        outs = self.unchecked(*arrays)
+        return outs[0] if self.single else self.out_tree.unflatten(outs)
 
 
 class ScalarHit:

@@ -225,9 +225,10 @@ class Jitted:
                     return self._call_slow(backend, args, kwargs)
                 entry = entry.entry
             entry.used = cache.clock = cache.clock + 1  # a hit (see Cache.hits)
-            outs = (entry.executable if config.check_oracle or config.debug_nans or config.debug_infs
-                    else entry.unchecked)(*args)
-            return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
+            if config.check_oracle or config.debug_nans or config.debug_infs:
+                outs = entry.executable(*args)
+                return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
+            return entry.call(*args)
         except Exception as e:
             filter_traceback(e)
             raise
@@ -358,9 +359,10 @@ def _rebuild_jitted(fun: Callable, options: dict) -> Jitted:
 
 def _run(entry: Entry, arrays) -> object:
     """Run a cached entry: the backend's executable itself unless a debug or oracle check is on."""
-    exe = entry.executable if config.check_oracle or config.debug_nans or config.debug_infs else entry.unchecked
-    outs = exe(*arrays)
-    return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
+    if config.check_oracle or config.debug_nans or config.debug_infs:
+        outs = entry.executable(*arrays)
+        return outs[0] if entry.single else tree_unflatten(entry.out_tree, outs)
+    return entry.call(*arrays)
 
 
 def _is_array_leaf(x) -> bool:

@@ -87,7 +87,7 @@ def test_oracle_check_turned_on_after_compiling_applies_to_cached_calls(monkeypa
     entry = next(iter(jf._cache.entries.values()))
     wrong = Checked(lambda *a: [np.zeros(3)], entry.executable.source_graph, name="wrong",
                     oracle_plan=entry.executable.oracle_plan)
-    entry.executable, entry.unchecked = wrong, wrong.unchecked
+    entry.use(wrong)
     np.testing.assert_array_equal(jf(x), 0.0)  # no check: what the executable returns
     monkeypatch.setattr(ember.config, "check_oracle", True)
     with pytest.raises(AssertionError, match="differs from the oracle"):

@@ -11,6 +11,8 @@ import pytest
 import ember
 import ember.numpy as jnp
 from ember.backends import get_backend
+from ember.backends.llvm import entry as llvm_entry
+from ember.backends.llvm import executable as llvm_executable
 from ember.backends.llvm.executable import LLVMExecutable, check_layout
 from ember.backends.llvm.graph import GIL_RELEASE_ELEMENTS
 from ember.passes.memory import plan_memory
@@ -112,6 +114,16 @@ def test_large_entries_release_the_gil_and_small_ones_do_not():
     n = 4 * GIL_RELEASE_ELEMENTS
     big = _exe(_jit(lambda x: jnp.sin(x) * jnp.cos(x) + jnp.exp(-x)), np.ones(n, np.float32))
     assert not small.releases_gil and big.releases_gil
+    # the small entry is a builtin function object (no ctypes), made without a leaked reference, and
+    # its calls (a refused input's too) leave no reference behind on None or True
+    assert type(small._entry).__name__ == "builtin_function_or_method"
+    fn, _ = llvm_executable._builtin(small.library.address(llvm_entry.PYENTRY))
+    assert sys.getrefcount(fn) == 2
+    call, refs = small.single_output(), (sys.getrefcount(None), sys.getrefcount(True))
+    for x in (np.ones(4, np.float32), np.ones(8, np.float32)[::2]):
+        outs = [call(x) for _ in range(200)]
+    assert abs(sys.getrefcount(None) - refs[0]) < 20 and abs(sys.getrefcount(True) - refs[1]) < 20  # a leak: 400
+    np.testing.assert_array_equal(outs, 2.0)
     x = np.linspace(0, 1, n, dtype=np.float32)
     ticks = []
     stop = threading.Event()
