@@ -43,6 +43,10 @@ from ember.backends.schedule import BLOCK, LoopSchedule, affine, vars_in
 
 VECTOR_BYTES = 64  # a tile is a whole number of these (an AVX-512 register)
 TILE_BYTES = 4096  # a tile's slots take at most this many bytes per reduction (float64 totals aside)
+# loops of fewer elements walk their rows: a tiled loop takes about 25 ms more to compile (its body is
+# emitted twice, for the whole tiles and the rest, plus the slots' fills and folds), which a column sum
+# of 2**16 elements wins back only after about 200 calls (0.15 ms row after row, 0.01 in tiles)
+TILE_MIN_ELEMENTS = 1 << 16
 _F64 = np.dtype(np.float64)
 
 
@@ -62,10 +66,11 @@ class ColumnTile:
 
 def column_tile(loop: Loop, sched: LoopSchedule) -> ColumnTile | None:
     """The tiling of a memory-mode loop's innermost kept level and the reduced level outside it, when
-    every buffer reads the two as one stream (row stride = width times column stride) and the tile's
-    accumulators fit `TILE_BYTES`; None otherwise (register mode, a split at or inside the rows)."""
+    every buffer reads the two as one stream (row stride = width times column stride), the tile's
+    accumulators fit `TILE_BYTES` and the loop has `TILE_MIN_ELEMENTS`; None otherwise (register mode,
+    a split at or inside the rows, a short loop)."""
     levels = sched.levels
-    if not sched.memory or len(levels) < 2 or not loop.reductions:
+    if not sched.memory or len(levels) < 2 or not loop.reductions or math.prod(loop.space) < TILE_MIN_ELEMENTS:
         return None
     d = len(levels) - 2
     rows, cols = levels[d], levels[d + 1]

@@ -16,7 +16,7 @@ from llvmlite import ir
 
 import ember.numpy as jnp
 from ember.backends.kernel import evaluate, lower_kernel
-from ember.backends.llvm import loops
+from ember.backends.llvm import columns, loops
 from ember.backends.llvm.columns import column_tile
 from ember.backends.llvm.types import PTR, value_type
 from ember.tracer import prims as P
@@ -240,8 +240,14 @@ COLUMNS = {
 }
 
 
+@pytest.fixture
+def tiles_always(monkeypatch):
+    """Tiles at the tests' small shapes too (loops under columns.TILE_MIN_ELEMENTS walk their rows)."""
+    monkeypatch.setattr(columns, "TILE_MIN_ELEMENTS", 0)
+
+
 @pytest.mark.parametrize("name", sorted(COLUMNS))
-def test_column_reductions_in_tiles(name):
+def test_column_reductions_in_tiles(name, tiles_always):
     fn, (shape, dtype) = COLUMNS[name]
     g = body(fn, (shape, dtype))
     # rtol: the reference adds 10**4 rows one after another in float32
@@ -250,7 +256,7 @@ def test_column_reductions_in_tiles(name):
         assert "alloca" in native.unoptimized.split("define")[1]  # the tile's accumulators
 
 
-def test_column_sums_in_tiles_are_as_accurate_as_numpy():
+def test_column_sums_in_tiles_are_as_accurate_as_numpy(tiles_always):
     """Each slot sums blocks of rows into a compensated float64 total: NumPy adds row after row."""
     n = 200_000
     native = Native(lower_kernel(body(lambda x: [P.reduce_sum(x, (0,))], ((n, 3), "float32")), "reduction"))
@@ -261,12 +267,14 @@ def test_column_sums_in_tiles_are_as_accurate_as_numpy():
         assert np.all(np.abs(got - exact) <= 2 * np.spacing(got))
 
 
-def test_column_tiles_group_rows_into_whole_vectors():
+def test_column_tiles_group_rows_into_whole_vectors(monkeypatch):
     def tile(fn, *avals):
         k = lower_kernel(body(fn, *avals), "reduction")
         buffers = {b.name: b for b in k.inputs + k.outputs + k.temps}
         return column_tile(k.steps[0], loops.loop_schedule(k.steps[0], buffers))
 
+    assert tile(lambda x: [P.reduce_sum(x, (0,))], ((64, 3), "float32")) is None  # a short loop: rows
+    monkeypatch.setattr(columns, "TILE_MIN_ELEMENTS", 0)
     groups = {w: tile(lambda x: [P.reduce_sum(x, (0,))], ((64, w), "float32")) for w in (3, 17, 64, 100, 2000)}
     assert {w: t and (t.group, t.size) for w, t in groups.items()} == {
         3: (16, 48), 17: (16, 272), 64: (1, 64), 100: (4, 400), 2000: None}  # 2000: rows walked as they are
