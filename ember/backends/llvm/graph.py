@@ -406,10 +406,11 @@ class _Builder:
     def build(self) -> GraphModule:
         """The entry's module (with every kernel and body function it calls)."""
         _, workspace = self.emit()
-        self.emit_pyentry()
         shared = self.shared
         # a loop's work is unknown when compiling: a graph with one releases the GIL
         release = self.work_elements >= GIL_RELEASE_ELEMENTS or shared.has_control
+        if not release:  # (one that releases it is called through ctypes: no wrapper to compile)
+            self.emit_pyentry()
         return GraphModule(_prefer_wide_vectors(str(self.module)), workspace, release,
                            [str(k) for k, _ in shared.kernel_fns] + shared.body_texts)
 
