@@ -26,7 +26,7 @@ from benchmarks.workloads import WORKLOADS
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 FULL = Settings(budget_s=3.0, sample_s=0.005, min_reps=5, max_reps=200)
-QUICK = Settings(budget_s=0.1, sample_s=0.001, min_reps=3, max_reps=20)
+QUICK = Settings(budget_s=0.1, sample_s=0.001, min_reps=3, max_reps=20, calibration_calls=1)  # a smoke run
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -125,6 +125,7 @@ class Settings:
     max_number: int = 10_000
     slow_call_s: float = 0.5                 # a loop slower than this is timed on its subset, if it has one
     measure_memory: bool = True
+    calibration_calls: int = CALIBRATION_CALLS  # warm calls timed to size the samples
 
 
 def log(msg: str) -> None:
@@ -271,11 +272,11 @@ def _prepare(case: Case, impl: Impl, row: Row, ref: Any, settings: Settings) -> 
 
 
 def _warm_estimate(run: Callable[[], Any], settings: Settings) -> float:
-    """Seconds per warm call: the fastest of up to CALIBRATION_CALLS calls after the first (a call that
+    """Seconds per warm call: the fastest of up to `calibration_calls` calls after the first (a call that
     warms a cache on its second run, as an eager replay records then, would otherwise size the samples
     for the recording: a few calls per sample, whose cold start then inflates the median)."""
     best = math.inf
-    for _ in range(CALIBRATION_CALLS):
+    for _ in range(max(settings.calibration_calls, 1)):
         t0 = time.perf_counter()
         run()
         best = min(best, time.perf_counter() - t0)

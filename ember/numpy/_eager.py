@@ -31,6 +31,7 @@ _SLOW = object()  # a signature whose calls always take the full path
 _SEEN = object()  # a signature called once: recorded at its second call (a one-off call costs no trace)
 MAX_SIGNATURES = 256  # per function; a full table is emptied (a rare workload of endless shapes)
 _PY_SCALARS = (bool, int, float)
+_NDARRAY = np.ndarray  # (a module global: the hot path's checks skip the attribute lookup on np)
 _tables: list[dict] = []  # every function's table, emptied when 64-bit mode switches
 
 
@@ -197,8 +198,8 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
             return MISS
         t = type(x)
         if t is Array:
-            v = x.view(np.ndarray)
-        elif t is np.ndarray:
+            v = x.view(_NDARRAY)
+        elif t is _NDARRAY:
             v = x
         else:
             return slow((x,), {})
@@ -217,19 +218,19 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
             return MISS
         t = type(a)
         if t is Array:
-            da, x = a.dtype, a.view(np.ndarray)
-        elif t is np.ndarray:
+            da, x = a.dtype, a.view(_NDARRAY)
+        elif t is _NDARRAY:
             da, x = a.dtype, a
-        elif t in _PY_SCALARS:
+        elif t is float or t is int or t is bool:  # (three identity tests: cheaper than `in _PY_SCALARS`)
             da, x = t, a
         else:
             return slow((a, b), {})
         t = type(b)
         if t is Array:
-            db, y = b.dtype, b.view(np.ndarray)
-        elif t is np.ndarray:
+            db, y = b.dtype, b.view(_NDARRAY)
+        elif t is _NDARRAY:
             db, y = b.dtype, b
-        elif t in _PY_SCALARS:
+        elif t is float or t is int or t is bool:
             db, y = t, b
         else:
             return slow((a, b), {})
@@ -265,8 +266,8 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
                 t = type(x)
                 if t is Array:
                     key.append((x.shape, x.dtype))
-                    operands.append(x.view(np.ndarray))
-                elif t is np.ndarray:
+                    operands.append(x.view(_NDARRAY))
+                elif t is _NDARRAY:
                     key.append((x.shape, x.dtype))
                     operands.append(x)
                 elif t in _PY_SCALARS:
@@ -313,7 +314,7 @@ def _by_lane(replay: _Replay, *operands) -> Array:
     out = replay.ufunc(*operands)
     if out.dtype is not replay.dtype:  # (never for the dtypes it was filed under; the full checks)
         return replay.run(*operands)
-    return (out if out.__class__ is np.ndarray else np.asarray(out)).view(Array)  # (0-d: a NumPy scalar)
+    return (out if out.__class__ is _NDARRAY else np.asarray(out)).view(Array)  # (0-d: a NumPy scalar)
 
 
 def _file_lane(lanes: dict, args: tuple, replay: _Replay) -> None:
@@ -321,7 +322,7 @@ def _file_lane(lanes: dict, args: tuple, replay: _Replay) -> None:
     key = []
     for x in args:
         t = type(x)
-        if t is Array or t is np.ndarray:
+        if t is Array or t is _NDARRAY:
             key.append(x.dtype)
         elif t in _PY_SCALARS:
             key.append(t)
