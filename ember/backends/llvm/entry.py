@@ -24,9 +24,6 @@ if TYPE_CHECKING:
     from ember.tracer.ir import Graph
 
 ENTRY = "ember_entry"
-# `ptr @ember_pyentry(ptr self, ptr args)`: the entry as a CPython METH_O function (a builtin object calls it
-# in about 15 ns, a ctypes function pointer in about 200): None when it ran, True when it refused an input
-PYENTRY = "ember_pyentry"
 ALIGN = 64
 # CPython/NumPy object layouts on 64-bit builds (checked at run time by executable.check_layout)
 TUPLE_ITEMS = 24
@@ -36,8 +33,7 @@ NPY_C_CONTIGUOUS, NPY_ALIGNED = 0x1, 0x100
 PYARRAY_TYPE = "ember_pyarray_type"
 EMBER_ARRAY_TYPE = "ember_array_type"  # ember's Array, the ndarray subclass jit returns: read as fast
 # the external symbols generated code reads: name -> the Python object whose address binds it
-PY_NONE, PY_TRUE = "ember_py_none", "ember_py_true"  # what the METH_O entry returns
-SYMBOLS: dict[str, object] = {PYARRAY_TYPE: np.ndarray, EMBER_ARRAY_TYPE: Array, PY_NONE: None, PY_TRUE: True}
+SYMBOLS: dict[str, object] = {PYARRAY_TYPE: np.ndarray, EMBER_ARRAY_TYPE: Array}
 
 
 def code_signature(graph: Graph, plan: Plan) -> str:

@@ -2,8 +2,7 @@
 
 `i32 @ember_entry(ptr args)` takes a Python tuple (inputs, outputs, workspace, consts: all
 ndarrays) and reads each array's data pointer natively from NumPy's PyArrayObject, so a call costs
-one foreign call: no data pointer is fetched in Python (FACTS.md); `ember_pyentry` is the same as a
-CPython METH_O function, which Python calls as a builtin (no ctypes). It first checks each input (exact
+one foreign call: no data pointer is fetched in Python (FACTS.md). It first checks each input (exact
 ndarray type, dtype number in native byte order, rank, shape, C-contiguous and aligned) and returns k+1
 when input k fails, so the caller converts it and calls again; then it runs every node of the
 schedule (each a kernel function from `loops`, one per distinct kernel description), writes
@@ -48,10 +47,7 @@ from ember.backends.llvm.entry import (
     ENTRY,
     NPY_ALIGNED,
     NPY_C_CONTIGUOUS,
-    PY_NONE,
-    PY_TRUE,
     PYARRAY_TYPE,
-    PYENTRY,
     SYMBOLS,
     TUPLE_ITEMS,
 )
@@ -358,16 +354,6 @@ class _Builder:
             found = self.shared.bodies[key] = _Builder(body, plan_memory(body), self.shared, name).emit()
         return found
 
-    def emit_pyentry(self) -> None:
-        """`ptr @ember_pyentry(ptr self, ptr args)`: the entry as a CPython METH_O function, returning
-        a new reference to None when it ran, to True when it refused an input (the entry's rc)."""
-        fn = ir.Function(self.module, ir.FunctionType(T.PTR, [T.PTR, T.PTR]), PYENTRY)
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        ran = b.icmp_signed("==", b.call(self.fn, [fn.args[1]]), ir.Constant(T.I32, 0))
-        obj = b.select(ran, self.symbol(PY_NONE, None), self.symbol(PY_TRUE, True))
-        b.call(ir.Function(self.module, ir.FunctionType(ir.VoidType(), [T.PTR]), "Py_IncRef"), [obj])
-        b.ret(obj)
-
     def memcpy(self, dst: ir.Value, src: ir.Value, nbytes: int) -> None:
         if nbytes:
             fn = self.module.declare_intrinsic("llvm.memcpy", [T.PTR, T.PTR, T.I64])
@@ -409,8 +395,6 @@ class _Builder:
         shared = self.shared
         # a loop's work is unknown when compiling: a graph with one releases the GIL
         release = self.work_elements >= GIL_RELEASE_ELEMENTS or shared.has_control
-        if not release:  # (one that releases it is called through ctypes: no wrapper to compile)
-            self.emit_pyentry()
         return GraphModule(_prefer_wide_vectors(str(self.module)), workspace, release,
                            [str(k) for k, _ in shared.kernel_fns] + shared.body_texts)
 

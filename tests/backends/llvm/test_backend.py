@@ -118,7 +118,7 @@ def test_large_entries_release_the_gil_and_small_ones_do_not():
     # the small entry is a builtin function object (no ctypes), made without a leaked reference, and
     # its calls (a refused input's too) leave no reference behind on None or True
     assert type(small._entry).__name__ == "builtin_function_or_method"
-    fn, _ = llvm_executable._builtin(small.library.address(llvm_entry.PYENTRY))
+    fn = llvm_executable._builtin(small.library.address(llvm_entry.ENTRY))
     assert sys.getrefcount(fn) == 2
     call, xs = small.single_output(), (np.ones(4, np.float32), np.ones(8, np.float32)[::2])
     gc.collect()
