@@ -163,13 +163,17 @@ class _Im2col:
         return _plan_scratch(self)
 
 
-def _plan_scratch(plan) -> int:
-    """Scratch bytes of an im2col plan (either layout): its windows, its product's result where that
-    lives in scratch, and the product's own scratch."""
+def _plan_offsets(plan) -> tuple[int, int]:
+    """Where an im2col plan (either layout) keeps things in scratch: its windows at 0, its product's
+    result (where that lives in scratch) at the first offset, the product's own scratch at the second."""
     col = _align(math.prod(plan.col.shape) * plan.col.dtype.itemsize)
     res = plan.buffers[plan.product.out]
-    own = _align(math.prod(res.shape) * res.dtype.itemsize) if plan.res_in_scratch else 0
-    return col + own + _align(dot.contraction_scratch_bytes(plan.product, plan.buffers))
+    return col, col + (_align(math.prod(res.shape) * res.dtype.itemsize) if plan.res_in_scratch else 0)
+
+
+def _plan_scratch(plan) -> int:
+    """Scratch bytes of an im2col plan: its windows, its result where in scratch, the product's own."""
+    return _plan_offsets(plan)[1] + _align(dot.contraction_scratch_bytes(plan.product, plan.buffers))
 
 
 # a product's windows: as many images (input features) as fit WINDOW_BYTES, or, where one takes more,
@@ -469,16 +473,15 @@ def _via_t(builder, step: Convolution, buffers, ptrs, scratch) -> None:
 def _t_band(builder, step: Convolution, g: _Geometry, plan: _T, n, r0, ptrs, scratch) -> None:
     dt = plan.col.dtype
     at = lambda offset: builder.gep(scratch, [index(offset)], inbounds=True, source_etype=I8)  # noqa: E731
-    col_bytes = _align(math.prod(plan.col.shape) * dt.itemsize)
+    res_at, own_at = _plan_offsets(plan)
     res = plan.buffers[plan.product.out]
-    res_bytes = _align(math.prod(res.shape) * dt.itemsize) if plan.res_in_scratch else 0
     image = builder.gep(ptrs[step.out], [builder.mul(n, index(g.out_st[0]))], inbounds=True,
                         source_etype=memory_type(dt))
-    into = at(col_bytes) if plan.res_in_scratch else image
+    into = at(res_at) if plan.res_in_scratch else image
     fill_windows(builder, step, g, plan.col, plan.roles, lambda a: (builder.add(n, a[("b",)]), a[("i",)]),
                  ptrs[step.lhs], at(0), {("s", 0): r0})
     dot.emit_contraction(builder, plan.product, plan.buffers, {_COL: at(0), _RHS: ptrs[step.rhs], res.name: into},
-                         at(col_bytes + res_bytes))
+                         at(own_at))
     if plan.res_in_scratch:
         _copy_band(builder, g, dt, res.shape, r0, into, image)
 
@@ -540,17 +543,16 @@ def _chunk(builder, step: Convolution, g: _Geometry, plan: _Im2col, n0, r0, ptrs
     """The images from n0 on and first-axis output positions from r0 on, as many as `plan` holds."""
     dt = plan.col.dtype
     at = lambda offset: builder.gep(scratch, [index(offset)], inbounds=True, source_etype=I8)  # noqa: E731
-    col_bytes = _align(math.prod(plan.col.shape) * dt.itemsize)
+    res_at, own_at = _plan_offsets(plan)
     res = plan.buffers[plan.product.out]
-    res_bytes = _align(math.prod(res.shape) * dt.itemsize) if plan.res_in_scratch else 0
     start = builder.mul(n0, index(g.out_st[0]))
     if g.out_sp:
         start = builder.add(start, builder.mul(r0, index(g.out_st[2])))
-    into = at(col_bytes) if plan.res_in_scratch else builder.gep(ptrs[step.out], [start], inbounds=True,
+    into = at(res_at) if plan.res_in_scratch else builder.gep(ptrs[step.out], [start], inbounds=True,
                                                                  source_etype=memory_type(dt))
     own = {_COL: at(0), _RHS: ptrs[step.rhs], res.name: into}
     _fill_col(builder, step, g, plan, n0, r0, ptrs[step.lhs], own[_COL])
-    dot.emit_contraction(builder, plan.product, plan.buffers, own, at(col_bytes + res_bytes))
+    dot.emit_contraction(builder, plan.product, plan.buffers, own, at(own_at))
     if plan.res_in_scratch:
         _scatter_result(builder, g, dt, n0, r0, res.shape, into, ptrs[step.out])
 
