@@ -200,7 +200,7 @@ class Ember(Framework):
         """As every framework, plus (after the first call stored the code on disk) the compile step of
         the same function lowered again, which the disk cache serves: a new process pays that."""
         prepared = super().prepare(make, args, loop, memory, probe)
-        if loop is None:
+        if loop is None and self.backend != "numpy":  # the numpy backend keeps no compiled code on disk
             def reload() -> str:
                 low = self.ember.jit(make(self), backend=self.backend).lower(*tree_map(self.asarray, args))
                 low.compile()
