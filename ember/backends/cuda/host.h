@@ -289,9 +289,10 @@ struct ember_host_next_block_t {
     void operator()() noexcept { block->reset(); }
 };
 
-// Run `kernel()` (a call of one kernel with its arguments) for every thread of every block of a launch.
-template <class Kernel>
-static void ember_launch(dim3 grid, dim3 block, Kernel kernel) {
+// Run `kernel(args)` (one kernel's call on its packed arguments) for every thread of every block of a
+// launch. Not a template: one copy serves every kernel of a module (instantiating the threads' code per
+// kernel tripled g++'s time on a module of many kernels).
+static inline void ember_launch(dim3 grid, dim3 block, void (*kernel)(void**), void** args) {
     unsigned threads = block.x * block.y * block.z;
     if (threads == 0 || threads % warpSize != 0 || threads > 1024)
         ember_host_fail("a block's thread count must be a multiple of 32 up to 1024");
@@ -312,7 +313,7 @@ static void ember_launch(dim3 grid, dim3 block, Kernel kernel) {
                 for (unsigned y = 0; y < grid.y; ++y)
                     for (unsigned x = 0; x < grid.x; ++x) {
                         blockIdx = {x, y, z};
-                        kernel();
+                        kernel(args);
                         state.barrier->arrive_and_drop();
                         ember_host_warp->barrier->arrive_and_drop();
                         between_blocks.arrive_and_wait();  // the block's shared memory is the next one's

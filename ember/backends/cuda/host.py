@@ -88,11 +88,12 @@ def _base_type(c_type: str) -> str:
 
 
 def _launcher(sig: KernelSig) -> str:
-    """The exported launcher of one kernel: unpacks `args` and runs the launch."""
+    """The exported launcher of one kernel: runs the launch of a function that unpacks `args` and calls it."""
     call = ", ".join(f"ember_arg<{param}>(args, {i})" for i, param in enumerate(sig.params))
-    return (f'extern "C" __attribute__((visibility("default"))) void ember_launch_{sig.name}('
+    return (f"static void ember_call_{sig.name}(void** args) {{ {sig.name}({call}); }}\n"
+            f'extern "C" __attribute__((visibility("default"))) void ember_launch_{sig.name}('
             "unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, void** args) {\n"
-            f"    ember_launch(dim3(gx, gy, gz), dim3(bx, by, bz), [args] {{ {sig.name}({call}); }});\n"
+            f"    ember_launch(dim3(gx, gy, gz), dim3(bx, by, bz), ember_call_{sig.name}, args);\n"
             "}\n")
 
 

@@ -132,9 +132,11 @@ def test_the_users_blas_keeps_its_count_while_ember_calls_run_in_several_threads
     stop = threading.Event()
 
     def ember_calls(f, a, b):
+        want = a @ b
+        atol = 1e-4 * np.abs(want).max()
         try:
             for _ in range(30):
-                np.testing.assert_allclose(f(a, b), a @ b, rtol=1e-4, atol=1e-4 * np.abs(a @ b).max())
+                np.testing.assert_allclose(f(a, b), want, rtol=1e-4, atol=atol)
         except BaseException as e:  # reported in the main thread
             errors.append(e)
 
