@@ -21,6 +21,7 @@
 #include <atomic>
 #include <barrier>
 #include <bit>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +29,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <semaphore>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -289,6 +291,93 @@ struct ember_host_next_block_t {
     void operator()() noexcept { block->reset(); }
 };
 
+// The threads that run launches, kept between them: creating a block's threads at every launch cost
+// about 14 ms, more than most kernels of the tests take. Worker t runs `job(context, t)` for every
+// launch of at least t + 1 threads, woken by its own semaphore (one condition variable for all made
+// them queue for its mutex); one idle for a second ends (the next launch that needs it makes it again),
+// so the pools of modules no longer used go away. Never destroyed: its threads are detached.
+struct ember_host_worker_t {
+    std::binary_semaphore go{0};
+    bool alive = false;
+};
+
+struct ember_host_pool_t {
+    std::mutex mutex;  // held to make a worker, wake one, or let one end
+    std::vector<std::unique_ptr<ember_host_worker_t>> workers;
+    std::atomic<unsigned> remaining{0};
+    std::binary_semaphore finished{0};
+    void (*job)(void*, unsigned) = nullptr;
+    void* context = nullptr;
+};
+
+static ember_host_pool_t* const ember_host_pool = new ember_host_pool_t;
+
+static inline void ember_host_worker(unsigned t, ember_host_worker_t* worker) {
+    ember_host_pool_t& pool = *ember_host_pool;
+    ember_host_worker_t& self = *worker;
+    for (;;) {
+        if (!self.go.try_acquire_for(std::chrono::seconds(1))) {
+            std::lock_guard<std::mutex> lock(pool.mutex);
+            if (!self.go.try_acquire()) {  // (under the mutex: a launch wakes it or makes a new one, never both)
+                self.alive = false;
+                return;
+            }
+        }
+        pool.job(pool.context, t);
+        if (pool.remaining.fetch_sub(1) == 1)
+            pool.finished.release();
+    }
+}
+
+// `job(context, t)` for t in [0, threads), each on its own thread, all at once; returns when all are done.
+static inline void ember_host_run_threads(unsigned threads, void (*job)(void*, unsigned), void* context) {
+    ember_host_pool_t& pool = *ember_host_pool;
+    pool.job = job;
+    pool.context = context;
+    pool.remaining = threads;
+    {
+        std::lock_guard<std::mutex> lock(pool.mutex);
+        while (pool.workers.size() < threads)
+            pool.workers.push_back(std::make_unique<ember_host_worker_t>());
+        for (unsigned t = 0; t < threads; ++t) {
+            ember_host_worker_t& worker = *pool.workers[t];
+            worker.go.release();
+            if (!worker.alive) {
+                worker.alive = true;
+                std::thread(ember_host_worker, t, &worker).detach();
+            }
+        }
+    }
+    pool.finished.acquire();
+}
+
+// One launch, as each of its threads sees it.
+struct ember_host_launch_t {
+    dim3 grid, block;
+    void (*kernel)(void**);
+    void** args;
+    ember_host_block_t* state;
+    std::barrier<ember_host_next_block_t>* between_blocks;
+};
+
+// Thread t of a launch: the kernel for every block in turn.
+static inline void ember_host_thread(void* context, unsigned t) {
+    const ember_host_launch_t& launch = *static_cast<const ember_host_launch_t*>(context);
+    const dim3 grid = launch.grid, block = launch.block;
+    threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
+    ember_host_warp = &launch.state->warps[t / warpSize];
+    ember_host_lane = t % warpSize;
+    for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+            for (unsigned x = 0; x < grid.x; ++x) {
+                blockIdx = {x, y, z};
+                launch.kernel(launch.args);
+                launch.state->barrier->arrive_and_drop();
+                ember_host_warp->barrier->arrive_and_drop();
+                launch.between_blocks->arrive_and_wait();  // the block's shared memory is the next one's
+            }
+}
+
 // Run `kernel(args)` (one kernel's call on its packed arguments) for every thread of every block of a
 // launch. Not a template: one copy serves every kernel of a module (instantiating the threads' code per
 // kernel tripled g++'s time on a module of many kernels).
@@ -302,25 +391,8 @@ static inline void ember_launch(dim3 grid, dim3 block, void (*kernel)(void**), v
     ember_host_block_t state(threads);
     ember_host_block = &state;
     std::barrier<ember_host_next_block_t> between_blocks(threads, ember_host_next_block_t{&state});
-    std::vector<std::thread> pool;
-    pool.reserve(threads);
-    for (unsigned t = 0; t < threads; ++t)
-        pool.emplace_back([&, t] {
-            threadIdx = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
-            ember_host_warp = &state.warps[t / warpSize];
-            ember_host_lane = t % warpSize;
-            for (unsigned z = 0; z < grid.z; ++z)
-                for (unsigned y = 0; y < grid.y; ++y)
-                    for (unsigned x = 0; x < grid.x; ++x) {
-                        blockIdx = {x, y, z};
-                        kernel(args);
-                        state.barrier->arrive_and_drop();
-                        ember_host_warp->barrier->arrive_and_drop();
-                        between_blocks.arrive_and_wait();  // the block's shared memory is the next one's
-                    }
-        });
-    for (std::thread& thread : pool)
-        thread.join();
+    ember_host_launch_t launch{grid, block, kernel, args, &state, &between_blocks};
+    ember_host_run_threads(threads, ember_host_thread, &launch);
 }
 
 // Parameter `i` of a launch: `args[i]` points at its value, as cuLaunchKernel's kernelParams.
