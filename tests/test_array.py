@@ -12,7 +12,7 @@ import pytest
 
 import ember
 import ember.numpy as jnp
-from ember.errors import ShapeError
+from ember.errors import IncompatibleShapesError, ShapeError
 from ember.numpy import _eager
 from ember.numpy._eager import MISS
 
@@ -144,8 +144,8 @@ def test_eager_fast_path_replays_an_earlier_call():
     assert fast((x,), {}) is MISS  # a first call: the full path
     assert type(fast((x,), {})) is ember.Array  # the second records and replays
     assert type(fast((x[:3],), {})) is ember.Array  # another shape: sin's lane serves every shape of a dtype
-    assert jnp.sum.fast((x,), {}) is MISS and jnp.sum.fast((x,), {}) is not MISS
-    assert jnp.sum.fast((x[:3],), {}) is MISS  # another signature of a function without lanes
+    assert jnp.mean.fast((x,), {}) is MISS and jnp.mean.fast((x,), {}) is not MISS
+    assert jnp.mean.fast((x[:3],), {}) is MISS  # another signature of a function without lanes
     np.testing.assert_array_equal(jnp.sin(np.ones((2, 3), np.float32)), np.sin(np.ones((2, 3), np.float32)))
     for _ in range(3):
         jnp.add(x, x)
@@ -169,6 +169,42 @@ def test_eager_fast_path_replays_an_earlier_call():
     a = np.arange(4.0)
     for r in (jnp.reshape(a, (4,)), jnp.asarray(a), jnp.transpose(a)):
         assert not np.shares_memory(r, a)
+
+
+def test_reductions_and_products_have_lanes_for_every_shape():
+    """A whole-array reduction's lane (sum, prod, max, min of one operand) and matmul's (np.dot for
+    operands of one or two axes) serve every shape of the dtypes they were filed under; empty operands,
+    misaligned shapes and other ranks take the full path and its errors."""
+    _eager._clear(None)
+    x = jnp.asarray(np.linspace(-1, 1, 12, dtype=np.float32))
+    for f, ref in ((jnp.sum, np.sum), (jnp.prod, np.prod), (jnp.max, np.max), (jnp.min, np.min)):
+        for _ in range(2):  # the full path, then the record that files the lane
+            f(x)
+        assert f.fast.lanes and all(r.reduce is not None for r in f.fast.lanes.values())
+        for shape in ((12,), (3, 4), (2, 3, 2), ()):
+            a = x.reshape(shape) if shape else x[0]
+            got = f(a)
+            assert type(got) is ember.Array and got.shape == () and got.dtype == np.float32
+            np.testing.assert_array_equal(got, ref(np.asarray(a)))
+            assert not np.shares_memory(got, x)
+    assert jnp.sum(x[:0]) == 0.0 and jnp.prod(x[:0]) == 1.0
+    for f in (jnp.max, jnp.min):
+        with pytest.raises(IncompatibleShapesError, match="zero-size"):
+            f(x[:0])
+    a, v = x.reshape(3, 4), x[:4]
+    for _ in range(2):
+        a @ v
+    for lhs, rhs in ((a, v), (v, v), (v, a.T), (a, a.T), (a[:, :1], a[:1])):
+        got = lhs @ rhs
+        assert type(got) is ember.Array and got.dtype == np.float32
+        np.testing.assert_allclose(got, np.asarray(lhs) @ np.asarray(rhs), rtol=1e-6)
+    np.testing.assert_allclose(x.reshape(3, 2, 2) @ a[:2], np.asarray(x).reshape(3, 2, 2) @ np.asarray(a)[:2],
+                               rtol=1e-6)  # three axes: not np.dot's product, the full path
+    for lhs, rhs in ((a, x[:3]), (v, x[:3])):
+        with pytest.raises(ShapeError):
+            lhs @ rhs
+    with pytest.raises(IncompatibleShapesError):  # a 0-d operand, as JAX refuses it
+        a @ x[0]
 
 
 def test_dask_and_matplotlib_take_arrays():

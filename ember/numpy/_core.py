@@ -198,7 +198,7 @@ _REPLAYED_OPERANDS = {"take": (0,)}
 def _checked(fn: Callable, name: str, params) -> Callable:
     """`fn` with its array parameters checked: no lists, no masked arrays, NumPy subclasses made plain;
     concrete calls outside a trace take the eager fast path (ember/numpy/_eager.py) where they can."""
-    from ember.numpy._eager import MISS, fast_path
+    from ember.numpy._eager import MISS, fast_path, whole_wrapper
 
     fast = None if params == _SEQ else fast_path(fn, _REPLAYED_OPERANDS.get(name, params))
 
@@ -217,6 +217,8 @@ def _checked(fn: Callable, name: str, params) -> Callable:
         return np.array(out).view(Array) if type(out) is np.ndarray else out
 
     wrapper = _elementwise_wrapper(fn, fast, full, MISS)
+    if wrapper is None and fast is not None and getattr(fn, "whole", False):
+        wrapper = whole_wrapper(fast, full)
     if wrapper is None:
         unary = None if fast is None else fast.unary
 

@@ -32,6 +32,9 @@ _SEEN = object()  # a signature called once: recorded at its second call (a one-
 MAX_SIGNATURES = 256  # per function; a full table is emptied (a rare workload of endless shapes)
 _PY_SCALARS = (bool, int, float)
 _NDARRAY = np.ndarray  # (a module global: the hot path's checks skip the attribute lookup on np)
+_asarray = np.asarray
+_dot = np.dot
+_empty = np.empty
 _tables: list[dict] = []  # every function's table, emptied when 64-bit mode switches
 
 
@@ -42,7 +45,7 @@ class _Replay:
     `memo`: per operand, the last Python scalar converted and its conversion (`x + 1.0` in a loop
     passes the same float object each time)."""
 
-    __slots__ = ("run", "scalars", "convert", "source", "memo", "ufunc", "dtype")
+    __slots__ = ("run", "scalars", "convert", "source", "memo", "ufunc", "dtype", "reduce", "dtype_in", "product")
 
     def __init__(self, graph, tree, scalars: tuple):
         names: dict = {v: f"o{k}" for k, v in enumerate(graph.inputs)}
@@ -58,7 +61,7 @@ class _Replay:
         for v, value in zip(graph.consts, graph.const_values):
             names[v] = const(value)
         lines = []
-        calls = []  # (function, argument names) of each node the replay calls
+        calls = []  # (function, argument names, trailing arguments) of each node the replay calls
         fresh = set()  # values a ufunc made: new ndarrays of a known dtype
         for k, node in enumerate(graph.nodes):
             args = [names[a] if isinstance(a, Var) else const(a.val) for a in node.inputs]
@@ -72,7 +75,7 @@ class _Replay:
                     direct, extra = direct[0], direct[1:]
                 if direct is not None:
                     fresh.add(node.outputs[0])  # a specializer's result is new memory of the output's dtype
-            calls.append((direct, args))
+            calls.append((direct, args, extra))
             if direct is not None:
                 call = f"{const(direct)}({', '.join(args + [const(e) for e in extra])})"
             else:  # (a node without operands, iota, has only its params)
@@ -117,10 +120,21 @@ class _Replay:
         self.convert = tuple(scalars) if self.scalars else None
         self.memo = [(None, None)] * len(scalars)
         # the ufunc whose one call on the operands is the whole graph, and its result's dtype (else None)
-        only = calls[0] if len(calls) == 1 and tree is None and not graph.consts else (None, None)
-        single = (isinstance(only[0], np.ufunc) and only[1] == [f"o{k}" for k in range(len(graph.inputs))]
-                  and list(graph.outputs) == list(graph.nodes[-1].outputs))
+        only = calls[0] if len(calls) == 1 and tree is None and not graph.consts else (None, None, ())
+        whole = only[1] == [f"o{k}" for k in range(len(graph.inputs))] and list(graph.outputs) == list(
+            graph.nodes[-1].outputs)
+        single = whole and isinstance(only[0], np.ufunc)
         self.ufunc, self.dtype = (only[0], graph.outputs[0].aval.dtype) if single else (None, None)
+        # the ufunc's reduce when the graph is that reduce over every axis of its one operand, keeping its
+        # dtype (a float one: see reduce.py's specializer), else None
+        x = graph.inputs[0].aval if len(graph.inputs) == 1 else None
+        self.reduce = only[0] if (whole and x is not None and x.ndim and isinstance(getattr(only[0], "__self__", None),
+                                                                                   np.ufunc)
+                                  and only[0].__name__ == "reduce" and only[2] == (tuple(range(x.ndim)),)
+                                  and graph.outputs[0].aval.dtype == x.dtype) else None
+        self.dtype_in = x.dtype if x is not None else None
+        # np.dot when the graph is that one product of its two operands (a matrix or vector product)
+        self.product = only[0] if whole and only[0] is np.dot and len(graph.inputs) == 2 else None
 
 
 def _converts_to_itself(node, converted: dict) -> bool:
@@ -176,11 +190,16 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
     broadcasting) whose replay is one ufunc of its operands has a lane: the replay filed under its
     operands' dtypes (a Python scalar's type) alone, whose call is that ufunc's, for operands of any
     shape (a shape NumPy cannot broadcast takes the full path, which raises JAX's error). A lane skips
-    the shape key and the generated function: `sin` on 10 elements 1.15 -> 0.8 us (NumPy: 0.28)."""
+    the shape key and the generated function: `sin` on 10 elements 1.15 -> 0.8 us (NumPy: 0.28).
+    A reduction that of one operand alone reduces every axis (`fn.whole`) has a lane too, filed by the
+    operand's dtype when its replay is one ufunc's reduce (`_Replay.reduce`), called over all axes of any
+    non-empty operand. A matrix product (`fn.product`) whose replay is np.dot has a lane for operands of
+    one or two axes: np.dot is matmul there (at any contracted size)."""
     table: dict = {}
     _tables.append(table)
     every = operand_positions == "*"
-    lanes: dict | None = {} if getattr(fn, "elementwise", False) else None
+    whole, product = getattr(fn, "whole", False), getattr(fn, "product", False)
+    lanes: dict | None = {} if getattr(fn, "elementwise", False) or whole or product else None
     if lanes is not None:
         _tables.append(lanes)
 
@@ -206,7 +225,11 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
         if lanes:
             replay = lanes.get(x.dtype)
             if replay is not None:
-                return _by_lane(replay, v)
+                reduce = replay.reduce
+                if reduce is None:
+                    return _by_lane(replay, v)
+                if v.size:  # (an empty one: the full path gives an identity or JAX's error)
+                    return _asarray(reduce(v, None)).view(Array)
         replay = table.get((x.shape, x.dtype))
         if replay.__class__ is _Replay and not replay.scalars:
             return replay.run(v)
@@ -235,6 +258,14 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
         else:
             return slow((a, b), {})
         replay = lanes.get((da, db)) if lanes else None
+        if replay is not None and replay.product is not None:
+            if 0 < x.ndim < 3 and 0 < y.ndim < 3:  # (a product lane is filed for two arrays)
+                try:
+                    out = _dot(x, y)
+                except ValueError:  # shapes that do not align: the full path raises JAX's error
+                    return slow((a, b), {})
+                return (out if out.__class__ is _NDARRAY else _asarray(out)).view(Array)
+            replay = None
         if replay is None:
             replay = table.get((da if da.__class__ is type else (a.shape, da),
                                 db if db.__class__ is type else (b.shape, db)))
@@ -294,7 +325,9 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
                 table[key] = _SEEN
                 return MISS
             replay = table[key] = _record(fn, args, kwargs, every, operand_positions)
-            if lanes is not None and replay is not _SLOW and replay.ufunc is not None and not kwargs:
+            if lanes is not None and replay is not _SLOW and not kwargs and (
+                    replay.reduce is not None if whole else replay.product is not None if product
+                    else replay.ufunc is not None):
                 _file_lane(lanes, args, replay)
         if replay is _SLOW:
             return MISS
@@ -305,6 +338,7 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
         return replay.run(*operands)
 
     fast.unary = unary
+    fast.lanes = lanes
     fast.binary = binary
     return fast
 
@@ -392,3 +426,29 @@ def _clear(_value) -> None:
 
 
 config.watch("ember_enable_x64", _clear)
+
+
+def whole_wrapper(fast: Callable, full: Callable) -> Callable:
+    """The public function of a reduction over every axis by default (`fn.whole`): called with its operand
+    alone, a lane's reduce runs in this one frame, into a new 0-d array (`sum` on 10 elements: one
+    Python call less than through `fast.unary`, which takes every other case it can)."""
+    lanes, unary = fast.lanes, fast.unary
+
+    def wrapper(a, *args, **kwargs):
+        if not args and not kwargs:
+            t = type(a)
+            if (t is Array or t is _NDARRAY) and not trace_state.stack:
+                replay = lanes.get(a.dtype)  # (a whole function's lanes are all reductions)
+                if replay is not None:
+                    out = _empty((), replay.dtype_in)
+                    try:
+                        replay.reduce(a.view(_NDARRAY), None, None, out)
+                        return out.view(Array)
+                    except ValueError:  # empty, with no identity: the full path raises JAX's error
+                        pass
+            out = unary(a)
+            if out is not MISS:
+                return out
+        return full(a, *args, **kwargs)
+
+    return wrapper

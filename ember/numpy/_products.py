@@ -81,6 +81,9 @@ def matmul(a, b):
     return P.dot_general(a, b, (((k + 1,), (k,)), (tuple(range(k)), tuple(range(k)))))
 
 
+matmul.product = True  # the eager path's product lanes (ember/numpy/_eager.py)
+
+
 @_products
 def dot(a, b):
     """numpy.dot: products of scalars, inner products of vectors, sum over a's last and b's

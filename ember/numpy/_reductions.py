@@ -84,6 +84,7 @@ def _summation(prim_fn, combine, unit: int, name):
     fn.__name__ = name
     fn.__doc__ = (f"{name} over `axis` (all axes when None) of the elements `where` selects, with `initial`, as "
                   f"numpy.{name} with JAX's dtypes.")
+    fn.whole = True  # of one operand alone, it reduces every axis (the eager path's reduction lanes)
     return fn
 
 
@@ -124,6 +125,7 @@ def _extremum(prim_fn, prim, combine, name):
 
     fn.__name__ = name
     fn.__doc__ = f"{name} over `axis` (all axes when None) of the elements `where` selects and `initial`."
+    fn.whole = True
     return fn
 
 
