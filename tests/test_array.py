@@ -48,6 +48,17 @@ def test_arrays_are_immutable_with_the_fix_in_the_message():
 def test_at_updates_as_jax():
     x = jnp.arange(5.0)
     np.testing.assert_array_equal(x.at[1].set(9.0), [0, 9, 2, 3, 4])
+    # set's own fast path (an int key, a float, one axis): a new Array, the operand unchanged; a row of
+    # a matrix and an out-of-bounds index take the other paths
+    for key, want in ((1, [0, 0.5, 2, 3, 4]), (-1, [0, 1, 2, 3, 0.5])):
+        got = x.at[key].set(0.5)
+        assert type(got) is ember.Array and got.dtype == np.float32 and not np.shares_memory(got, x)
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(x, [0, 1, 2, 3, 4])
+    np.testing.assert_array_equal(x.reshape(5, 1).at[2].set(7.0), [[0], [1], [7], [3], [4]])
+    np.testing.assert_array_equal(jnp.zeros((2, 3)).at[1].set(2.0), [[0, 0, 0], [2, 2, 2]])
+    with pytest.raises(IndexError):
+        x.at[5].set(1.0)
     np.testing.assert_array_equal(x.at[np.array([0, 0, 2])].add(1.0), [2, 1, 3, 3, 4])
     np.testing.assert_array_equal(x.at[1:3].multiply(3.0), [0, 3, 6, 3, 4])
     np.testing.assert_array_equal(x.at[1:3].mul(3.0), [0, 3, 6, 3, 4])

@@ -360,6 +360,15 @@ class _IndexUpdateRef:
 
     def set(self, values, *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
         """A copy of the array with x[key] = values (duplicated indices: one of the values wins)."""
+        x, key = self.array, self.key
+        if type(x) is Array and type(key) is int and type(values) is float and mode is None \
+                and x.ndim == 1 and not trace_state.stack and x.dtype.kind in "fc":  # the commonest, in this frame
+            out = _ndarray_copy(x)
+            try:
+                _plain_setitem(out, key, values)
+                return out
+            except IndexError:  # out of bounds: the full path raises Ember's IndexError
+                pass
         out = self._fast("set", values, mode)
         return _update(self.array, self._key(mode, "set"), P.scatter, values) if out is None else out
 
@@ -488,6 +497,8 @@ class _IndexUpdateRef:
 # the array kinds a Python scalar of each type is assigned into exactly as np.asarray(value, dtype) casts it
 _SCALAR_KINDS = {float: "fc", int: "fciu", bool: "fciub"}
 _ndarray_copy = np.ndarray.copy
+_plain_setitem = np.ndarray.__setitem__  # (on an Array of one axis: an int key is one element, never a subarray,
+# whose write ndarray.__setitem__ on an Array would drop)
 _VALUE_TYPES = frozenset({int, float, bool, np.ndarray, Array, np.float16, np.float32, np.float64, np.int8, np.int16,
                           np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_})
 
