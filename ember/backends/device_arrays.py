@@ -30,6 +30,8 @@ def byte_span(x) -> tuple[int, int]:
     """[start, end) of the memory a GPU array of any strides may touch (CuPy's pointer and strides read
     directly: its `__cuda_array_interface__` builds a dict on each access)."""
     ptr = getattr(getattr(x, "data", None), "ptr", None)
+    if isinstance(ptr, int) and getattr(x, "_c_contiguous", False):  # CuPy's flag, read without a Flags object
+        return ptr, ptr + x.nbytes
     strides = getattr(x, "strides", None) if isinstance(ptr, int) else None
     itemsize = np.dtype(x.dtype).itemsize
     if strides is None:

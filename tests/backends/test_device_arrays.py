@@ -51,6 +51,9 @@ def test_byte_span():
     assert byte_span(transposed) == (1024, 1024 + 64)
     reversed_ = FakeDeviceArray(1024 + 12, (4,), strides=(-4,))
     assert byte_span(reversed_) == (1024, 1024 + 16)
+    flagged = FakeDeviceArray(1024, (4, 4))
+    flagged._c_contiguous = True  # CuPy's own flag: the span is its bytes, read without the strides
+    assert byte_span(flagged) == (1024, 1024 + 64)
 
 
 def test_out_checks_overlap_and_layout():
