@@ -31,6 +31,8 @@
 #include <optional>
 #include <semaphore>
 #include <thread>
+#include <new>
+#include <pthread.h>
 #include <type_traits>
 #include <vector>
 
@@ -310,7 +312,16 @@ struct ember_host_pool_t {
     void* context = nullptr;
 };
 
-static ember_host_pool_t* const ember_host_pool = new ember_host_pool_t;
+static ember_host_pool_t* ember_host_pool = new ember_host_pool_t;
+
+// A child process made by fork has none of the workers (nor, if another thread held one, a usable
+// mutex): it starts over with a new pool and launch mutex (the old ones are left as they are).
+static inline void ember_host_after_fork() {
+    ember_host_pool = new ember_host_pool_t;
+    new (&ember_host_launch_mutex) std::mutex;
+}
+
+[[maybe_unused]] static const int ember_host_atfork = pthread_atfork(nullptr, nullptr, ember_host_after_fork);
 
 static inline void ember_host_worker(unsigned t, ember_host_worker_t* worker) {
     ember_host_pool_t& pool = *ember_host_pool;

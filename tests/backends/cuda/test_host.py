@@ -319,6 +319,36 @@ def test_returned_threads_hold_no_barrier_back(module, active):
     np.testing.assert_array_equal(out, expected)
 
 
+def test_threads_are_kept_between_launches_and_made_again_after_a_fork(module):
+    """Launches run on a pool of threads kept between them (a worker ends after a second idle); a child
+    made by fork, which has none of them, makes its own, as does a launch wider than any before."""
+    import os
+    import time
+
+    def reduce_rows(block):
+        x = rng.integers(-8, 9, size=(3, 500)).astype(np.float32)
+        out = np.full(3, np.nan, np.float32)
+        module.launch("row_sum", (3, 1, 1), block, [x, out, np.int64(500)])
+        return bool(np.array_equal(out, x.sum(axis=1)))
+
+    assert all(reduce_rows((64, 1, 1)) for _ in range(20))
+    pid = os.fork()
+    if pid == 0:  # the child: exit status 0 when its launches (on new threads) give the right sums
+        os._exit(0 if reduce_rows((64, 1, 1)) and reduce_rows((128, 1, 1)) else 1)
+    deadline = time.monotonic() + 30
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("a launch in a forked child hung")
+        time.sleep(0.02)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert reduce_rows((1024, 1, 1)) and reduce_rows((64, 1, 1))
+
+
 def test_bit_casts_and_clz(module):
     x = np.array([0.0, 1.0, -2.5, 1e-40, np.inf, 3e38, 5e-45, -0.0, *rng.standard_normal(24)], np.float32)
     d = np.array([0.0, 1.0, -2.5, 1e-310, np.inf, 1e300, 5e-324, -0.0, *rng.standard_normal(24)])
