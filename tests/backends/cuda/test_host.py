@@ -324,6 +324,7 @@ def test_threads_are_kept_between_launches_and_made_again_after_a_fork(module):
     made by fork, which has none of them, makes its own, as does a launch wider than any before."""
     import os
     import time
+    import warnings
 
     def reduce_rows(block):
         x = rng.integers(-8, 9, size=(3, 500)).astype(np.float32)
@@ -332,7 +333,9 @@ def test_threads_are_kept_between_launches_and_made_again_after_a_fork(module):
         return bool(np.array_equal(out, x.sum(axis=1)))
 
     assert all(reduce_rows((64, 1, 1)) for _ in range(20))
-    pid = os.fork()
+    with warnings.catch_warnings():  # (Python 3.12 warns of fork in a process with threads: that is the case)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # the child: exit status 0 when its launches (on new threads) give the right sums
         os._exit(0 if reduce_rows((64, 1, 1)) and reduce_rows((128, 1, 1)) else 1)
     deadline = time.monotonic() + 30
