@@ -452,3 +452,24 @@ def whole_wrapper(fast: Callable, full: Callable) -> Callable:
         return full(a, *args, **kwargs)
 
     return wrapper
+
+
+def product_method(fast: Callable, full: Callable) -> Callable:
+    """An Array's `@` (matmul's operator): with another Array, both of one or two axes, whose dtypes have
+    a product lane, np.dot runs in this one frame; every other call goes as `fast.binary`, then `full`."""
+    lanes, binary = fast.lanes, fast.binary
+
+    def method(self, other):
+        if type(other) is Array and type(self) is Array and 0 < self.ndim < 3 and 0 < other.ndim < 3 \
+                and not trace_state.stack:
+            replay = lanes.get((self.dtype, other.dtype))  # (matmul's lanes are all products)
+            if replay is not None:
+                try:
+                    out = _dot(self.view(_NDARRAY), other.view(_NDARRAY))
+                    return (out if out.__class__ is _NDARRAY else _asarray(out)).view(Array)
+                except ValueError:  # shapes that do not align: the full path raises JAX's error
+                    pass
+        out = binary(self, other)
+        return full(self, other) if out is MISS else out
+
+    return method

@@ -11,7 +11,7 @@ import numpy as np
 from ember.errors import ArgumentError, ConcretizationError, user_location
 from ember.numpy import _arrays, _indexing, _math, _products, _reductions, _shape, _sorting
 from ember.numpy._core import to_dtype
-from ember.numpy._eager import MISS, fast_path
+from ember.numpy._eager import MISS, fast_path, product_method
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.array import Array
@@ -21,7 +21,8 @@ _OPERANDS = (Tracer, np.ndarray, np.generic, bool, int, float)
 
 
 def _binop(fn, reflected: bool = False):
-    binary = fast_path(fn, "*").binary  # an eager Array's operators replay an earlier call of their signature
+    fast = fast_path(fn, "*")
+    binary = fast.binary  # an eager Array's operators replay an earlier call of their signature
 
     def full(self, other):
         t = type(other)
@@ -34,6 +35,8 @@ def _binop(fn, reflected: bool = False):
         return fn(other, self) if reflected else fn(self, other)
 
     # the fast path first (it takes Arrays, ndarrays and Python scalars, else says MISS): no checks before it
+    if getattr(fn, "product", False) and not reflected:
+        return product_method(fast, full)
     if reflected:
         def method(self, other):
             out = binary(other, self)
