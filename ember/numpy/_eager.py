@@ -45,7 +45,7 @@ class _Replay:
     `memo`: per operand, the last Python scalar converted and its conversion (`x + 1.0` in a loop
     passes the same float object each time)."""
 
-    __slots__ = ("run", "scalars", "convert", "source", "memo", "ufunc", "dtype", "reduce", "dtype_in", "product")
+    __slots__ = ("run", "scalars", "convert", "source", "memo", "ufunc", "dtype", "reduce", "product")
 
     def __init__(self, graph, tree, scalars: tuple):
         names: dict = {v: f"o{k}" for k, v in enumerate(graph.inputs)}
@@ -124,7 +124,6 @@ class _Replay:
         whole = only[1] == [f"o{k}" for k in range(len(graph.inputs))] and list(graph.outputs) == list(
             graph.nodes[-1].outputs)
         single = whole and isinstance(only[0], np.ufunc)
-        self.ufunc, self.dtype = (only[0], graph.outputs[0].aval.dtype) if single else (None, None)
         # the ufunc's reduce when the graph is that reduce over every axis of its one operand, keeping its
         # dtype (a float one: see reduce.py's specializer), else None
         x = graph.inputs[0].aval if len(graph.inputs) == 1 else None
@@ -132,7 +131,9 @@ class _Replay:
                                                                                    np.ufunc)
                                   and only[0].__name__ == "reduce" and only[2] == (tuple(range(x.ndim)),)
                                   and graph.outputs[0].aval.dtype == x.dtype) else None
-        self.dtype_in = x.dtype if x is not None else None
+        # the result's dtype of a ufunc or reduce lane
+        self.ufunc, self.dtype = (only[0] if single else None,
+                                  graph.outputs[0].aval.dtype if single or self.reduce is not None else None)
         # np.dot when the graph is that one product of its two operands (a matrix or vector product)
         self.product = only[0] if whole and only[0] is np.dot and len(graph.inputs) == 2 else None
 
@@ -225,11 +226,11 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
         if lanes:
             replay = lanes.get(x.dtype)
             if replay is not None:
-                reduce = replay.reduce
-                if reduce is None:
+                if replay.reduce is None:
                     return _by_lane(replay, v)
-                if v.size:  # (an empty one: the full path gives an identity or JAX's error)
-                    return _asarray(reduce(v, None)).view(Array)
+                out = _by_reduce_lane(replay, v)
+                if out is not MISS:
+                    return out
         replay = table.get((x.shape, x.dtype))
         if replay.__class__ is _Replay and not replay.scalars:
             return replay.run(v)
@@ -260,11 +261,8 @@ def fast_path(fn: Callable, operand_positions: tuple[int, ...] | str) -> Callabl
         replay = lanes.get((da, db)) if lanes else None
         if replay is not None and replay.product is not None:
             if 0 < x.ndim < 3 and 0 < y.ndim < 3:  # (a product lane is filed for two arrays)
-                try:
-                    out = _dot(x, y)
-                except ValueError:  # shapes that do not align: the full path raises JAX's error
-                    return slow((a, b), {})
-                return (out if out.__class__ is _NDARRAY else _asarray(out)).view(Array)
+                out = _by_product_lane(x, y)
+                return slow((a, b), {}) if out is MISS else out
             replay = None
         if replay is None:
             replay = table.get((da if da.__class__ is type else (a.shape, da),
@@ -349,6 +347,27 @@ def _by_lane(replay: _Replay, *operands) -> Array:
     if out.dtype is not replay.dtype:  # (never for the dtypes it was filed under; the full checks)
         return replay.run(*operands)
     return (out if out.__class__ is _NDARRAY else np.asarray(out)).view(Array)  # (0-d: a NumPy scalar)
+
+
+def _by_reduce_lane(replay: _Replay, v: np.ndarray):
+    """The replay's reduce over every axis of `v` into a new 0-d Array, or MISS for an empty operand
+    without an identity (the full path raises JAX's error). `whole_wrapper` inlines it (a frame less)."""
+    out = _empty((), replay.dtype)
+    try:
+        replay.reduce(v, None, None, out)
+    except ValueError:
+        return MISS
+    return out.view(Array)
+
+
+def _by_product_lane(x: np.ndarray, y: np.ndarray):
+    """np.dot of two plain arrays of one or two axes as an Array, or MISS for shapes that do not align
+    (the full path raises JAX's error). `product_method` inlines it (a frame less)."""
+    try:
+        out = _dot(x, y)
+    except ValueError:
+        return MISS
+    return (out if out.__class__ is _NDARRAY else _asarray(out)).view(Array)
 
 
 def _file_lane(lanes: dict, args: tuple, replay: _Replay) -> None:
@@ -439,8 +458,8 @@ def whole_wrapper(fast: Callable, full: Callable) -> Callable:
             t = type(a)
             if (t is Array or t is _NDARRAY) and not trace_state.stack:
                 replay = lanes.get(a.dtype)  # (a whole function's lanes are all reductions)
-                if replay is not None:
-                    out = _empty((), replay.dtype_in)
+                if replay is not None:  # (_by_reduce_lane, inlined)
+                    out = _empty((), replay.dtype)
                     try:
                         replay.reduce(a.view(_NDARRAY), None, None, out)
                         return out.view(Array)
@@ -463,7 +482,7 @@ def product_method(fast: Callable, full: Callable) -> Callable:
         if type(other) is Array and type(self) is Array and 0 < self.ndim < 3 and 0 < other.ndim < 3 \
                 and not trace_state.stack:
             replay = lanes.get((self.dtype, other.dtype))  # (matmul's lanes are all products)
-            if replay is not None:
+            if replay is not None:  # (_by_product_lane, inlined)
                 try:
                     out = _dot(self.view(_NDARRAY), other.view(_NDARRAY))
                     return (out if out.__class__ is _NDARRAY else _asarray(out)).view(Array)

@@ -17,6 +17,7 @@
 // kernel source, never #included.
 
 #include <math.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <barrier>
@@ -28,11 +29,10 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <semaphore>
 #include <thread>
-#include <new>
-#include <pthread.h>
 #include <type_traits>
 #include <vector>
 
