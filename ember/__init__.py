@@ -52,11 +52,22 @@ from ember.errors import (
     TracerEscapeError,
     TransformError,
 )
+from ember.numpy.util import register_eager_compiler as _register_eager_compiler
 from ember.tracer import Graph
 from ember.tracer.array import Array
 from ember.tree import register_pytree_node
 
 __version__ = "0.1.0"
+
+
+def _compile_eager(targets: dict) -> dict:
+    """The eager fast path's native callables, compiled by the llvm backend (imported on first use)."""
+    from ember.backends.llvm.eager import compile_native
+
+    return compile_native(targets)
+
+
+_register_eager_compiler(_compile_eager)
 
 __all__ = [
     "jit", "grad", "value_and_grad", "vjp", "jvp", "linearize", "jacfwd", "vmap", "jacrev", "jacobian", "hessian",

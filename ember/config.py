@@ -20,6 +20,9 @@ are typed: a flag takes a bool, a count an int in its range, and a wrong type or
   and the BLAS calls it makes. Default: the CPUs this process may use (`os.sched_getaffinity`),
   at most OMP_NUM_THREADS, OPENBLAS_NUM_THREADS and MKL_NUM_THREADS where set (a Dask worker's caps).
   1 runs everything on the calling thread.
+- ember_eager_native (EMBER_EAGER_NATIVE, on by default): the eager fast path's hottest calls (`x.at[k].set`,
+  `sum(x)`) run as native builtins once the process has made enough of them (ember/numpy/_native.py).
+  Off, they stay in Python: the same results, slower.
 """
 
 from __future__ import annotations
@@ -46,14 +49,15 @@ _OPTIONS = {
     "ember_check_oracle": _Option("check_oracle", "EMBER_CHECK_ORACLE", bool),
     "ember_num_threads": _Option("num_threads", "EMBER_NUM_THREADS", int, minimum=1),
     "ember_enable_x64": _Option("x64_enabled", "EMBER_ENABLE_X64", bool),
+    "ember_eager_native": _Option("eager_native", "EMBER_EAGER_NATIVE", bool),
 }
 # JAX's names for the options both have: code ported from JAX sets them unchanged
 _JAX_NAMES = {"jax_enable_x64": "ember_enable_x64", "jax_debug_nans": "ember_debug_nans",
               "jax_debug_infs": "ember_debug_infs"}
 
 
-def _env_flag(var: str) -> bool:
-    raw = os.environ.get(var, "")
+def _env_flag(var: str, default: bool = False) -> bool:
+    raw = os.environ.get(var, "1" if default else "")
     text = raw.strip().lower()
     if text not in _TRUE | _FALSE:
         raise ValueError(f"{var}={raw!r} is not a boolean; set it to 1 or 0")
@@ -97,6 +101,7 @@ def available_cpus() -> int:
 debug_nans: bool = _env_flag("EMBER_DEBUG_NANS")
 debug_infs: bool = _env_flag("EMBER_DEBUG_INFS")
 check_oracle: bool = _env_flag("EMBER_CHECK_ORACLE")
+eager_native: bool = _env_flag("EMBER_EAGER_NATIVE", default=True)
 num_threads: int = _env_count("EMBER_NUM_THREADS", 1) or available_cpus()
 x64_enabled: bool = _env_flag("EMBER_ENABLE_X64") or _env_flag("JAX_ENABLE_X64")
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ember import config
+from ember.numpy import _native
 from ember.tracer import dtypes
 from ember.tracer.array import Array
 from ember.tracer.aval import ShapedArray
@@ -45,7 +46,7 @@ class _Replay:
     `memo`: per operand, the last Python scalar converted and its conversion (`x + 1.0` in a loop
     passes the same float object each time)."""
 
-    __slots__ = ("run", "scalars", "convert", "source", "memo", "ufunc", "dtype", "reduce", "product")
+    __slots__ = ("run", "scalars", "convert", "source", "memo", "ufunc", "dtype", "reduce", "product", "pairwise")
 
     def __init__(self, graph, tree, scalars: tuple):
         names: dict = {v: f"o{k}" for k, v in enumerate(graph.inputs)}
@@ -131,6 +132,8 @@ class _Replay:
                                                                                    np.ufunc)
                                   and only[0].__name__ == "reduce" and only[2] == (tuple(range(x.ndim)),)
                                   and graph.outputs[0].aval.dtype == x.dtype) else None
+        # a sum (NumPy's add.reduce, pairwise): the native tier sums small float ones itself, in NumPy's order
+        self.pairwise = self.reduce is not None and self.reduce.__self__ is np.add
         # the result's dtype of a ufunc or reduce lane
         self.ufunc, self.dtype = (only[0] if single else None,
                                   graph.outputs[0].aval.dtype if single or self.reduce is not None else None)
@@ -351,7 +354,7 @@ def _by_lane(replay: _Replay, *operands) -> Array:
 
 def _by_reduce_lane(replay: _Replay, v: np.ndarray):
     """The replay's reduce over every axis of `v` into a new 0-d Array, or MISS for an empty operand
-    without an identity (the full path raises JAX's error). `whole_wrapper` inlines it (a frame less)."""
+    without an identity (the full path raises JAX's error)."""
     out = _empty((), replay.dtype)
     try:
         replay.reduce(v, None, None, out)
@@ -447,25 +450,29 @@ def _clear(_value) -> None:
 config.watch("ember_enable_x64", _clear)
 
 
+def _whole_lane(a, lanes: dict):
+    """A reduction's lane over every axis of `a` (an ndarray or Array, outside any trace), or MISS. The
+    native tier replaces this function (ember/numpy/_native.py)."""
+    t = type(a)
+    if (t is Array or t is _NDARRAY) and not trace_state.stack:
+        replay = lanes.get(a.dtype)  # (a whole function's lanes are all reductions)
+        if replay is not None:
+            _native.hit()
+            return _by_reduce_lane(replay, a.view(_NDARRAY) if t is Array else a)
+    return MISS
+
+
 def whole_wrapper(fast: Callable, full: Callable) -> Callable:
     """The public function of a reduction over every axis by default (`fn.whole`): called with its operand
-    alone, a lane's reduce runs in this one frame, into a new 0-d array (`sum` on 10 elements: one
-    Python call less than through `fast.unary`, which takes every other case it can)."""
+    alone, its reduce lane runs first (`_whole_lane`, native once the process is warm), then
+    `fast.unary`, which takes every other case it can."""
     lanes, unary = fast.lanes, fast.unary
 
     def wrapper(a, *args, **kwargs):
         if not args and not kwargs:
-            t = type(a)
-            if (t is Array or t is _NDARRAY) and not trace_state.stack:
-                replay = lanes.get(a.dtype)  # (a whole function's lanes are all reductions)
-                if replay is not None:  # (_by_reduce_lane, inlined)
-                    out = _empty((), replay.dtype)
-                    try:
-                        replay.reduce(a.view(_NDARRAY), None, None, out)
-                        return out.view(Array)
-                    except ValueError:  # empty, with no identity: the full path raises JAX's error
-                        pass
-            out = unary(a)
+            out = _whole_lane(a, lanes)
+            if out is MISS:
+                out = unary(a)
             if out is not MISS:
                 return out
         return full(a, *args, **kwargs)

@@ -20,6 +20,7 @@ from ember.errors import (
     NonConcreteBooleanIndexError,
     user_location,
 )
+from ember.numpy import _native
 from ember.numpy._core import asarray, broadcast_shapes, shape_of
 from ember.tracer import dtypes
 from ember.tracer import prims as P
@@ -366,6 +367,8 @@ class _IndexUpdateRef:
             out = _ndarray_copy(x)
             try:
                 _plain_setitem(out, key, values)
+                if x.dtype.kind == "f" and x.dtype.itemsize > 2:  # what the native tier serves
+                    _native.hit()
                 return out
             except IndexError:  # out of bounds: the full path raises Ember's IndexError
                 pass

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import json
-import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ember.backends.llvm import blas, jit, pool
+from ember.backends.llvm import blas, capi, jit, pool
 from ember.backends.llvm import entry as E
 from ember.passes.memory import Plan
 from ember.tracer.array import Array
@@ -67,18 +66,6 @@ def _runtime_symbols(meta: dict) -> dict[str, int]:
     return {**routines, **threads, **E.libm_symbols(), **{k: id(obj) for k, obj in E.SYMBOLS.items()}}
 
 
-class _MethodDef(ctypes.Structure):
-    """CPython's PyMethodDef."""
-
-    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p), ("ml_flags", ctypes.c_int),
-                ("ml_doc", ctypes.c_char_p)]
-
-
-_METH_O = 0x0008
-_new_function = ctypes.pythonapi.PyCFunction_NewEx
-_new_function.restype, _new_function.argtypes = ctypes.py_object, [ctypes.c_void_p] * 3
-
-
 # One METH_O function for every entry, compiled once per process: its `self` is the entry's address (a
 # Python int), so an entry called as a builtin needs no wrapper in its own module (which cost a small
 # module about 10% more LLVM time). It returns None when the entry ran, True when it refused an input.
@@ -100,20 +87,16 @@ define ptr @ember_trampoline(ptr %self, ptr %args) {
 
 
 @functools.cache
-def _trampoline() -> tuple[jit.Library, _MethodDef]:
+def _trampoline() -> tuple[jit.Library, capi.MethodDef]:
     """The trampoline's code and its method definition (kept for the process's life)."""
     library = jit.compile_ir(_TRAMPOLINE, {"ember_py_none": id(None), "ember_py_true": id(True)}, "ember_trampoline")
-    return library, _MethodDef(b"ember_entry", library.address("ember_trampoline"), _METH_O, None)
+    return library, capi.definition("ember_entry", library.address("ember_trampoline"), capi.METH_O)
 
 
 def _builtin(address: int) -> Callable:
     """The entry at `address` as a Python builtin function of its argument tuple (through the trampoline)."""
     _, definition = _trampoline()
-    target = int(address)  # the builtin's `self`, which it keeps
-    fn = _new_function(ctypes.addressof(definition), id(target), None)
-    for _ in range(sys.getrefcount(fn) - 2):  # ctypes returns the new reference with one more of its own
-        ctypes.pythonapi.Py_DecRef(ctypes.py_object(fn))
-    return fn
+    return capi.builtin(definition, int(address))  # (the builtin's `self`, which it keeps)
 
 
 def _aligned_empty(nbytes: int) -> np.ndarray:
