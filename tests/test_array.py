@@ -231,3 +231,21 @@ def test_dask_and_matplotlib_take_arrays():
     (line,) = ax.plot(x, jnp.sin(x))
     np.testing.assert_allclose(line.get_ydata(), np.sin(np.arange(8.0)), rtol=1e-6)
     plt.close(fig)
+
+
+def test_byte_swapped_data_is_read_in_this_machines_order():
+    """A big-endian array (a file's data) is taken as JAX takes it: its values, in native byte order, by
+    asarray, the eager functions (the full path and the replays after it), jit, grad and vmap; a
+    byte-swapped dtype names the same dtype."""
+    swapped = np.dtype(np.float32).newbyteorder()
+    x = np.arange(4, dtype=swapped)
+    want_sin = np.sin(np.arange(4, dtype=np.float32))
+    results = [jnp.asarray(x), *[jnp.sin(x) for _ in range(3)], x + jnp.ones(4), jnp.reshape(x, (2, 2)),
+               ember.jit(lambda v: v * 2)(x), ember.grad(lambda v: (v * v).sum())(x), ember.vmap(jnp.sin)(x),
+               jnp.sum(x), jnp.asarray([1, 2]).astype(swapped)]
+    for r in results:
+        assert type(r) is ember.Array and r.dtype.isnative and r.dtype == np.float32
+    for r in results[1:4]:
+        np.testing.assert_allclose(r, want_sin, rtol=1e-6)
+    np.testing.assert_array_equal(results[5], [[0, 1], [2, 3]])
+    assert float(results[9]) == 6.0

@@ -116,16 +116,23 @@ def asarray(x, dtype=None) -> ArrayLike:
 
 def plain_array(x: np.ndarray) -> np.ndarray:
     """`x` as a plain ndarray: NumPy subclasses such as np.matrix would keep their own rules (2-D results
-    of sum and indexing); masked arrays are rejected, since their mask would be silently dropped."""
+    of sum and indexing); masked arrays are rejected, since their mask would be silently dropped.
+    Byte-swapped data (a big-endian file's) is copied into this machine's order, as JAX's device_put does."""
     if type(x) is np.ndarray:
-        return x
+        return x if x.dtype.isnative else _native_order(x)
     if type(x) is Array:  # ember's own: its data, which the functions below work on as NumPy's
-        return x.view(np.ndarray)
+        return x.view(np.ndarray) if x.dtype.isnative else _native_order(x.view(np.ndarray))
     if isinstance(x, np.ma.MaskedArray):
         raise ArgumentValueError("NumPy masked arrays are not supported by ember, which would drop the mask; "
                                  "pass arr.filled(value) (or the data and the mask as two arrays) instead",
                                  user_location())
-    return np.asarray(x)
+    x = np.asarray(x)
+    return x if x.dtype.isnative else _native_order(x)
+
+
+def _native_order(x: np.ndarray) -> np.ndarray:
+    """A copy of byte-swapped `x` in this machine's byte order (the same values and dtype kind)."""
+    return x.astype(x.dtype.newbyteorder("="))
 
 
 # --- operands of the public functions -------------------------------------------------------------

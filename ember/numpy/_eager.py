@@ -400,6 +400,8 @@ def _record(fn: Callable, args: tuple, kwargs: dict, every: bool, positions) -> 
             avals.append(ShapedArray((), dt, weak))
             scalars.append(dt)
         else:
+            if not x.dtype.isnative:  # byte-swapped data: the full path converts it (plain_array)
+                return _SLOW
             avals.append(ShapedArray(np.shape(x), dtypes.canonicalize(x.dtype)))
             scalars.append(None)
     tree_box = []

@@ -50,6 +50,8 @@ def canonicalize(dtype) -> np.dtype:
         dt = np.dtype(dtype)
     except TypeError:
         raise DTypeError(f"{dtype!r} is not a dtype", user_location()) from None
+    if not dt.isnative:  # '>f4' on this machine: the values are float32s, kept in its own byte order
+        dt = dt.newbyteorder("=")
     if dt not in _SUPPORTED_SET:
         names = ", ".join(d.name for d in SUPPORTED)
         raise DTypeError(f"dtype {dt.name} is not supported by ember; use one of: {names}", user_location())
