@@ -122,6 +122,7 @@ def test_the_native_set_writes_what_numpy_writes(native_tier):
                 assert type(got) is ember.Array and got.dtype == dtype and not np.shares_memory(got, x)
                 np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(x, a)  # the operand is never written
+        np.testing.assert_array_equal(x.at[1].set(values=4.0), np.where(np.arange(7) == 1, 4, a))  # (by Python)
 
 
 def test_under_a_trace_the_native_tier_hands_the_call_back(native_tier):
@@ -178,6 +179,8 @@ def test_whole_reductions_are_the_same_in_both_tiers(name):
     assert python[0][0] is ember.Array  # (served by the lane)
     empty = 3 * list(ARRAYS).index("f4_empty")
     assert (python[empty][0] == "raised") == (name in ("max", "min"))  # no identity: JAX's error
+    assert _native.install() and _eager._whole_lane(fn) is _eager._whole_lane() is _eager.MISS  # (misused: MISS)
+    _native.uninstall()
 
 
 def test_the_native_tier_leaks_no_reference(native_tier):

@@ -23,7 +23,7 @@ _compiler: Callable[[dict], dict] | None = None
 _countdown = NATIVE_AFTER if config.eager_native else _NEVER
 _lock = threading.Lock()
 _python: dict = {}  # what the native tier replaced: (owner, attribute) -> the Python object
-status = "not compiled yet"  # or "installed", or why the native tier is not in use
+status = "not compiled yet" if config.eager_native else "off (ember_eager_native)"  # or "installed", or why not
 
 
 def register(compiler: Callable[[dict], dict]) -> None:

@@ -231,6 +231,9 @@ call:
 
 define ptr @ember_eager_whole(ptr %unused, ptr %args, i64 %nargs) {{
 entry:
+  %two = icmp eq i64 %nargs, 2
+  br i1 %two, label %start, label %miss
+start:
   %a = load ptr, ptr %args
   %lp = getelementptr ptr, ptr %args, i64 1
   %lanes = load ptr, ptr %lp
@@ -453,7 +456,7 @@ split:
 }}}}
 """
 
-_SET_DOC = ("set($self, values, /, *, indices_are_sorted=False, unique_indices=False, mode=None)\n--\n\n"
+_SET_DOC = ("set($self, values, *, indices_are_sorted=False, unique_indices=False, mode=None)\n--\n\n"
             "A copy of the array with x[key] = values (duplicated indices: one of the values wins).")
 _GETITEM_DOC = "__getitem__($self, key, /)\n--\n\nThe update reference `x.at[key]`."
 _AT_DOC = "at(x, /)\n--\n\n`x.at`: JAX's functional index updates of `x`."
@@ -485,11 +488,11 @@ def compile_native(targets: Mapping[str, object]) -> dict[str, object]:
     library = jit.compile_ir(ir, symbols, "ember_eager_set")
     _libraries.append((library, keep))
 
-    def native(name: str, flags: int, doc: str) -> capi.MethodDef:
-        return capi.definition(name, library.address(f"ember_eager_{name}"), flags, doc)
+    def native(name: str, flags: int, doc: str, shown: str | None = None) -> capi.MethodDef:
+        return capi.definition(shown or name, library.address(f"ember_eager_{name}"), flags, doc)
 
     return {"at": capi.builtin(native("at", capi.METH_O, _AT_DOC)),
-            "getitem": capi.method(helper, native("getitem", capi.METH_O, _GETITEM_DOC)),
+            "getitem": capi.method(helper, native("getitem", capi.METH_O, _GETITEM_DOC, "__getitem__")),
             "set": capi.method(ref, native("set", capi.METH_FASTCALL | capi.METH_KEYWORDS, _SET_DOC)),
             "whole": capi.builtin(native("whole", capi.METH_FASTCALL, _WHOLE_DOC))}
 
