@@ -249,3 +249,72 @@ def test_byte_swapped_data_is_read_in_this_machines_order():
         np.testing.assert_allclose(r, want_sin, rtol=1e-6)
     np.testing.assert_array_equal(results[5], [[0, 1], [2, 3]])
     assert float(results[9]) == 6.0
+
+
+def _same(fast, general):
+    """The two calls give the same value, dtype, shape and type, or raise the same exception class."""
+    got = []
+    for call in (fast, general):
+        try:
+            out = call()
+            got.append((type(out), out.dtype, out.shape, np.asarray(out).tolist()))
+        except Exception as e:  # noqa: BLE001
+            got.append(("raised", type(e)))
+    assert repr(got[0]) == repr(got[1]), got
+
+
+ARRAYS_BY_RANK = [jnp.asarray(np.array(2.5, np.float32)), jnp.arange(5.0), jnp.arange(12).reshape(3, 4),
+                  jnp.asarray(np.arange(24, dtype=np.float32).reshape(2, 3, 4) > 5)]
+BASIC_KEYS = [0, -1, 2, 5, -6, slice(1, 3), slice(None, None, -1), slice(None, None, 2), slice(10, None),
+              slice(-100, 100), slice(3, 1), slice(None, None, -2), slice(0, 3, 0), (), (0,), (0, 1), (-1, -1),
+              (slice(1, 3), None), (Ellipsis, 0), (None, Ellipsis, None), (0, 0, 0, 0), (1, slice(None), 0),
+              (Ellipsis, Ellipsis), True, np.int64(1), slice(np.int64(1), 3), [0, 1]]
+
+
+@pytest.mark.parametrize("rank", range(4))
+def test_basic_indexing_reshape_and_T_take_numpy_and_match_the_general_path(rank):
+    """An Array's x[key], x.reshape and x.T run NumPy's own on the data (then a copy); every key, shape
+    and error is what ember.numpy's general path gives (which follows JAX), and results never alias."""
+    from ember.numpy import _indexing, _methods, _shape
+
+    x = ARRAYS_BY_RANK[rank]
+    for key in BASIC_KEYS:
+        _same(lambda key=key: x[key], lambda key=key: _indexing.getitem(x, key))
+        try:
+            out = x[key]
+        except Exception:  # noqa: BLE001
+            continue
+        assert not np.shares_memory(out, x)
+    for shape in [(-1,), (x.size,), (1, -1), ((1, x.size),), (7, 3), (), ((),), (-1, -1), (2.0,)]:
+        _same(lambda shape=shape: x.reshape(*shape), lambda shape=shape: _methods._reshape(x, *shape))
+    _same(lambda: x.reshape(-1, order="F"), lambda: _shape.reshape(x, (-1,), "F"))
+    _same(lambda: x.T, lambda: jnp.transpose(x))
+    assert x.T.flags.c_contiguous and not np.shares_memory(x.T, x)
+    # under a trace the general path runs: a concrete Array is a const of the graph
+    f = ember.jit(lambda a: (x[()], x.T, x.reshape(-1), a))
+    for got, want in zip(f(1.0)[:3], (x[()], x.T, x.reshape(-1))):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("make", ["zeros", "ones", "empty", "full"])
+def test_creation_functions_take_numpy_eagerly_and_match_jit(make):
+    """zeros, ones, empty and full with a plain shape run NumPy directly; the values and dtypes are jit's
+    (which follows JAX), for every dtype, fill value and shape, and bad shapes raise the same errors."""
+    fn = getattr(jnp, make)
+    shapes = [3, (2, 3), 0, (), (0, 3), [2, 3], np.int64(2), -1, (2, -1), 2.0, (2, np.int32(2))]
+    dtypes = [None, np.float16, np.float64, np.int8, np.uint8, np.int32, bool]
+    fills = [2.5, 7, True, 300, -1, 1e40, np.float32(2.0)] if make == "full" else [None]
+    for shape in shapes:
+        for dtype in dtypes:
+            for fill in fills:
+                args = (shape,) if fill is None else (shape, fill)
+                def values(out):  # (empty's values are zeros, as JAX's: it is compared for dtype and shape)
+                    return out * False if make == "empty" else out
+
+                def eager(args=args, dtype=dtype):
+                    return values(fn(*args, dtype=dtype))
+
+                def jitted(args=args, dtype=dtype):
+                    return values(ember.jit(lambda: fn(*args, dtype=dtype))())
+
+                _same(eager, jitted)

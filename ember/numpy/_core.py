@@ -273,10 +273,11 @@ def _as_arrays(out, args: tuple):
 
 def arrays_out(namespace: MutableMapping[str, object], names) -> None:
     """Make the public functions `names` of `namespace` that compute with NumPy outside a trace (e.g.
-    arange) return Arrays, as every ember.numpy function does."""
+    arange) return Arrays, as every ember.numpy function does (those marked `gives_arrays` do already)."""
     for name in names:
         fn = namespace.get(name)
-        if isinstance(fn, types.FunctionType) and name not in ARRAY_PARAMS and not hasattr(fn, "fast"):
+        if isinstance(fn, types.FunctionType) and name not in ARRAY_PARAMS and not hasattr(fn, "fast") \
+                and not getattr(fn, "gives_arrays", False):
             namespace[name] = functools.wraps(fn)(lambda *a, _fn=fn, **k: _as_arrays(_fn(*a, **k), a))
 
 

@@ -12,7 +12,10 @@ from ember.errors import ConcretizationError, user_location
 from ember.numpy._core import asarray, broadcast_shapes, dtype_weak, is_scalar, normalize_axis, shape_of, to_dtype
 from ember.tracer import dtypes
 from ember.tracer import prims as P
-from ember.tracer.trace import Tracer, is_tracing
+from ember.tracer.array import Array
+from ember.tracer.trace import Tracer, is_tracing, trace_state
+
+_np_zeros, _np_empty = np.zeros, np.empty
 
 
 def array(object, dtype=None, copy: bool = True):
@@ -47,10 +50,44 @@ def _shape(shape, name: str) -> tuple[int, ...]:
     raise TypeError(f"{name}: shape must be an int or a sequence of ints, got {shape!r} (at {user_location()})")
 
 
+def _eager_shape(shape) -> tuple[int, ...] | None:
+    """`shape` as a tuple when it is a plain one (a non-negative int, or a tuple of them) and no trace is
+    under way: the creation functions then make the array with NumPy directly (their eager fast path)."""
+    if trace_state.stack:
+        return None
+    t = type(shape)
+    if t is int:
+        return (shape,) if shape >= 0 else None
+    if t is not tuple:
+        return None
+    for d in shape:  # (a loop: a generator costs more than the array)
+        if type(d) is not int or d < 0:
+            return None
+    return shape
+
+
 def full(shape, fill_value, dtype=None):
     """An array of `shape` filled with `fill_value` (which may be a traced scalar or broadcast)."""
     dt, weak = (dtypes.canonicalize(dtype), False) if dtype is not None else dtype_weak(fill_value)
+    s = _eager_shape(shape)
+    if s is not None and type(fill_value) in _FILLS.get(dt.kind, ()):
+        return _filled(s, fill_value, dt)
     return _full(_shape(shape, "full"), fill_value, dt, weak)
+
+
+# the Python scalars that NumPy's fill puts into an array of each kind as the full path converts them
+_FILLS = {"f": (float, int, bool), "i": (int, bool), "u": (bool,), "b": (bool,)}
+
+
+def _filled(shape: tuple[int, ...], value, dt: np.dtype):
+    """A new Array of `shape` and `dt` filled with a Python scalar, or the full path's result where NumPy
+    refuses the value (an int out of the dtype's range)."""
+    out = _np_empty(shape, dt)
+    try:
+        out.fill(value)
+    except (OverflowError, ValueError):
+        return _full(shape, value, dt, False)
+    return out.view(Array)
 
 
 def _full(shape, fill_value, dt, weak: bool):
@@ -62,15 +99,21 @@ def _full(shape, fill_value, dt, weak: bool):
 
 def zeros(shape, dtype=None):
     """An array of zeros (float32 unless `dtype` says otherwise)."""
-    return P.full(_shape(shape, "zeros"), 0, dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_)
+    dt = dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_
+    s = _eager_shape(shape)
+    return _np_zeros(s, dt).view(Array) if s is not None else P.full(_shape(shape, "zeros"), 0, dt)
 
 
 def ones(shape, dtype=None):
     """An array of ones (float32 unless `dtype` says otherwise)."""
-    return P.full(_shape(shape, "ones"), 1, dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_)
+    dt = dtypes.canonicalize(dtype) if dtype is not None else dtypes.float_
+    s = _eager_shape(shape)
+    return _filled(s, True, dt) if s is not None else P.full(_shape(shape, "ones"), 1, dt)
 
 
 empty = zeros
+for _fn in (full, zeros, ones):
+    _fn.gives_arrays = True  # (Arrays on the eager path, bind's Arrays or Tracers otherwise: no wrapper)
 
 
 def _like(a, dtype, shape, name):

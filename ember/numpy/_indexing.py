@@ -330,7 +330,7 @@ class _IndexUpdateRef:
         x = self.array
         if mode == "fill" or fill_value is not None:
             return self._filled(fill_value)
-        if (type(x) is Array or type(x) is np.ndarray) and not is_tracing() and _static_key(self.key) is not None:
+        if (type(x) is Array or type(x) is np.ndarray) and not is_tracing() and static_key(self.key) is not None:
             try:
                 return np.array(np.asarray(x)[self._key(mode, "get")]).view(Array)
             except IndexError:  # out of bounds: the full path's error
@@ -387,7 +387,7 @@ class _IndexUpdateRef:
         x, key = self.array, self.key
         tx, tv = type(x), type(values)
         if not (tx is Array or tx is np.ndarray) or trace_state.stack or tv not in _VALUE_TYPES \
-                or not (type(key) is int or _static_key(key) is not None):
+                or not (type(key) is int or static_key(key) is not None):
             return None
         try:
             if mode is not None:
@@ -506,15 +506,18 @@ _VALUE_TYPES = frozenset({int, float, bool, np.ndarray, Array, np.float16, np.fl
                           np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_})
 
 
-def _static_key(key):
+def static_key(key):
     """`key` in a hashable form if it holds only ints, slices of ints, None and Ellipsis, else None."""
     items = key if isinstance(key, tuple) else (key,)
     out = []
     for k in items:
         if k is None or k is Ellipsis or type(k) is int:
             out.append(k)
-        elif type(k) is slice and all(p is None or type(p) is int for p in (k.start, k.stop, k.step)):
-            out.append(("slice", k.start, k.stop, k.step))
+        elif type(k) is slice:
+            a, b, c = k.start, k.stop, k.step  # (tested one by one: a generator costs more than the indexing)
+            if not ((a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int)):
+                return None
+            out.append(("slice", a, b, c))
         else:
             return None
     return isinstance(key, tuple), tuple(out)

@@ -15,7 +15,7 @@ from ember.numpy._eager import MISS, fast_path, product_method
 from ember.tracer import dtypes
 from ember.tracer import prims as P
 from ember.tracer.array import Array
-from ember.tracer.trace import Tracer
+from ember.tracer.trace import Tracer, trace_state
 
 _OPERANDS = (Tracer, np.ndarray, np.generic, bool, int, float)
 
@@ -175,6 +175,61 @@ def _binds(signature: inspect.Signature, self, args: tuple, kwargs: dict) -> boo
     return True
 
 
+# An Array's basic indexing, `.T` and `.reshape`: NumPy's own on the data, then a copy (Ember's results
+# never alias), which is JAX's semantics there; a key, shape or call they do not take goes the general way.
+_nd_getitem, _nd_copy, _nd_reshape, _nd_T = np.ndarray.__getitem__, np.ndarray.copy, np.ndarray.reshape, np.ndarray.T
+_asarray = np.asarray
+
+
+def _array_getitem(general):
+    """`x[key]` for a key of ints, slices of ints, None and Ellipsis outside any trace: NumPy's basic
+    indexing, copied (ints in bounds, slices clamped); any other key, or one NumPy refuses (out of
+    bounds: Ember's IndexError with the user's line), by `general`."""
+    static_key = _indexing.static_key
+
+    def __getitem__(self, key):
+        t = type(key)
+        if t is slice:  # (the commonest after an int: its parts tested here, without static_key's tuple)
+            a, b, c = key.start, key.stop, key.step
+            basic = (a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int)
+        else:
+            basic = t is int or (t is tuple and static_key(key) is not None)
+        if basic and not trace_state.stack:
+            try:
+                out = _nd_getitem(self, key)
+            except (IndexError, ValueError, TypeError):
+                return general(self, key)
+            return _nd_copy(out) if out.__class__ is Array else _asarray(out).view(Array)
+        return general(self, key)
+
+    return __getitem__
+
+
+def _array_reshape(general):
+    """`x.reshape(shape)` in C order with int sizes outside any trace: NumPy's reshape, copied; any other
+    call by `general` (its errors included)."""
+
+    def reshape(self, *shape, order: str = "C"):
+        if order == "C" and not trace_state.stack:
+            s = shape[0] if len(shape) == 1 and type(shape[0]) is tuple else shape
+            for d in s:
+                if type(d) is not int:
+                    break
+            else:
+                try:
+                    return _nd_copy(_nd_reshape(self, s))
+                except (ValueError, TypeError):
+                    pass
+        return general(self, *shape, order=order)
+
+    return reshape
+
+
+def _array_T(self):
+    """`x.T`: NumPy's transpose of the data, copied in C order (traced: ember.numpy's transpose)."""
+    return _shape.transpose(self) if trace_state.stack else _nd_copy(_nd_T.__get__(self))
+
+
 def install() -> None:
     for name, fn in _METHODS.items():
         setattr(Tracer, name, fn)
@@ -184,6 +239,9 @@ def install() -> None:
     for name, prop in _PROPERTIES.items():
         setattr(Tracer, name, prop)
         setattr(Array, name, prop)
+    Array.__getitem__ = _array_getitem(Array.__getitem__)
+    Array.reshape = _array_reshape(Array.reshape)
+    Array.T = property(_array_T)
     for name, op in _IN_PLACE.items():
         if op in _METHODS:
             setattr(Array, name, _METHODS[op])
