@@ -216,6 +216,26 @@ def test_reductions_and_products_have_lanes_for_every_shape():
             lhs @ rhs
     with pytest.raises(IncompatibleShapesError):  # a 0-d operand, as JAX refuses it
         a @ x[0]
+    # jnp.dot and jnp.matmul have the lane too, and file it from a vector product as well
+    _eager._clear(None)
+    for f, ref in ((jnp.dot, np.dot), (jnp.matmul, np.matmul)):
+        for _ in range(2):
+            f(v, v)
+        assert f.fast.lanes and all(r.product is not None for r in f.fast.lanes.values())
+        for lhs, rhs in ((a, v), (v, v), (v, a.T), (a, a.T), (np.asarray(v), v)):
+            got = f(lhs, rhs)
+            assert type(got) is ember.Array and got.dtype == np.float32 and got.shape == ref(lhs, rhs).shape
+            np.testing.assert_allclose(got, ref(np.asarray(lhs), np.asarray(rhs)), rtol=1e-6)
+        with pytest.raises(ShapeError):
+            f(a, x[:3])
+    # an Array's whole-reduction methods take the lane as the functions do
+    for name in ("sum", "prod", "max", "min"):
+        for shape in ((12,), (3, 4), ()):
+            a = x.reshape(shape) if shape else x[0]
+            for _ in range(3):
+                got = getattr(a, name)()
+                assert type(got) is ember.Array and got.dtype == np.float32 and got.shape == ()
+                np.testing.assert_array_equal(got, getattr(np, name)(np.asarray(a)))
 
 
 def test_dask_and_matplotlib_take_arrays():

@@ -205,7 +205,7 @@ _REPLAYED_OPERANDS = {"take": (0,)}
 def _checked(fn: Callable, name: str, params) -> Callable:
     """`fn` with its array parameters checked: no lists, no masked arrays, NumPy subclasses made plain;
     concrete calls outside a trace take the eager fast path (ember/numpy/_eager.py) where they can."""
-    from ember.numpy._eager import MISS, fast_path, whole_wrapper
+    from ember.numpy._eager import MISS, fast_path, product_method, whole_wrapper
 
     fast = None if params == _SEQ else fast_path(fn, _REPLAYED_OPERANDS.get(name, params))
 
@@ -226,6 +226,11 @@ def _checked(fn: Callable, name: str, params) -> Callable:
     wrapper = _elementwise_wrapper(fn, fast, full, MISS)
     if wrapper is None and fast is not None and getattr(fn, "whole", False):
         wrapper = whole_wrapper(fast, full)
+    if wrapper is None and fast is not None and getattr(fn, "product", False):
+        product = product_method(fast, full)  # (an Array's @: the product lane in its own frame)
+
+        def wrapper(*args, **kwargs):
+            return product(*args) if len(args) == 2 and not kwargs else full(*args, **kwargs)
     if wrapper is None:
         unary = None if fast is None else fast.unary
 

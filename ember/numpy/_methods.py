@@ -9,7 +9,7 @@ import inspect
 import numpy as np
 
 from ember.errors import ArgumentError, ConcretizationError, user_location
-from ember.numpy import _arrays, _indexing, _math, _products, _reductions, _shape, _sorting
+from ember.numpy import _arrays, _eager, _indexing, _math, _products, _reductions, _shape, _sorting
 from ember.numpy._core import to_dtype
 from ember.numpy._eager import MISS, fast_path, product_method
 from ember.tracer import dtypes
@@ -148,11 +148,16 @@ def _array_method(name: str, fn):
     signature = inspect.signature(fn)
     numpy_method = getattr(np.ndarray, name, None)
     fast = fast_path(fn, (0,))
-    unary = fast.unary
+    unary, lanes, whole = fast.unary, fast.lanes, getattr(fn, "whole", False)
 
     @functools.wraps(fn)
     def method(self, *args, **kwargs):
-        out = fast((self, *args), kwargs) if args or kwargs else unary(self)
+        if args or kwargs:
+            out = fast((self, *args), kwargs)
+        else:  # (`x.sum()`: a whole reduction's lane first, native once the process is warm)
+            out = _eager._whole_lane(self, lanes) if whole else MISS
+            if out is MISS:
+                out = unary(self)
         if out is not MISS:
             return out
         try:

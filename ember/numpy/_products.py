@@ -97,6 +97,9 @@ def dot(a, b):
     return P.dot_general(a, b, (((len(a.shape) - 1,), (ax_b,)), ((), ())))
 
 
+dot.product = True  # np.dot is jnp.dot for operands of one or two axes: a product lane, as matmul's
+
+
 @_products
 def inner(a, b):
     """Sum over the last axes of both operands (a scalar operand multiplies)."""

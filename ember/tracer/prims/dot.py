@@ -82,10 +82,10 @@ def _dot_impl(lhs, rhs, *, dimension_numbers):
 
 def _eager_dot(params, avals):
     """np.dot where the impl would call np.matmul (the eager replay skips the impl's checks): the same
-    product for operands of at most 2 axes, in two thirds of matmul's time on small ones."""
+    product for operands of at most 2 axes, in two thirds of matmul's time on small ones (a vector
+    product's NumPy scalar becomes a 0-d array in the replay)."""
     lhs, rhs = avals
-    matrix = lhs.ndim + rhs.ndim > 2  # an n-d result (a vector product's is a NumPy scalar)
-    return np.dot if matrix and _is_matmul(lhs, rhs, params["dimension_numbers"]) else None
+    return np.dot if _is_matmul(lhs, rhs, params["dimension_numbers"]) else None
 
 
 eager_specializers[dot_general_p] = _eager_dot
