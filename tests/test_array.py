@@ -288,7 +288,7 @@ ARRAYS_BY_RANK = [jnp.asarray(np.array(2.5, np.float32)), jnp.arange(5.0), jnp.a
 BASIC_KEYS = [0, -1, 2, 5, -6, slice(1, 3), slice(None, None, -1), slice(None, None, 2), slice(10, None),
               slice(-100, 100), slice(3, 1), slice(None, None, -2), slice(0, 3, 0), (), (0,), (0, 1), (-1, -1),
               (slice(1, 3), None), (Ellipsis, 0), (None, Ellipsis, None), (0, 0, 0, 0), (1, slice(None), 0),
-              (Ellipsis, Ellipsis), True, np.int64(1), slice(np.int64(1), 3), [0, 1]]
+              (Ellipsis, Ellipsis), True, np.int64(1), slice(np.int64(1), 3), [0, 1], None, Ellipsis]
 
 
 @pytest.mark.parametrize("rank", range(4))
@@ -338,3 +338,43 @@ def test_creation_functions_take_numpy_eagerly_and_match_jit(make):
                     return values(ember.jit(lambda: fn(*args, dtype=dtype))())
 
                 _same(eager, jitted)
+
+
+def test_sequence_functions_and_linspace_take_numpy_or_a_replay_and_match_jit():
+    """concatenate, stack, hstack and vstack of arrays of one dtype run NumPy's own; mixed dtypes, Python
+    scalars, bad shapes and axes take the general path (JAX's promotion and errors); linspace replays an
+    earlier call of its signature. Every value, dtype and error class is jit's."""
+    a, b = jnp.arange(6.0).reshape(2, 3), jnp.ones((2, 3))
+    v, i = jnp.arange(3.0), jnp.arange(3)
+    seqs = [[a, b], (a, b), [a], [a, np.asarray(b)], [v, v], [a, v], [v, i], [jnp.asarray(2.0), jnp.asarray(3.0)],
+            [a, b.T], [np.asarray(v, np.float64), v], [i, i]]
+    for name in ("concatenate", "stack", "hstack", "vstack"):
+        fn = getattr(jnp, name)
+        axes = [None] if name in ("hstack", "vstack") else [0, 1, -1, 2, None, "kw"]
+        for seq in seqs:
+            for axis in axes:
+                args, kwargs = ((seq,), {}) if axis is None or axis == "kw" else ((seq, axis), {})
+                if axis == "kw":
+                    kwargs = {"axis": 1}
+                if axis is None and name in ("concatenate", "stack"):
+                    args = (seq, None) if name == "concatenate" else (seq,)
+                k = len(seq)
+
+                def eager(args=args, kwargs=kwargs, fn=fn):
+                    return fn(*args, **kwargs)
+
+                def jitted(args=args, kwargs=kwargs, k=k, fn=fn):
+                    return ember.jit(lambda *xs: fn(type(args[0])(xs), *args[1:], **kwargs))(*args[0][:k])
+
+                _same(eager, jitted)
+                try:
+                    out = eager()
+                except Exception:  # noqa: BLE001
+                    continue
+                assert not any(np.shares_memory(out, x) for x in seq)
+    for args, kwargs in [((0, 1, 5), {}), ((0.0, 1.0, 4), {"endpoint": False}), ((jnp.zeros(2), jnp.ones(2), 3), {}),
+                         ((0, 10, 4), {"dtype": int}), ((2.0, 3.0), {"num": 1}), ((1, 0, 3), {"axis": 0}),
+                         ((0, 1, -1), {}), ((jnp.zeros(2), jnp.ones(3), 3), {})]:
+        for _ in range(3):  # the full path, the record, the replay
+            _same(lambda args=args, kwargs=kwargs: jnp.linspace(*args, **kwargs),
+                  lambda args=args, kwargs=kwargs: ember.jit(lambda: jnp.linspace(*args, **kwargs))())

@@ -27,7 +27,7 @@ from ember.tracer.ir import Literal
 from ember.tracer.prims.util import PY_SCALARS as _SCALARS
 from ember.tracer.prims.util import is_python_scalar as _is_python_scalar
 from ember.tracer.prims.util import shape_of  # noqa: F401  (ember.numpy's modules import it from here)
-from ember.tracer.trace import Tracer, is_tracing, stage_const
+from ember.tracer.trace import Tracer, is_tracing, stage_const, trace_state
 
 ArrayLike = Tracer | np.ndarray
 
@@ -223,7 +223,8 @@ def _checked(fn: Callable, name: str, params) -> Callable:
         # a plain ndarray here is an operand given back unchanged: a copy, so results never alias inputs
         return np.array(out).view(Array) if type(out) is np.ndarray else out
 
-    wrapper = _elementwise_wrapper(fn, fast, full, MISS)
+    wrapper = _seq_wrapper(_SEQ_NUMPY[name], full) if name in _SEQ_NUMPY else None
+    wrapper = wrapper or _elementwise_wrapper(fn, fast, full, MISS)
     if wrapper is None and fast is not None and getattr(fn, "whole", False):
         wrapper = whole_wrapper(fast, full)
     if wrapper is None and fast is not None and getattr(fn, "product", False):
@@ -243,6 +244,40 @@ def _checked(fn: Callable, name: str, params) -> Callable:
 
     wrapper = functools.wraps(fn)(wrapper)
     wrapper.fast = fast
+    return wrapper
+
+
+# the functions of a sequence of arrays that NumPy's own computes as JAX does when the arrays share a dtype
+_SEQ_NUMPY = {"concatenate": np.concatenate, "stack": np.stack, "hstack": np.hstack, "vstack": np.vstack}
+
+
+def _seq_wrapper(numpy_fn: Callable, full: Callable) -> Callable:
+    """A function of a list or tuple of arrays (and an int axis where it takes one) whose arrays, outside
+    any trace, are all Arrays or ndarrays of one dtype: NumPy's own, a new array (no promotion to do);
+    any other call, or one NumPy refuses, takes `full` (Ember's checks, JAX's promotion and errors)."""
+
+    def wrapper(*args, **kwargs):
+        n = len(args)
+        if n and n <= 2 and not trace_state.stack and (not kwargs or (n == 1 and kwargs.keys() == {"axis"})):
+            seq = args[0]
+            ts = type(seq)
+            if (ts is list or ts is tuple) and seq:
+                dt = getattr(seq[0], "dtype", None)
+                plain = []
+                for a in seq:
+                    t = type(a)
+                    if (t is not Array and t is not np.ndarray) or a.dtype is not dt:
+                        break
+                    plain.append(a.view(np.ndarray) if t is Array else a)
+                else:
+                    try:
+                        out = numpy_fn(plain, *args[1:], **kwargs) if dt.isnative else None
+                    except (ValueError, TypeError, IndexError):  # (shapes, axes: the full path's errors)
+                        out = None
+                    if out is not None:
+                        return out.view(Array)
+        return full(*args, **kwargs)
+
     return wrapper
 
 

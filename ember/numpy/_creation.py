@@ -4,6 +4,7 @@ float32 (int32 for integer ranges), as in JAX. Inside a trace they become nodes,
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -203,6 +204,26 @@ def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axis
         out = P.concatenate([out, stop], axis) if endpoint else out
     out = out if dtypes.is_float(dt) else P.floor(out)
     return out if out.dtype == dt else P.convert_element_type(out, dt)
+
+
+def _replayed(fn, operands: tuple[int, ...]):
+    """`fn` with the eager fast path of ember.numpy's array functions (ember/numpy/_eager.py): outside a
+    trace, a call replays an earlier call of its signature (`operands`' types and shapes, every other
+    argument's value) instead of binding its primitives one by one (linspace: a dozen of them)."""
+    from ember.numpy._eager import MISS, fast_path
+
+    fast = fast_path(fn, operands)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        out = MISS if trace_state.stack else fast(args, kwargs)
+        return fn(*args, **kwargs) if out is MISS else out
+
+    wrapper.fast = fast
+    return wrapper
+
+
+linspace = _replayed(linspace, (0, 1))
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype=None):

@@ -198,7 +198,7 @@ def _array_getitem(general):
             a, b, c = key.start, key.stop, key.step
             basic = (a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int)
         else:
-            basic = t is int or (t is tuple and static_key(key) is not None)
+            basic = t is int or key is None or key is Ellipsis or (t is tuple and static_key(key) is not None)
         if basic and not trace_state.stack:
             try:
                 out = _nd_getitem(self, key)
