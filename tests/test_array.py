@@ -378,3 +378,17 @@ def test_sequence_functions_and_linspace_take_numpy_or_a_replay_and_match_jit():
         for _ in range(3):  # the full path, the record, the replay
             _same(lambda args=args, kwargs=kwargs: jnp.linspace(*args, **kwargs),
                   lambda args=args, kwargs=kwargs: ember.jit(lambda: jnp.linspace(*args, **kwargs))())
+
+
+def test_arange_and_lists_take_numpy_and_match_jit():
+    """jnp.arange of Python ints runs NumPy's exact integer arange, and a list of Python scalars becomes
+    an array without the general walk; values and dtypes are jit's, errors the same class."""
+    for args in [(10,), (0,), (-3,), (2, 10, 3), (10, 2, -2), (5, 5), (0, 10, 0), (2**31 - 2, 2**31 + 1),
+                 (0, 2**31, 2**30), (True,), (np.int64(4),), (5.0,), (1, 2.5, 0.5), (3, None, None)]:
+        for _ in range(2):
+            _same(lambda args=args: jnp.arange(*args), lambda args=args: ember.jit(lambda: jnp.arange(*args))())
+    for lst in [[1.0, 2.0, 3.0], [1, 2, 3], [True, False], [], [1, 2.5], [True, 2], [[1, 2], [3, 4.5]],
+                [1.0, np.float64(2.0)], [[]], (1.0, 2), [2**40]]:
+        _same(lambda lst=lst: jnp.array(lst), lambda lst=lst: ember.jit(lambda: jnp.array(lst))())
+        _same(lambda lst=lst: jnp.asarray(lst, jnp.float16),
+              lambda lst=lst: ember.jit(lambda: jnp.asarray(lst, jnp.float16))())

@@ -51,6 +51,16 @@ def dtype_weak(x) -> tuple[np.dtype, bool]:
 def _list_dtype(x) -> np.dtype | None:
     """Default dtype of a nested list of Python scalars (float32/int32/bool), None if it holds
     anything else (arrays, NumPy scalars, traced values)."""
+    kind = -1
+    for y in x:  # a flat list of Python scalars, the commonest, without the general walk's set and stack
+        t = type(y)
+        k = 2 if t is float else 1 if t is int else 0 if t is bool else -2
+        if k == -2:
+            break
+        if k > kind:
+            kind = k
+    else:
+        return dtypes.float_ if kind in (-1, 2) else dtypes.int_ if kind == 1 else dtypes.bool_
     kinds = set()
     stack = [x]
     while stack:
@@ -96,7 +106,8 @@ def asarray(x, dtype=None) -> ArrayLike:
         default = _list_dtype(x)
         if default is None:
             return _from_sequence(x, want)
-        arr = np.array(x, dtype=want or default)
+        arr = np.array(x, dtype=want or default)  # (a dtype of Ember's: nothing to canonicalize)
+        return stage_const(arr) if arr.ndim and is_tracing() else arr
     elif isinstance(x, _SCALARS):
         arr = np.asarray(x, dtype=want or dtypes.scalar_dtype(x)[0])
     elif isinstance(x, np.generic):

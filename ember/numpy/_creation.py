@@ -16,7 +16,8 @@ from ember.tracer import prims as P
 from ember.tracer.array import Array
 from ember.tracer.trace import Tracer, is_tracing, trace_state
 
-_np_zeros, _np_empty = np.zeros, np.empty
+_np_zeros, _np_empty, _np_arange = np.zeros, np.empty, np.arange
+_INT32 = 2**31
 
 
 def array(object, dtype=None, copy: bool = True):
@@ -156,6 +157,12 @@ def _static_number(x, name: str, arg: str):
 
 def arange(start, stop=None, step=None, dtype=None):
     """Evenly spaced values in [start, stop); integers default to int32 and floats to float32."""
+    if dtype is None and type(start) is int and (stop is None or type(stop) is int) and (
+            step is None or type(step) is int) and step != 0 and not trace_state.stack:
+        if stop is None:
+            start, stop = 0, start
+        if -_INT32 <= start < _INT32 and -_INT32 <= stop < _INT32:  # (ints: NumPy's arange is exact)
+            return _np_arange(start, stop, step or 1, dtype=dtypes.int_).view(Array)
     start, stop, step = (_static_number(v, "arange", n) for v, n in ((start, "start"), (stop, "stop"),
                                                                      (step, "step")))
     if stop is None:
@@ -170,7 +177,7 @@ def arange(start, stop=None, step=None, dtype=None):
         raise ValueError("arange: step must not be zero")
     n = max(0, math.ceil((stop - start) / step))
     if not is_tracing():
-        return np.arange(start, stop, step).astype(dt)[:n]
+        return np.arange(start, stop, step).astype(dt)[:n].view(Array)
     out = P.iota(dt if not dtypes.is_bool(dt) else dtypes.int_, (n,), 0)
     if step != 1:
         out = P.mul(out, step)
@@ -224,6 +231,7 @@ def _replayed(fn, operands: tuple[int, ...]):
 
 
 linspace = _replayed(linspace, (0, 1))
+arange.gives_arrays = True  # (an Array eagerly, a Tracer traced: no arrays_out wrapper)
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype=None):
