@@ -392,3 +392,20 @@ def test_arange_and_lists_take_numpy_and_match_jit():
         _same(lambda lst=lst: jnp.array(lst), lambda lst=lst: ember.jit(lambda: jnp.array(lst))())
         _same(lambda lst=lst: jnp.asarray(lst, jnp.float16),
               lambda lst=lst: ember.jit(lambda: jnp.asarray(lst, jnp.float16))())
+
+
+def test_where_of_three_arrays_takes_numpy_and_matches_jit():
+    """where(c, x, y) with a boolean c and x, y of one dtype runs NumPy's where; other dtypes, scalars,
+    non-boolean conditions and shapes that do not broadcast take the general path. All as jit gives."""
+    x, y = jnp.arange(6.0).reshape(2, 3), jnp.ones((2, 3))
+    c = x > 2
+    cases = [(c, x, y), (c, x, y[0]), (c[0], x, y), (c, np.asarray(x), y), (c, x, jnp.ones((2, 3), jnp.int32)),
+             (c, x, 0.0), (x, x, y), (c.astype(jnp.int32), x, y), (c, x, jnp.ones(4)), (c, c, ~c),
+             (np.asarray(c), np.asarray(x), np.asarray(y))]
+    for args in cases:
+        _same(lambda args=args: jnp.where(*args), lambda args=args: ember.jit(lambda *a: jnp.where(*a))(*args))
+        try:
+            out = jnp.where(*args)
+        except Exception:  # noqa: BLE001 (the case that does not broadcast)
+            continue
+        assert type(out) is ember.Array and not any(np.shares_memory(out, v) for v in args if isinstance(v, np.ndarray))

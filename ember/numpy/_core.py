@@ -253,6 +253,8 @@ def _checked(fn: Callable, name: str, params) -> Callable:
                     return out
             return full(*args, **kwargs)
 
+    if name == "where":
+        wrapper = _where_wrapper(wrapper)
     wrapper = functools.wraps(fn)(wrapper)
     wrapper.fast = fast
     return wrapper
@@ -288,6 +290,28 @@ def _seq_wrapper(numpy_fn: Callable, full: Callable) -> Callable:
                     if out is not None:
                         return out.view(Array)
         return full(*args, **kwargs)
+
+    return wrapper
+
+
+def _where_wrapper(general: Callable) -> Callable:
+    """where(c, x, y) of three arrays outside any trace, c boolean and x, y of one dtype: NumPy's where
+    (nothing to promote, and NumPy broadcasts as JAX does); any other call by `general`."""
+    # NumPy's C where without its __array_function__ dispatch (an Array's would send it back here as
+    # plain views, three of them): it reads Arrays as ndarrays and gives a new plain ndarray
+    np_where, boolean = getattr(np.where, "_implementation", None), np.dtype(np.bool_)
+
+    def wrapper(*args, **kwargs):
+        if len(args) == 3 and not kwargs and np_where is not None and not trace_state.stack:
+            c, x, y = args
+            tc, tx, ty = type(c), type(x), type(y)
+            if (tc is Array or tc is np.ndarray) and (tx is Array or tx is np.ndarray) and (
+                    ty is Array or ty is np.ndarray) and c.dtype is boolean and x.dtype is y.dtype and x.dtype.isnative:
+                try:
+                    return np_where(c, x, y).view(Array)
+                except ValueError:  # shapes that do not broadcast: the general path raises JAX's error
+                    pass
+        return general(*args, **kwargs)
 
     return wrapper
 
