@@ -409,3 +409,19 @@ def test_where_of_three_arrays_takes_numpy_and_matches_jit():
         except Exception:  # noqa: BLE001 (the case that does not broadcast)
             continue
         assert type(out) is ember.Array and not any(np.shares_memory(out, v) for v in args if isinstance(v, np.ndarray))
+
+
+def test_astype_takes_numpy_and_matches_jit():
+    """An Array's astype runs NumPy's astype (convert_element_type's eager rule): every pair of dtypes,
+    NaN, infinities and out-of-range values, as jit converts them; a bad dtype raises as before."""
+    values = np.array([0.0, -1.5, 2.5, 3e38, -np.inf, np.inf, 255.0, -129.0, 1e-40], np.float32)
+    kinds = [np.float32, np.float16, np.float64, np.int8, np.uint8, np.int32, np.bool_, float, int, "float16"]
+    for src in (values, values.astype(np.float64), np.arange(-3, 4, dtype=np.int32), np.array([True, False])):
+        x = jnp.asarray(src) if src.dtype != np.float64 else src.view(ember.Array)
+        for dtype in kinds:
+            with np.errstate(invalid="ignore", over="ignore"):
+                _same(lambda dtype=dtype, x=x: x.astype(dtype),
+                      lambda dtype=dtype, x=x: ember.jit(lambda a: a.astype(dtype))(x))
+    assert x.astype(bool) is x
+    with pytest.raises(Exception, match="complex128"):
+        x.astype(np.complex128)

@@ -230,6 +230,23 @@ def _array_reshape(general):
     return reshape
 
 
+def _array_astype(general):
+    """`x.astype(dtype)` outside any trace: NumPy's astype, which is what convert_element_type's eager
+    rule runs (itself for the same dtype: an Array is immutable); traced, or a bad dtype, by `general`."""
+    canonicalize, nd_astype = dtypes.canonicalize, np.ndarray.astype
+
+    def astype(self, dtype, copy: bool = True):
+        if not trace_state.stack:
+            try:
+                dt = canonicalize(dtype)
+            except Exception:  # noqa: BLE001 (the general path raises it with the user's line)
+                return general(self, dtype, copy)
+            return self if dt == self.dtype else nd_astype(self, dt)
+        return general(self, dtype, copy)
+
+    return astype
+
+
 def _array_T(self):
     """`x.T`: NumPy's transpose of the data, copied in C order (traced: ember.numpy's transpose)."""
     return _shape.transpose(self) if trace_state.stack else _nd_copy(_nd_T.__get__(self))
@@ -246,6 +263,7 @@ def install() -> None:
         setattr(Array, name, prop)
     Array.__getitem__ = _array_getitem(Array.__getitem__)
     Array.reshape = _array_reshape(Array.reshape)
+    Array.astype = _array_astype(Array.astype)
     Array.T = property(_array_T)
     for name, op in _IN_PLACE.items():
         if op in _METHODS:
