@@ -425,3 +425,20 @@ def test_astype_takes_numpy_and_matches_jit():
     assert x.astype(bool) is x
     with pytest.raises(Exception, match="complex128"):
         x.astype(np.complex128)
+
+
+def test_argmax_and_argmin_take_numpy_and_match_jit():
+    """argmax/argmin of one array alone (function or method) run ndarray's own: the first extremum,
+    NaN first of all, in Ember's int dtype, as jit gives; empty arrays and axes go the general way."""
+    cases = [np.array([1.0, 3.0, 3.0, -1.0]), np.array([1.0, np.nan, 3.0, np.nan]), np.array([-0.0, 0.0]),
+             np.arange(6, dtype=np.int8).reshape(2, 3), np.array([True, False]), np.zeros(0, np.float32),
+             np.array(2.5, np.float32), np.array([np.inf, -np.inf], np.float16)]
+    for a in cases:
+        x = a.view(ember.Array)
+        for name in ("argmax", "argmin"):
+            fn = getattr(jnp, name)
+            _same(lambda fn=fn, x=x: fn(x), lambda fn=fn, x=x: ember.jit(fn)(x))
+            _same(lambda name=name, x=x: getattr(x, name)(), lambda fn=fn, x=x: ember.jit(fn)(x))
+            _same(lambda fn=fn, a=a: fn(a), lambda fn=fn, x=x: ember.jit(fn)(x))
+            if a.ndim:
+                _same(lambda fn=fn, x=x: fn(x, axis=0), lambda fn=fn, x=x: ember.jit(lambda v: fn(v, axis=0))(x))

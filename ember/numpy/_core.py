@@ -255,6 +255,8 @@ def _checked(fn: Callable, name: str, params) -> Callable:
 
     if name == "where":
         wrapper = _where_wrapper(wrapper)
+    if name in ("argmax", "argmin"):
+        wrapper = arg_wrapper(getattr(np.ndarray, name), wrapper)
     wrapper = functools.wraps(fn)(wrapper)
     wrapper.fast = fast
     return wrapper
@@ -290,6 +292,22 @@ def _seq_wrapper(numpy_fn: Callable, full: Callable) -> Callable:
                     if out is not None:
                         return out.view(Array)
         return full(*args, **kwargs)
+
+    return wrapper
+
+
+def arg_wrapper(nd_method: Callable, general: Callable) -> Callable:
+    """argmax/argmin of one non-empty array alone outside any trace (the function, or an Array's method
+    without arguments): ndarray's own C method, the index in Ember's int dtype, which is what the
+    primitive's eager rule computes; any other call by `general`."""
+
+    def wrapper(*args, **kwargs):
+        if len(args) == 1 and not kwargs and not trace_state.stack:
+            a = args[0]
+            t = type(a)
+            if (t is Array or t is np.ndarray) and a.size and a.dtype.isnative:
+                return np.asarray(nd_method(a), dtypes.int_).view(Array)
+        return general(*args, **kwargs)
 
     return wrapper
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from ember.errors import ArgumentError, ConcretizationError, user_location
 from ember.numpy import _arrays, _eager, _indexing, _math, _products, _reductions, _shape, _sorting
-from ember.numpy._core import to_dtype
+from ember.numpy._core import arg_wrapper, to_dtype
 from ember.numpy._eager import MISS, fast_path, product_method
 from ember.tracer import dtypes
 from ember.tracer import prims as P
@@ -261,9 +261,12 @@ def install() -> None:
     for name, prop in _PROPERTIES.items():
         setattr(Tracer, name, prop)
         setattr(Array, name, prop)
-    Array.__getitem__ = _array_getitem(Array.__getitem__)
-    Array.reshape = _array_reshape(Array.reshape)
-    Array.astype = _array_astype(Array.astype)
+    # NumPy's own where it is JAX's (above), each in front of the general method (whose name and doc it keeps)
+    for name, fast in (("__getitem__", _array_getitem), ("reshape", _array_reshape), ("astype", _array_astype),
+                       ("argmax", functools.partial(arg_wrapper, np.ndarray.argmax)),
+                       ("argmin", functools.partial(arg_wrapper, np.ndarray.argmin))):
+        general = getattr(Array, name)
+        setattr(Array, name, functools.wraps(general)(fast(general)))
     Array.T = property(_array_T)
     for name, op in _IN_PLACE.items():
         if op in _METHODS:
