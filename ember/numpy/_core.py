@@ -218,6 +218,8 @@ def _checked(fn: Callable, name: str, params) -> Callable:
     concrete calls outside a trace take the eager fast path (ember/numpy/_eager.py) where they can."""
     from ember.numpy._eager import MISS, fast_path, product_method, whole_wrapper
 
+    if "<locals>" in getattr(fn, "__qualname__", ""):  # a factory's function (or a decorator's wrapper):
+        fn.__qualname__ = name  # a call missing an argument says "cumsum() missing ...", as JAX's does
     fast = None if params == _SEQ else fast_path(fn, _REPLAYED_OPERANDS.get(name, params))
 
     def full(*args, **kwargs):

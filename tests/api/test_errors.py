@@ -406,3 +406,24 @@ def test_a_value_of_no_argument_names_none():
     with pytest.raises(ember.ConcretizationError) as e:
         ember.jit(lambda x: bool(jnp.zeros(()) > 0) and x)(np.ones(2))
     assert "depends on" not in str(e.value)
+
+
+def test_a_call_missing_an_argument_names_the_public_function():
+    """`jnp.cumsum()` says "cumsum() missing ...", as JAX does, not the name of the factory or decorator
+    that made the function (`_cumulative.<locals>.fn`)."""
+    import inspect
+
+    named = 0
+    for module in (jnp, jnp.linalg, ember.nn, ember.random, ember.lax):
+        for name in module.__all__:
+            fn = getattr(module, name)
+            if not callable(fn) or inspect.isclass(fn):
+                continue
+            try:
+                fn()
+            except TypeError as e:
+                assert "<locals>" not in str(e) and "wrapper" not in str(e), (module.__name__, name, str(e))
+                named += str(e).startswith(f"{name}()")
+            except Exception:  # noqa: BLE001 (functions that take no argument, or raise their own error)
+                pass
+    assert named > 100
