@@ -389,22 +389,31 @@ def _pairwise(t: str) -> str:
     adds = "\n".join(f"  %o{j} = add i64 %i, {j}\n  %p{j} = getelementptr {t}, ptr %a, i64 %o{j}\n"
                      f"  %v{j} = load {t}, ptr %p{j}\n  %s{j} = fadd {t} {acc[j]}, %v{j}" for j in range(8))
     return f"""
+; init + a[first] + ... + a[n - 1], one element after the other
+define private {t} @sequential_{t}(ptr %a, i64 %first, i64 %n, {t} %init) alwaysinline {{{{
+entry:
+  br label %loop
+loop:
+  %i = phi i64 [%first, %entry], [%i1, %body]
+  %r = phi {t} [%init, %entry], [%r1, %body]
+  %done = icmp sge i64 %i, %n
+  br i1 %done, label %end, label %body
+body:
+  %p = getelementptr {t}, ptr %a, i64 %i
+  %v = load {t}, ptr %p
+  %r1 = fadd {t} %r, %v
+  %i1 = add i64 %i, 1
+  br label %loop
+end:
+  ret {t} %r
+}}}}
+
 define private {t} @pairwise_{t}(ptr %a, i64 %n) {{{{
 entry:
   %small = icmp slt i64 %n, 8
   br i1 %small, label %seq, label %mid
 seq:
-  %i_s = phi i64 [0, %entry], [%i_s1, %seq_body]
-  %r_s = phi {t} [-0.0, %entry], [%r_s1, %seq_body]
-  %seq_done = icmp sge i64 %i_s, %n
-  br i1 %seq_done, label %seq_end, label %seq_body
-seq_body:
-  %p_s = getelementptr {t}, ptr %a, i64 %i_s
-  %v_s = load {t}, ptr %p_s
-  %r_s1 = fadd {t} %r_s, %v_s
-  %i_s1 = add i64 %i_s, 1
-  br label %seq
-seq_end:
+  %r_s = call {t} @sequential_{t}(ptr %a, i64 0, i64 %n, {t} -0.0)
   ret {t} %r_s
 mid:
   %fits = icmp sle i64 %n, 128
@@ -430,19 +439,7 @@ combine:
   %c03 = fadd {t} %c01, %c23
   %c47 = fadd {t} %c45, %c67
   %c = fadd {t} %c03, %c47
-  br label %tail
-tail:
-  %i_t = phi i64 [%m, %combine], [%i_t1, %tail_body]
-  %r_t = phi {t} [%c, %combine], [%r_t1, %tail_body]
-  %tail_done = icmp sge i64 %i_t, %n
-  br i1 %tail_done, label %tail_end, label %tail_body
-tail_body:
-  %p_t = getelementptr {t}, ptr %a, i64 %i_t
-  %v_t = load {t}, ptr %p_t
-  %r_t1 = fadd {t} %r_t, %v_t
-  %i_t1 = add i64 %i_t, 1
-  br label %tail
-tail_end:
+  %r_t = call {t} @sequential_{t}(ptr %a, i64 %m, i64 %n, {t} %c)
   ret {t} %r_t
 split:
   %half = lshr i64 %n, 1
