@@ -64,6 +64,19 @@ def _update_cases():
                     yield name, a, key, value, how, kw
 
 
+def _in_both_tiers(run):
+    """`run()` in the Python tier, then in the native one: (python's result, native's result)."""
+    _native.uninstall()
+    _native._countdown = 1 << 62  # (stay in Python for the whole run)
+    python = run()
+    assert _native.install(), _native.status
+    try:
+        native = run()
+    finally:
+        _native.uninstall()
+    return python, native
+
+
 def _all_updates():
     x = {name: a.view(ember.Array) for name, a in ARRAYS.items()}  # (jnp.asarray refuses ">f8")
     return [_outcome(getattr(x[name].at[key], how), value, **kw)
@@ -92,14 +105,7 @@ def test_the_native_tier_comes_after_enough_calls_and_leaves_when_switched_off(p
 
 def test_every_update_is_the_same_in_both_tiers():
     """Every array kind, key, value, method and keyword: the same value, dtype, type or exception."""
-    _native.uninstall()
-    _native._countdown = 1 << 62  # (stay in Python for the whole table)
-    python = _all_updates()
-    assert _native.install(), _native.status
-    try:
-        native = _all_updates()
-    finally:
-        _native.uninstall()
+    python, native = _in_both_tiers(_all_updates)
     cases = list(_update_cases())
     assert len(python) == len(native) == len(cases)
     differ = [(c[0], c[2], c[3], c[4], c[5], p, n) for c, p, n in zip(cases, python, native)
@@ -169,14 +175,7 @@ def test_whole_reductions_are_the_same_in_both_tiers(name):
         methods = [_outcome(getattr(a, name)) for a in operands if type(a) is ember.Array for _ in range(3)]
         return calls + methods
 
-    _native.uninstall()
-    _native._countdown = 1 << 62
-    python = outcomes()
-    assert _native.install(), _native.status
-    try:
-        native = outcomes()
-    finally:
-        _native.uninstall()
+    python, native = _in_both_tiers(outcomes)
     assert repr(python) == repr(native)
     assert python[0][0] is ember.Array  # (served by the lane)
     empty = 3 * list(ARRAYS).index("f4_empty")
